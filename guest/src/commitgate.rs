@@ -1,0 +1,148 @@
+//! The commit gate: a run's or a step's terminal outcome is committed once,
+//! only by its current holder (SPEC 4, 8 "Commitgate").
+use serde::{Deserialize, Serialize};
+
+use crate::txn::{load, store};
+use crate::{Error, Outcome, Table, Txn, checkpoint, input};
+
+/// What the outcomes table holds: the outcome plus its address, so an
+/// operator reading the table sees which run and step it belongs to.
+#[derive(Serialize, Deserialize)]
+struct Record {
+    run_id: String,
+    step: Option<String>,
+    #[serde(flatten)]
+    outcome: Outcome,
+}
+
+/// `len:run-id` for the run, `len:run-id` + step for a step: unambiguous for
+/// any bytes in either id.
+fn key(run_id: &str, step: Option<&str>) -> String {
+    format!("{}:{run_id}{}", run_id.len(), step.unwrap_or(""))
+}
+
+/// Commit the terminal outcome of `(run_id, step)`.
+pub fn commit(
+    tx: &mut impl Txn,
+    run_id: &str,
+    step: Option<&str>,
+    fence: u64,
+    outcome: &Outcome,
+) -> Result<Outcome, Error> {
+    validate(run_id, step)?;
+    input::number("fence", fence)?;
+    input::payload("result", &outcome.result)?;
+    // A zombie owner (lower takeover generation than the snapshot's writer)
+    // must not decide the run's fate.
+    if checkpoint::persisted_fence(tx, run_id)?.is_some_and(|persisted| fence < persisted) {
+        return Err(Error::FenceStale);
+    }
+    if step.is_some() && run_is_terminal(tx, run_id)? {
+        return Err(Error::Terminal);
+    }
+    let key = key(run_id, step);
+    if let Some(first) = load::<Record>(tx, Table::Outcomes, &key)? {
+        return if first.outcome == *outcome {
+            Ok(first.outcome)
+        } else {
+            Err(Error::AlreadyCommitted)
+        };
+    }
+    let record = Record {
+        run_id: run_id.to_owned(),
+        step: step.map(str::to_owned),
+        outcome: outcome.clone(),
+    };
+    store(tx, Table::Outcomes, &key, &record)?;
+    Ok(record.outcome)
+}
+
+/// The recorded outcome, or `not-found`.
+pub fn read(tx: &mut impl Txn, run_id: &str, step: Option<&str>) -> Result<Outcome, Error> {
+    validate(run_id, step)?;
+    load::<Record>(tx, Table::Outcomes, &key(run_id, step))?
+        .map(|r| r.outcome)
+        .ok_or(Error::NotFound)
+}
+
+/// Has the run's terminal outcome been committed?
+pub(crate) fn run_is_terminal(tx: &mut impl Txn, run_id: &str) -> Result<bool, Error> {
+    Ok(tx.get(Table::Outcomes, &key(run_id, None))?.is_some())
+}
+
+fn validate(run_id: &str, step: Option<&str>) -> Result<(), Error> {
+    input::id("run-id", run_id)?;
+    step.map_or(Ok(()), |s| input::id("step", s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::MemTxn;
+    use crate::{Snapshot, Status};
+
+    fn ok(bytes: &[u8]) -> Outcome {
+        Outcome {
+            status: Status::Succeeded,
+            result: bytes.to_vec(),
+        }
+    }
+
+    #[test]
+    fn first_outcome_wins() {
+        let mut tx = MemTxn::default();
+        assert_eq!(commit(&mut tx, "r", Some("s"), 0, &ok(b"1")), Ok(ok(b"1")));
+        assert_eq!(commit(&mut tx, "r", Some("s"), 0, &ok(b"1")), Ok(ok(b"1")));
+        assert_eq!(
+            commit(&mut tx, "r", Some("s"), 0, &ok(b"2")),
+            Err(Error::AlreadyCommitted)
+        );
+        assert_eq!(read(&mut tx, "r", Some("s")), Ok(ok(b"1")));
+        assert_eq!(read(&mut tx, "r", None), Err(Error::NotFound));
+    }
+
+    #[test]
+    fn run_commit_makes_the_run_terminal() {
+        let mut tx = MemTxn::default();
+        commit(&mut tx, "r", None, 0, &ok(b"")).unwrap();
+        assert_eq!(
+            commit(&mut tx, "r", Some("s"), 0, &ok(b"")),
+            Err(Error::Terminal)
+        );
+        let snap = Snapshot {
+            run_id: "r".into(),
+            seq: 1,
+            fence: None,
+            status: "x".into(),
+            done: vec![],
+            fields: vec![],
+        };
+        assert_eq!(
+            checkpoint::save_if_newer(&mut tx, &snap),
+            Err(Error::Terminal)
+        );
+    }
+
+    #[test]
+    fn zombie_owner_is_fenced_out() {
+        let mut tx = MemTxn::default();
+        let snap = Snapshot {
+            run_id: "r".into(),
+            seq: 1,
+            fence: Some(3),
+            status: "x".into(),
+            done: vec![],
+            fields: vec![],
+        };
+        checkpoint::save_if_newer(&mut tx, &snap).unwrap();
+        assert_eq!(commit(&mut tx, "r", None, 2, &ok(b"")), Err(Error::FenceStale));
+        assert_eq!(commit(&mut tx, "r", None, 3, &ok(b"")), Ok(ok(b"")));
+    }
+
+    #[test]
+    fn step_and_run_keys_never_collide() {
+        // run "ab" with no step vs run "a" with step "b"
+        assert_ne!(key("ab", None), key("a", Some("b")));
+        assert_ne!(key("a", Some("1:b")), key("a1:", Some("b")));
+    }
+}

@@ -1,0 +1,130 @@
+use super::*;
+use crate::testing::MemTxn;
+
+fn granted(out: Acquired) -> Lease {
+    match out {
+        Acquired::Granted(lease) => lease,
+        other => panic!("expected a grant, got {other:?}"),
+    }
+}
+
+#[test]
+fn precedence_replayed_beats_everything_but_key_reused() {
+    let mut tx = MemTxn::default();
+    let act = Action::new("k", "r").with_fingerprint("f1");
+    let lease = granted(acquire(&mut tx, &act, 100).unwrap());
+    complete(&mut tx, &act, &lease, b"done").unwrap();
+    assert_eq!(acquire(&mut tx, &act, 100), Ok(Acquired::Replayed(b"done".to_vec())));
+    let other = Action::new("k", "r").with_fingerprint("f2");
+    assert_eq!(acquire(&mut tx, &other, 100), Err(Error::KeyReused));
+    // an absent fingerprint never conflicts
+    assert!(matches!(acquire(&mut tx, &Action::new("k", "r"), 100), Ok(Acquired::Replayed(_))));
+}
+
+#[test]
+fn expired_intent_is_uncertain_never_regranted() {
+    let mut tx = MemTxn::default();
+    let act = Action::new("k", "r");
+    granted(acquire(&mut tx, &act, 100).unwrap());
+    tx.clock = 99;
+    assert_eq!(acquire(&mut tx, &act, 100), Ok(Acquired::InFlight));
+    tx.clock = 100;
+    assert_eq!(
+        acquire(&mut tx, &act, 100),
+        Ok(Acquired::Uncertain(INTENT_EXPIRED.into()))
+    );
+}
+
+#[test]
+fn contended_until_the_hold_expires() {
+    let mut tx = MemTxn::default();
+    granted(acquire(&mut tx, &Action::new("k1", "r"), 100).unwrap());
+    assert_eq!(
+        acquire(&mut tx, &Action::new("k2", "r"), 100),
+        Ok(Acquired::Contended(100))
+    );
+    tx.clock = 100;
+    let lease = granted(acquire(&mut tx, &Action::new("k2", "r"), 100).unwrap());
+    assert_eq!(lease.fence, 2);
+}
+
+#[test]
+fn triple_check_order() {
+    let mut tx = MemTxn::default();
+    let act = Action::new("k", "r");
+    let lease = granted(acquire(&mut tx, &act, 100).unwrap());
+    let mut wrong = lease.clone();
+    wrong.resource = "other".into();
+    wrong.fence = 99;
+    assert_eq!(release(&mut tx, &act, &wrong), Err(Error::ResourceMismatch));
+    let mut stale = lease.clone();
+    stale.fence = 99;
+    stale.holder = "x".into();
+    assert_eq!(release(&mut tx, &act, &stale), Err(Error::FenceStale));
+    let mut forged = lease.clone();
+    forged.holder = "x".into();
+    assert_eq!(complete(&mut tx, &act, &forged, b""), Err(Error::NotHolder));
+}
+
+#[test]
+fn release_keeps_the_intent() {
+    let mut tx = MemTxn::default();
+    let act = Action::new("k", "r");
+    let lease = granted(acquire(&mut tx, &act, 100).unwrap());
+    release(&mut tx, &act, &lease).unwrap();
+    assert_eq!(acquire(&mut tx, &act, 100), Ok(Acquired::InFlight));
+    assert_eq!(renew(&mut tx, &act, &lease, 10), Err(Error::LeaseExpired));
+    // a late verdict from the newest holder is still accepted
+    assert_eq!(complete(&mut tx, &act, &lease, b"r"), Ok(b"r".to_vec()));
+}
+
+#[test]
+fn unsafe_key_stays_blocked_without_force() {
+    let mut tx = MemTxn::default();
+    let act = Action::new("k", "r").unsafe_to_retry();
+    let lease = granted(acquire(&mut tx, &act, 100).unwrap());
+    mark_uncertain(&mut tx, &act, &lease, "timeout").unwrap();
+    release(&mut tx, &act, &lease).unwrap();
+    // the recorded retry-safety counts, not the presented one
+    let presented_safe = Action::new("k", "r");
+    let not_applied = Resolution::default();
+    assert_eq!(
+        resolve_uncertain(&mut tx, &presented_safe, &not_applied),
+        Err(Error::UnsafeNotRetryable)
+    );
+    assert_eq!(
+        acquire(&mut tx, &act, 100),
+        Ok(Acquired::Uncertain("timeout".into()))
+    );
+    let forced = Resolution {
+        force_retryable: true,
+        ..Resolution::default()
+    };
+    assert_eq!(resolve_uncertain(&mut tx, &act, &forced), Ok(Resolved::Cleared));
+    assert_eq!(granted(acquire(&mut tx, &act, 100).unwrap()).fence, 2);
+}
+
+#[test]
+fn one_reconciler_at_a_time() {
+    let mut tx = MemTxn::default();
+    let act = Action::new("k", "r");
+    granted(acquire(&mut tx, &act, 10).unwrap());
+    assert_eq!(begin_reconcile(&mut tx, &act, 50), Err(Error::NotUncertain));
+    tx.clock = 10;
+    let first = begin_reconcile(&mut tx, &act, 50).unwrap();
+    assert_eq!(first.until, 60);
+    assert_eq!(begin_reconcile(&mut tx, &act, 50), Err(Error::ReconcileTaken));
+    tx.clock = 60;
+    let second = begin_reconcile(&mut tx, &act, 50).unwrap();
+    assert_ne!(first.claim, second.claim);
+}
+
+#[test]
+fn sink_never_goes_backwards() {
+    let mut tx = MemTxn::default();
+    assert_eq!(sink_seen(&mut tx, "s"), Ok(0));
+    sink_advance(&mut tx, "s", 3).unwrap();
+    sink_advance(&mut tx, "s", 3).unwrap();
+    assert_eq!(sink_advance(&mut tx, "s", 2), Err(Error::FenceStale));
+    assert_eq!(sink_seen(&mut tx, "s"), Ok(3));
+}
