@@ -1,1 +1,117 @@
-fn main(){}
+//! Builds the kernel component (`guest/component`) for `wasm32-wasip2` and
+//! hands its path to the host as `GAK_COMPONENT_WASM`, so `cargo build` /
+//! `cargo test` on a fresh checkout need no manual step.
+//!
+//! The inner build uses its own target dir (an outer `--release` build would
+//! otherwise wait forever on the outer target dir's lock) and a clean
+//! environment (outer RUSTFLAGS / target settings must not leak into it).
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const TARGET: &str = "wasm32-wasip2";
+
+fn main() {
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let root = manifest.parent().expect("host/ has a parent").to_path_buf();
+    for watched in [
+        "wit",
+        "guest/src",
+        "guest/Cargo.toml",
+        "guest/component/src",
+        "guest/component/Cargo.toml",
+        "guest/component/Cargo.lock",
+    ] {
+        println!("cargo:rerun-if-changed={}", root.join(watched).display());
+    }
+    embed_vectors(&root.join("tests/vectors"));
+    println!("cargo:rerun-if-env-changed=GAK_COMPONENT_WASM_OVERRIDE");
+    if let Ok(path) = env::var("GAK_COMPONENT_WASM_OVERRIDE") {
+        println!("cargo:rustc-env=GAK_COMPONENT_WASM={path}");
+        return;
+    }
+
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    ensure_target();
+    let target_dir = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+        .join("guest");
+    let mut build = Command::new(&cargo);
+    build
+        .args(["build", "--release", "--target", TARGET, "--manifest-path"])
+        .arg(root.join("guest/component/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_MAKEFLAGS",
+        "CARGO_PRIMARY_PACKAGE",
+    ] {
+        build.env_remove(var);
+    }
+    let out = build.output().expect("cannot run cargo for the guest build");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for line in stderr.lines().filter(|l| l.starts_with("warning")) {
+        println!("cargo:warning=guest: {line}");
+    }
+    if !out.status.success() {
+        panic!("building the gak component failed:\n{stderr}");
+    }
+    let wasm = target_dir.join(TARGET).join("release/gak_component.wasm");
+    assert!(wasm.exists(), "guest build produced no {}", wasm.display());
+    println!("cargo:rustc-env=GAK_COMPONENT_WASM={}", wasm.display());
+}
+
+/// Fresh machines lack the wasm target and `RUSTUP_AUTO_INSTALL=0` stops
+/// rust-toolchain.toml from installing it: install it here, loudly.
+fn ensure_target() {
+    let sysroot = Command::new(env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let installed = sysroot
+        .as_deref()
+        .is_some_and(|s| Path::new(s).join("lib/rustlib").join(TARGET).exists());
+    if installed {
+        return;
+    }
+    println!(
+        "cargo:warning=the {TARGET} target is missing; running `rustup target add {TARGET}`"
+    );
+    let mut add = Command::new("rustup");
+    add.args(["target", "add", TARGET]);
+    if let Ok(toolchain) = env::var("RUSTUP_TOOLCHAIN") {
+        add.args(["--toolchain", &toolchain]);
+    }
+    let status = add.status();
+    if !status.is_ok_and(|s| s.success()) {
+        panic!("the {TARGET} target is missing and `rustup target add {TARGET}` failed; install it by hand");
+    }
+}
+
+/// Embed `tests/vectors/*.json` as the built-in conformance suite.
+fn embed_vectors(dir: &Path) {
+    println!("cargo:rerun-if-changed={}", dir.display());
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|e| e == "json"));
+    files.sort();
+    let mut code = String::from("[\n");
+    for f in &files {
+        println!("cargo:rerun-if-changed={}", f.display());
+        let name = f.file_name().expect("a file").to_string_lossy();
+        code.push_str(&format!("    ({name:?}, include_str!({:?})),\n", f.display().to_string()));
+    }
+    code.push(']');
+    let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets it")).join("builtin_vectors.rs");
+    std::fs::write(out, code).expect("cannot write builtin_vectors.rs");
+}

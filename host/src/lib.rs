@@ -1,1 +1,83 @@
-pub fn x() {}
+//! gak: a crash-safe coordination kernel for orchestration runtimes.
+//!
+//! When a process dies in the middle of a run, the run **resumes; it is not
+//! redone**. Every judgement lives in one WebAssembly component (built from
+//! `guest/`); this crate hosts it with wasmtime and binds its store import to
+//! SQLite or memory.
+//!
+//! ```
+//! use gak::{Action, Acquired, Kernel, TaskSeed};
+//!
+//! let kernel = Kernel::open("memory:")?;
+//! kernel.taskboard().seed(&[TaskSeed::new("send-invoice")])?;
+//! let task = kernel.taskboard().claim("send-invoice", "worker-1", 30_000)?;
+//! assert_eq!(task.fence, 1);
+//!
+//! let action = Action::new("invoice-42/email", "smtp");
+//! let Acquired::Granted(lease) = kernel.sideeffect().acquire(&action, 30_000)? else {
+//!     panic!("a fresh key is granted");
+//! };
+//! kernel.sideeffect().complete(&action, &lease, b"sent")?;
+//! // The same key again only replays: the e-mail is never sent twice.
+//! assert_eq!(kernel.sideeffect().acquire(&action, 30_000)?, Acquired::Replayed(b"sent".to_vec()));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+
+mod api;
+pub mod clock;
+mod committer;
+pub mod conformance;
+mod convert;
+pub mod demo;
+mod engine;
+mod kernel;
+mod runner;
+pub mod store;
+
+pub use api::{Checkpoint, Commitgate, SinkError, Sideeffect, Taskboard};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use committer::Committer;
+pub use engine::COMPONENT_WASM;
+pub use gak_rules::{
+    Acquired, Action, Error, Lease, Outcome, Plan, ReconcileClaim, Resolution, Resolved,
+    RetrySafety, Snapshot, Status, StepDef, Task, TaskSeed, TaskState,
+};
+pub use kernel::{Downstream, Kernel};
+pub use runner::{BodyError, RunError, Ran, Runner};
+
+/// Why a kernel could not be opened.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The store URL names no known binding.
+    UnknownStore(String),
+    /// A store option is malformed.
+    BadOption(String),
+    /// The store could not be opened.
+    Store(gak_rules::StoreFault),
+    /// The component could not be compiled or linked.
+    Component(String),
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::UnknownStore(url) => write!(
+                f,
+                "unknown store {url:?}: expected memory: or sqlite:PATH"
+            ),
+            OpenError::BadOption(o) => write!(f, "bad store option {o:?}"),
+            OpenError::Store(fault) => write!(f, "cannot open the store: {fault:?}"),
+            OpenError::Component(m) => write!(f, "cannot load the kernel component: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+impl From<OpenError> for Error {
+    fn from(e: OpenError) -> Self {
+        Error::Storage(e.to_string())
+    }
+}

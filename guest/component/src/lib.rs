@@ -1,0 +1,208 @@
+//! The gak kernel component: `wit-bindgen` glue over `gak-rules`.
+//!
+//! Every exported call gets a [`WitTxn`] whose reads and writes go to the
+//! host's store import inside the host's transaction for this call. The
+//! clock is read once per call so a decision sees one instant.
+#![allow(unsafe_code)] // the generated export glue
+
+use gak_rules as rules;
+
+wit_bindgen::generate!({
+    path: "../../wit",
+    world: "kernel",
+});
+
+mod convert;
+
+use exports::gak::kernel::{checkpoint, commitgate, sideeffect, taskboard};
+use gak::kernel::{clock, store, types::Error};
+
+struct Component;
+export!(Component);
+
+/// The host's transaction, as the rules see it.
+struct WitTxn {
+    now: Option<u64>,
+}
+
+fn call<T>(f: impl FnOnce(&mut WitTxn) -> Result<T, rules::Error>) -> Result<T, Error> {
+    f(&mut WitTxn { now: None }).map_err(convert::error)
+}
+
+impl rules::Txn for WitTxn {
+    fn get(&mut self, table: rules::Table, key: &str) -> Result<Option<String>, rules::StoreFault> {
+        store::get(convert::table(table), key).map_err(convert::fault)
+    }
+    fn get_many(
+        &mut self,
+        keys: &[(rules::Table, &str)],
+    ) -> Result<Vec<Option<String>>, rules::StoreFault> {
+        let keys: Vec<(store::Table, String)> = keys
+            .iter()
+            .map(|(t, k)| (convert::table(*t), (*k).to_owned()))
+            .collect();
+        store::get_many(&keys).map_err(convert::fault)
+    }
+    fn put(&mut self, table: rules::Table, key: &str, value: &str) -> Result<(), rules::StoreFault> {
+        store::put(convert::table(table), key, value).map_err(convert::fault)
+    }
+    fn delete(&mut self, table: rules::Table, key: &str) -> Result<(), rules::StoreFault> {
+        store::delete(convert::table(table), key).map_err(convert::fault)
+    }
+    fn scan(&mut self, table: rules::Table) -> Result<Vec<(String, String)>, rules::StoreFault> {
+        store::scan(convert::table(table)).map_err(convert::fault)
+    }
+    fn now(&mut self) -> u64 {
+        *self.now.get_or_insert_with(clock::now)
+    }
+    fn random128(&mut self) -> u128 {
+        let mut bytes = [0u8; 16];
+        // wasi:random/random: the host's CSPRNG. Without it no token can be
+        // minted safely, so failing here is a host defect, not caller error.
+        getrandom::fill(&mut bytes).expect("wasi:random is available");
+        u128::from_le_bytes(bytes)
+    }
+}
+
+impl checkpoint::Guest for Component {
+    fn save_if_newer(snap: checkpoint::Snapshot) -> Result<(), Error> {
+        call(|tx| rules::checkpoint::save_if_newer(tx, &convert::snapshot_in(snap)))
+    }
+    fn load(run_id: String) -> Result<checkpoint::Snapshot, Error> {
+        call(|tx| rules::checkpoint::load_snapshot(tx, &run_id)).map(convert::snapshot_out)
+    }
+    fn build_plan(
+        steps: Vec<checkpoint::StepDef>,
+        snap: Option<checkpoint::Snapshot>,
+    ) -> Result<checkpoint::Plan, Error> {
+        let steps: Vec<rules::StepDef> = steps
+            .into_iter()
+            .map(|s| rules::StepDef {
+                id: s.id,
+                depends_on: s.depends_on,
+            })
+            .collect();
+        let snap = snap.map(convert::snapshot_in);
+        rules::plan::build_plan(&steps, snap.as_ref())
+            .map(|p| checkpoint::Plan {
+                skip: p.skip,
+                run: p.run,
+                untrusted: p.untrusted,
+            })
+            .map_err(convert::error)
+    }
+}
+
+impl commitgate::Guest for Component {
+    fn commit(
+        run_id: String,
+        step: Option<String>,
+        fence: u64,
+        outcome: commitgate::Outcome,
+    ) -> Result<commitgate::Outcome, Error> {
+        let outcome = convert::outcome_in(outcome);
+        call(|tx| rules::commitgate::commit(tx, &run_id, step.as_deref(), fence, &outcome))
+            .map(convert::outcome_out)
+    }
+    fn read(run_id: String, step: Option<String>) -> Result<commitgate::Outcome, Error> {
+        call(|tx| rules::commitgate::read(tx, &run_id, step.as_deref())).map(convert::outcome_out)
+    }
+}
+
+impl sideeffect::Guest for Component {
+    fn acquire(action: sideeffect::Action, ttl: u64) -> Result<sideeffect::Acquired, Error> {
+        let action = convert::action_in(action);
+        call(|tx| rules::sideeffect::acquire(tx, &action, ttl)).map(convert::acquired_out)
+    }
+    fn complete(
+        action: sideeffect::Action,
+        lease: sideeffect::Lease,
+        result: Vec<u8>,
+    ) -> Result<Vec<u8>, Error> {
+        let (action, lease) = (convert::action_in(action), convert::lease_in(lease));
+        call(|tx| rules::sideeffect::complete(tx, &action, &lease, &result))
+    }
+    fn release(action: sideeffect::Action, lease: sideeffect::Lease) -> Result<(), Error> {
+        let (action, lease) = (convert::action_in(action), convert::lease_in(lease));
+        call(|tx| rules::sideeffect::release(tx, &action, &lease))
+    }
+    fn abandon(
+        action: sideeffect::Action,
+        lease: sideeffect::Lease,
+        reason: String,
+    ) -> Result<(), Error> {
+        let (action, lease) = (convert::action_in(action), convert::lease_in(lease));
+        call(|tx| rules::sideeffect::abandon(tx, &action, &lease, &reason))
+    }
+    fn renew(
+        action: sideeffect::Action,
+        lease: sideeffect::Lease,
+        ttl: u64,
+    ) -> Result<sideeffect::Lease, Error> {
+        let (action, lease) = (convert::action_in(action), convert::lease_in(lease));
+        call(|tx| rules::sideeffect::renew(tx, &action, &lease, ttl)).map(convert::lease_out)
+    }
+    fn mark_uncertain(
+        action: sideeffect::Action,
+        lease: sideeffect::Lease,
+        reason: String,
+    ) -> Result<(), Error> {
+        let (action, lease) = (convert::action_in(action), convert::lease_in(lease));
+        call(|tx| rules::sideeffect::mark_uncertain(tx, &action, &lease, &reason))
+    }
+    fn begin_reconcile(
+        action: sideeffect::Action,
+        ttl: u64,
+    ) -> Result<sideeffect::ReconcileClaim, Error> {
+        let action = convert::action_in(action);
+        call(|tx| rules::sideeffect::begin_reconcile(tx, &action, ttl)).map(|c| {
+            sideeffect::ReconcileClaim {
+                claim: c.claim,
+                until: c.until,
+            }
+        })
+    }
+    fn resolve_uncertain(
+        action: sideeffect::Action,
+        resolution: sideeffect::Resolution,
+    ) -> Result<sideeffect::Resolved, Error> {
+        let action = convert::action_in(action);
+        let resolution = rules::Resolution {
+            applied: resolution.applied,
+            result: resolution.result,
+            force_retryable: resolution.force_retryable,
+        };
+        call(|tx| rules::sideeffect::resolve_uncertain(tx, &action, &resolution)).map(|r| match r {
+            rules::Resolved::Replayed(bytes) => sideeffect::Resolved::Replayed(bytes),
+            rules::Resolved::Cleared => sideeffect::Resolved::Cleared,
+        })
+    }
+    fn sink_advance(resource: String, presented: u64) -> Result<(), Error> {
+        call(|tx| rules::sideeffect::sink_advance(tx, &resource, presented))
+    }
+    fn sink_seen(resource: String) -> Result<u64, Error> {
+        call(|tx| rules::sideeffect::sink_seen(tx, &resource))
+    }
+}
+
+impl taskboard::Guest for Component {
+    fn seed(tasks: Vec<taskboard::TaskSeed>) -> Result<(), Error> {
+        let tasks: Vec<rules::TaskSeed> = tasks.into_iter().map(convert::seed_in).collect();
+        call(|tx| rules::taskboard::seed(tx, &tasks))
+    }
+    fn list() -> Result<Vec<taskboard::Task>, Error> {
+        call(rules::taskboard::list).map(|ts| ts.into_iter().map(convert::task_out).collect())
+    }
+    fn claim(id: String, agent: String, ttl: u64) -> Result<taskboard::Task, Error> {
+        call(|tx| rules::taskboard::claim(tx, &id, &agent, ttl)).map(convert::task_out)
+    }
+    fn release(id: String, token: String) -> Result<(), Error> {
+        call(|tx| rules::taskboard::release(tx, &id, &token))
+    }
+    fn complete(id: String, token: String) -> Result<(), Error> {
+        call(|tx| rules::taskboard::complete(tx, &id, &token))
+    }
+    fn renew(id: String, token: String, ttl: u64) -> Result<taskboard::Task, Error> {
+        call(|tx| rules::taskboard::renew(tx, &id, &token, ttl)).map(convert::task_out)
+    }
+}

@@ -1,0 +1,81 @@
+//! The clock that judges expiry, injectable like wasmtime's `HostWallClock`.
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Milliseconds since the Unix epoch. Implementations MUST NOT move backwards.
+pub trait Clock: Send + Sync + 'static {
+    /// The current time.
+    fn now(&self) -> u64;
+}
+
+/// The system's wall clock, made monotonic (a step back of the system clock
+/// is held at the last value rather than reviving expired leases).
+#[derive(Debug, Default)]
+pub struct SystemClock {
+    last: AtomicU64,
+}
+
+impl Clock for SystemClock {
+    fn now(&self) -> u64 {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let prev = self.last.fetch_max(wall, Ordering::AcqRel);
+        prev.max(wall)
+    }
+}
+
+/// A clock that moves only when told to: for tests and vectors.
+#[derive(Debug, Default)]
+pub struct ManualClock {
+    now: AtomicU64,
+}
+
+/// A manual clock was asked to move backwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backwards {
+    /// The current time.
+    pub now: u64,
+    /// The requested one.
+    pub requested: u64,
+}
+
+impl std::fmt::Display for Backwards {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "clock cannot move back from {} to {}", self.now, self.requested)
+    }
+}
+
+impl std::error::Error for Backwards {}
+
+impl ManualClock {
+    /// A clock at `now`.
+    pub fn at(now: u64) -> Self {
+        ManualClock {
+            now: AtomicU64::new(now),
+        }
+    }
+
+    /// Set the time; refuses to go backwards.
+    pub fn set(&self, to: u64) -> Result<(), Backwards> {
+        let prev = self.now.fetch_max(to, Ordering::AcqRel);
+        if to < prev {
+            return Err(Backwards {
+                now: prev,
+                requested: to,
+            });
+        }
+        Ok(())
+    }
+
+    /// Move forward by `ms`.
+    pub fn advance(&self, ms: u64) {
+        self.now.fetch_add(ms, Ordering::AcqRel);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> u64 {
+        self.now.load(Ordering::Acquire)
+    }
+}

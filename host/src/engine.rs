@@ -1,0 +1,220 @@
+//! The wasmtime embedding: one `bindgen!`, one engine and compiled component
+//! per process, and the host side of the `store` and `clock` imports.
+//!
+//! Compiling the component with Cranelift takes ~0.1 s in a release host and
+//! over a second in a debug one, so the compiled artifact is cached on disk
+//! (keyed by the component bytes and the engine's compatibility hash) and
+//! shared in-process by every kernel.
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
+use wasmtime::{Config, Engine, Store};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::clock::Clock;
+use crate::store::Session;
+use gak_rules::{StoreFault, Table};
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "kernel",
+    });
+}
+
+pub(crate) use bindings::exports::gak::kernel::{checkpoint, commitgate, sideeffect, taskboard};
+pub(crate) use bindings::gak::kernel::types::Error as WitError;
+use bindings::gak::kernel::{clock, store, types};
+
+/// The component, as built by `build.rs`.
+pub const COMPONENT_WASM: &[u8] = include_bytes!(env!("GAK_COMPONENT_WASM"));
+
+/// Engine, compiled component and linker, shared by every kernel in the process.
+pub(crate) struct Compiled {
+    pub engine: Engine,
+    pub pre: bindings::KernelPre<HostState>,
+}
+
+static COMPILED: OnceLock<Result<Arc<Compiled>, String>> = OnceLock::new();
+
+pub(crate) fn compiled() -> Result<Arc<Compiled>, String> {
+    COMPILED.get_or_init(|| compile().map(Arc::new)).clone()
+}
+
+fn compile() -> Result<Compiled, String> {
+    let mut config = Config::new();
+    // On by default in wasmtime 48; off it saves ~0.4 µs on every export call.
+    config.concurrency_support(false);
+    let engine = Engine::new(&config).map_err(|e| format!("wasmtime engine: {e}"))?;
+    let component = load_component(&engine)?;
+    let mut linker = Linker::<HostState>::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| format!("wasi linker: {e}"))?;
+    bindings::Kernel::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+        .map_err(|e| format!("kernel linker: {e}"))?;
+    let pre = linker
+        .instantiate_pre(&component)
+        .map_err(|e| format!("linking the component: {e}"))?;
+    let pre = bindings::KernelPre::new(pre).map_err(|e| format!("component exports: {e}"))?;
+    Ok(Compiled { engine, pre })
+}
+
+/// Where compiled artifacts are cached: `$GAK_CACHE_DIR`, else the user's
+/// cache dir, else the temp dir.
+fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("GAK_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("gak")
+}
+
+fn load_component(engine: &Engine) -> Result<Component, String> {
+    let mut hasher = DefaultHasher::new();
+    COMPONENT_WASM.hash(&mut hasher);
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    let dir = cache_dir();
+    let path = dir.join(format!("kernel-{:016x}.cwasm", hasher.finish()));
+    if path.exists() {
+        // SAFETY: the file is one this code wrote (atomically, below) from the
+        // embedded component with an engine of the same compatibility hash.
+        // Someone able to write into the user's cache dir could substitute
+        // native code; that is the same trust as the binary itself.
+        #[allow(unsafe_code)]
+        match unsafe { Component::deserialize_file(engine, &path) } {
+            Ok(component) => return Ok(component),
+            Err(_) => {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+    let component = Component::new(engine, COMPONENT_WASM)
+        .map_err(|e| format!("compiling the component: {e}"))?;
+    // Caching is an optimisation: any failure here only costs the next start.
+    if let Ok(bytes) = component.serialize() {
+        if std::fs::create_dir_all(&dir).is_ok() {
+            let tmp = dir.join(format!(".tmp-{}-{:016x}", std::process::id(), hasher.finish()));
+            if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, &path).is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+    }
+    Ok(component)
+}
+
+/// Per-worker host state: the worker's store session (its connection) and
+/// the clock. Imports act on the session's open transaction.
+pub(crate) struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub session: Box<dyn Session>,
+    pub clock: Arc<dyn Clock>,
+    /// Set when the store reported a conflict during the current call: the
+    /// call is re-run whatever the component answered.
+    pub conflict: bool,
+}
+
+impl HostState {
+    fn fault<T>(&mut self, r: Result<T, StoreFault>) -> Result<T, store::StoreError> {
+        r.map_err(|f| match f {
+            StoreFault::Conflict(m) => {
+                self.conflict = true;
+                store::StoreError::Conflict(m)
+            }
+            StoreFault::Failure(m) => store::StoreError::Failure(m),
+        })
+    }
+}
+
+/// One instantiated component and its store: reused for every call a
+/// worker makes (instantiating costs ~20 µs; a call ~0.2 µs).
+pub(crate) struct Instance {
+    pub store: Store<HostState>,
+    pub kernel: bindings::Kernel,
+}
+
+impl Instance {
+    pub fn new(
+        compiled: &Compiled,
+        session: Box<dyn Session>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, String> {
+        let state = HostState {
+            wasi: WasiCtx::builder().inherit_stderr().build(),
+            table: ResourceTable::new(),
+            session,
+            clock,
+            conflict: false,
+        };
+        let mut store = Store::new(&compiled.engine, state);
+        let kernel = compiled
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| format!("instantiating the component: {e}"))?;
+        Ok(Instance { store, kernel })
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+fn table(t: store::Table) -> Table {
+    match t {
+        store::Table::Snapshots => Table::Snapshots,
+        store::Table::Outcomes => Table::Outcomes,
+        store::Table::Actions => Table::Actions,
+        store::Table::Resources => Table::Resources,
+        store::Table::Sinks => Table::Sinks,
+        store::Table::Tasks => Table::Tasks,
+    }
+}
+
+impl types::Host for HostState {}
+
+impl clock::Host for HostState {
+    fn now(&mut self) -> u64 {
+        self.clock.now()
+    }
+}
+
+impl store::Host for HostState {
+    fn get(&mut self, t: store::Table, key: String) -> Result<Option<String>, store::StoreError> {
+        let r = self.session.get(table(t).name(), &key);
+        self.fault(r)
+    }
+
+    fn get_many(
+        &mut self,
+        keys: Vec<(store::Table, String)>,
+    ) -> Result<Vec<Option<String>>, store::StoreError> {
+        let keys: Vec<(&'static str, &str)> =
+            keys.iter().map(|(t, k)| (table(*t).name(), k.as_str())).collect();
+        let r = self.session.get_many(&keys);
+        self.fault(r)
+    }
+
+    fn put(&mut self, t: store::Table, key: String, value: String) -> Result<(), store::StoreError> {
+        let r = self.session.put(table(t).name(), &key, &value);
+        self.fault(r)
+    }
+
+    fn delete(&mut self, t: store::Table, key: String) -> Result<(), store::StoreError> {
+        let r = self.session.delete(table(t).name(), &key);
+        self.fault(r)
+    }
+
+    fn scan(&mut self, t: store::Table) -> Result<Vec<(String, String)>, store::StoreError> {
+        let r = self.session.scan(table(t).name());
+        self.fault(r)
+    }
+}

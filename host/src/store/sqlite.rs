@@ -1,0 +1,238 @@
+//! The SQLite binding: the embedded default.
+//!
+//! A file database in WAL mode. Each transaction is `BEGIN IMMEDIATE`: it
+//! takes the write lock up front, so two transactions — in threads or in
+//! separate OS processes — never interleave their read-decide-write. (A
+//! deferred `BEGIN` would let two claimers both read "open" and then race
+//! to upgrade; one would fail late with SQLITE_BUSY mid-decision.)
+//!
+//! Each kernel table is `gak_<name>(key TEXT PRIMARY KEY, value TEXT)`
+//! holding JSON, readable with `sqlite3` and its `->>` operator.
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::Duration;
+
+use gak_rules::StoreFault;
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension};
+
+use super::{Backend, Session, TABLES};
+
+/// How long one `BEGIN IMMEDIATE` waits for another writer before the
+/// binding reports a conflict (the kernel then retries, with backoff).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Durability of commits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Synchronous {
+    /// fsync at every commit: survives power loss (the default).
+    Full,
+    /// fsync at checkpoints: survives process crashes, may lose the last
+    /// commits on power loss; several times faster.
+    Normal,
+}
+
+/// A SQLite database file.
+#[derive(Debug)]
+pub struct SqliteBackend {
+    path: PathBuf,
+    synchronous: Synchronous,
+}
+
+fn fault(e: rusqlite::Error) -> StoreFault {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            StoreFault::Conflict(e.to_string())
+        }
+        _ => StoreFault::Failure(e.to_string()),
+    }
+}
+
+impl SqliteBackend {
+    /// Open (creating if needed) the database at `spec`: a path, optionally
+    /// followed by `?synchronous=normal`.
+    pub fn open(spec: &str) -> Result<Self, crate::OpenError> {
+        let (path, query) = spec.split_once('?').unwrap_or((spec, ""));
+        let mut synchronous = Synchronous::Full;
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair {
+                "synchronous=full" => synchronous = Synchronous::Full,
+                "synchronous=normal" => synchronous = Synchronous::Normal,
+                other => return Err(crate::OpenError::BadOption(other.to_owned())),
+            }
+        }
+        if path.is_empty() {
+            return Err(crate::OpenError::BadOption("empty sqlite path".into()));
+        }
+        if let Some(parent) = Path::new(path).parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| crate::OpenError::Store(StoreFault::Failure(e.to_string())))?;
+        }
+        let backend = SqliteBackend {
+            path: PathBuf::from(path),
+            synchronous,
+        };
+        let conn = backend.connect().map_err(crate::OpenError::Store)?;
+        backend.ensure_tables(&conn).map_err(crate::OpenError::Store)?;
+        Ok(backend)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn connect(&self) -> Result<Connection, StoreFault> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&self.path, flags).map_err(fault)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(fault)?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(fault)?;
+        let sync = match self.synchronous {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        };
+        conn.pragma_update(None, "synchronous", sync).map_err(fault)?;
+        conn.set_prepared_statement_cache_capacity(64);
+        Ok(conn)
+    }
+
+    fn ensure_tables(&self, conn: &Connection) -> Result<(), StoreFault> {
+        let mut ddl = String::from("BEGIN IMMEDIATE;");
+        for t in TABLES {
+            ddl.push_str(&format!(
+                "CREATE TABLE IF NOT EXISTS gak_{t} (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;"
+            ));
+        }
+        ddl.push_str("COMMIT;");
+        with_busy_retry(|| conn.execute_batch(&ddl)).map_err(fault)
+    }
+}
+
+/// `BEGIN IMMEDIATE` waits `BUSY_TIMEOUT` inside SQLite; a few more tries
+/// cover the rare busy that SQLite returns without waiting (WAL recovery).
+fn with_busy_retry<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let mut attempt = 0;
+    loop {
+        match f() {
+            Err(e)
+                if attempt < 5
+                    && matches!(
+                        e.sqlite_error_code(),
+                        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+                    ) =>
+            {
+                attempt += 1;
+                thread::sleep(Duration::from_millis(1 << attempt));
+            }
+            other => return other,
+        }
+    }
+}
+
+impl Backend for SqliteBackend {
+    fn session(&self) -> Result<Box<dyn Session>, StoreFault> {
+        Ok(Box::new(SqliteSession {
+            conn: self.connect()?,
+            open: false,
+        }))
+    }
+    fn describe(&self) -> String {
+        format!("sqlite:{}", self.path.display())
+    }
+}
+
+struct SqliteSession {
+    conn: Connection,
+    open: bool,
+}
+
+/// `table` comes from the fixed set (`&'static str` chosen by code, checked
+/// here), never from data; keys and values are always bound parameters.
+fn checked(table: &'static str) -> Result<&'static str, StoreFault> {
+    if TABLES.contains(&table) {
+        Ok(table)
+    } else {
+        Err(StoreFault::Failure(format!("unknown table {table}")))
+    }
+}
+
+impl SqliteSession {
+    fn in_tx(&self) -> Result<(), StoreFault> {
+        if self.open {
+            Ok(())
+        } else {
+            Err(StoreFault::Failure("no open transaction".into()))
+        }
+    }
+}
+
+impl Session for SqliteSession {
+    fn begin(&mut self) -> Result<(), StoreFault> {
+        if self.open {
+            return Err(StoreFault::Failure("transaction already open".into()));
+        }
+        with_busy_retry(|| self.conn.execute_batch("BEGIN IMMEDIATE")).map_err(fault)?;
+        self.open = true;
+        Ok(())
+    }
+
+    fn get(&mut self, table: &'static str, key: &str) -> Result<Option<String>, StoreFault> {
+        self.in_tx()?;
+        let sql = format!("SELECT value FROM gak_{} WHERE key = ?1", checked(table)?);
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(fault)?;
+        stmt.query_row([key], |row| row.get(0))
+            .optional()
+            .map_err(fault)
+    }
+
+    fn put(&mut self, table: &'static str, key: &str, value: &str) -> Result<(), StoreFault> {
+        self.in_tx()?;
+        let sql = format!(
+            "INSERT INTO gak_{} (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            checked(table)?
+        );
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(fault)?;
+        stmt.execute([key, value]).map(drop).map_err(fault)
+    }
+
+    fn delete(&mut self, table: &'static str, key: &str) -> Result<(), StoreFault> {
+        self.in_tx()?;
+        let sql = format!("DELETE FROM gak_{} WHERE key = ?1", checked(table)?);
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(fault)?;
+        stmt.execute([key]).map(drop).map_err(fault)
+    }
+
+    fn scan(&mut self, table: &'static str) -> Result<Vec<(String, String)>, StoreFault> {
+        self.in_tx()?;
+        let sql = format!("SELECT key, value FROM gak_{} ORDER BY key", checked(table)?);
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(fault)?;
+        let rows = stmt
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .map_err(fault)?;
+        rows.collect::<Result<_, _>>().map_err(fault)
+    }
+
+    fn commit(&mut self) -> Result<(), StoreFault> {
+        self.in_tx()?;
+        let result = self.conn.execute_batch("COMMIT").map_err(fault);
+        if result.is_err() {
+            self.rollback();
+        }
+        self.open = false;
+        result
+    }
+
+    fn rollback(&mut self) {
+        if self.open {
+            // If even ROLLBACK fails the connection is unusable; SQLite rolls
+            // back on close, and the next BEGIN on it will fail loudly.
+            let _ = self.conn.execute_batch("ROLLBACK");
+            self.open = false;
+        }
+    }
+
+    fn sqlite(&mut self) -> Option<&rusqlite::Connection> {
+        self.open.then_some(&self.conn)
+    }
+}
