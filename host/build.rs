@@ -56,7 +56,9 @@ fn main() {
     ] {
         build.env_remove(var);
     }
-    let out = build.output().expect("cannot run cargo for the guest build");
+    let out = build
+        .output()
+        .expect("cannot run cargo for the guest build");
     let stderr = String::from_utf8_lossy(&out.stderr);
     for line in stderr.lines().filter(|l| l.starts_with("warning")) {
         println!("cargo:warning=guest: {line}");
@@ -83,9 +85,7 @@ fn ensure_target() {
     if installed {
         return;
     }
-    println!(
-        "cargo:warning=the {TARGET} target is missing; running `rustup target add {TARGET}`"
-    );
+    println!("cargo:warning=the {TARGET} target is missing; running `rustup target add {TARGET}`");
     let mut add = Command::new("rustup");
     add.args(["target", "add", TARGET]);
     if let Ok(toolchain) = env::var("RUSTUP_TOOLCHAIN") {
@@ -93,7 +93,9 @@ fn ensure_target() {
     }
     let status = add.status();
     if !status.is_ok_and(|s| s.success()) {
-        panic!("the {TARGET} target is missing and `rustup target add {TARGET}` failed; install it by hand");
+        panic!(
+            "the {TARGET} target is missing and `rustup target add {TARGET}` failed; install it by hand"
+        );
     }
 }
 
@@ -109,7 +111,10 @@ fn embed_vectors(dir: &Path) {
     for f in &files {
         println!("cargo:rerun-if-changed={}", f.display());
         let name = f.file_name().expect("a file").to_string_lossy();
-        code.push_str(&format!("    ({name:?}, include_str!({:?})),\n", f.display().to_string()));
+        code.push_str(&format!(
+            "    ({name:?}, include_str!({:?})),\n",
+            f.display().to_string()
+        ));
     }
     code.push(']');
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets it")).join("builtin_vectors.rs");

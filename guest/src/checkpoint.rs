@@ -107,7 +107,10 @@ mod tests {
             save_if_newer(&mut tx, &snap(9, Some(1))),
             Err(Error::FenceStale)
         );
-        assert_eq!(save_if_newer(&mut tx, &snap(9, None)), Err(Error::FenceStale));
+        assert_eq!(
+            save_if_newer(&mut tx, &snap(9, None)),
+            Err(Error::FenceStale)
+        );
         // fence-stale is checked before stale-seq
         assert_eq!(
             save_if_newer(&mut tx, &snap(1, Some(1))),

@@ -135,7 +135,10 @@ mod tests {
             fields: vec![],
         };
         checkpoint::save_if_newer(&mut tx, &snap).unwrap();
-        assert_eq!(commit(&mut tx, "r", None, 2, &ok(b"")), Err(Error::FenceStale));
+        assert_eq!(
+            commit(&mut tx, "r", None, 2, &ok(b"")),
+            Err(Error::FenceStale)
+        );
         assert_eq!(commit(&mut tx, "r", None, 3, &ok(b"")), Ok(ok(b"")));
     }
 

@@ -93,11 +93,18 @@ fn validate(steps: &[StepDef]) -> Result<HashMap<&str, usize>, Error> {
             )));
         }
         if index.insert(step.id.as_str(), i).is_some() {
-            return Err(Error::InvalidPlan(format!("duplicate step id {:?}", step.id)));
+            return Err(Error::InvalidPlan(format!(
+                "duplicate step id {:?}",
+                step.id
+            )));
         }
     }
     for step in steps {
-        if let Some(dep) = step.depends_on.iter().find(|d| !index.contains_key(d.as_str())) {
+        if let Some(dep) = step
+            .depends_on
+            .iter()
+            .find(|d| !index.contains_key(d.as_str()))
+        {
             return Err(Error::InvalidPlan(format!(
                 "step {:?} depends on unknown step {dep:?}",
                 step.id
@@ -202,16 +209,22 @@ mod tests {
     #[test]
     fn invalid_dags_name_the_culprit() {
         let dup = [StepDef::new("a", &[]), StepDef::new("a", &[])];
-        assert!(matches!(build_plan(&dup, None), Err(Error::InvalidPlan(m)) if m.contains("\"a\"")));
+        assert!(
+            matches!(build_plan(&dup, None), Err(Error::InvalidPlan(m)) if m.contains("\"a\""))
+        );
         let unknown = [StepDef::new("a", &["q"])];
-        assert!(matches!(build_plan(&unknown, None), Err(Error::InvalidPlan(m)) if m.contains("\"q\"")));
+        assert!(
+            matches!(build_plan(&unknown, None), Err(Error::InvalidPlan(m)) if m.contains("\"q\""))
+        );
         let cycle = [
             StepDef::new("x", &[]),
             StepDef::new("b", &["c"]),
             StepDef::new("c", &["b"]),
             StepDef::new("d", &["b"]),
         ];
-        assert!(matches!(build_plan(&cycle, None), Err(Error::InvalidPlan(m)) if m.contains("\"b\"")));
+        assert!(
+            matches!(build_plan(&cycle, None), Err(Error::InvalidPlan(m)) if m.contains("\"b\""))
+        );
         assert!(matches!(
             build_plan(&[StepDef::new("", &[])], None),
             Err(Error::InvalidPlan(_))

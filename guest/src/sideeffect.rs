@@ -108,10 +108,10 @@ pub fn acquire(tx: &mut impl Txn, action: &Action, ttl: u64) -> Result<Acquired,
         .transpose()?;
 
     if let Some(rec) = &record {
-        if let (Some(first), Some(now_fp)) = (&rec.fingerprint, &action.fingerprint) {
-            if first != now_fp {
-                return Err(Error::KeyReused);
-            }
+        if let (Some(first), Some(now_fp)) = (&rec.fingerprint, &action.fingerprint)
+            && first != now_fp
+        {
+            return Err(Error::KeyReused);
         }
         if let KeyState::Completed { result } = &rec.state {
             return Ok(Acquired::Replayed(result.clone()));
@@ -123,12 +123,12 @@ pub fn acquire(tx: &mut impl Txn, action: &Action, ttl: u64) -> Result<Acquired,
             return Ok(Acquired::InFlight);
         }
     }
-    if let Some(res) = &resource {
-        if let Some(until) = res.hold_until {
-            if now < until && res.key != action.key {
-                return Ok(Acquired::Contended(until));
-            }
-        }
+    if let Some(res) = &resource
+        && let Some(until) = res.hold_until
+        && now < until
+        && res.key != action.key
+    {
+        return Ok(Acquired::Contended(until));
     }
 
     let fence = resource.as_ref().map_or(0, |r| r.fence) + 1;
@@ -282,7 +282,12 @@ pub fn release(tx: &mut impl Txn, action: &Action, lease: &Lease) -> Result<(), 
 
 /// The attempt definitely did not apply: withdraw the intent, release the
 /// hold. The key keeps its fingerprint and retry-safety.
-pub fn abandon(tx: &mut impl Txn, action: &Action, lease: &Lease, reason: &str) -> Result<(), Error> {
+pub fn abandon(
+    tx: &mut impl Txn,
+    action: &Action,
+    lease: &Lease,
+    reason: &str,
+) -> Result<(), Error> {
     input::reason(reason)?;
     let checked = triple_check(tx, action, lease)?;
     if !checked.attempt_live(lease) {
@@ -300,7 +305,7 @@ pub fn renew(tx: &mut impl Txn, action: &Action, lease: &Lease, ttl: u64) -> Res
         return Err(Error::NotHolder);
     }
     let now = tx.now();
-    if !checked.resource.hold_until.is_some_and(|until| now < until) {
+    if checked.resource.hold_until.is_none_or(|until| now >= until) {
         return Err(Error::LeaseExpired);
     }
     let until = now + ttl;
@@ -347,7 +352,11 @@ fn uncertain_key(tx: &mut impl Txn, action: &Action) -> Result<Option<KeyRecord>
 }
 
 /// Claim the right to reconcile an uncertain key; one reconciler at a time.
-pub fn begin_reconcile(tx: &mut impl Txn, action: &Action, ttl: u64) -> Result<ReconcileClaim, Error> {
+pub fn begin_reconcile(
+    tx: &mut impl Txn,
+    action: &Action,
+    ttl: u64,
+) -> Result<ReconcileClaim, Error> {
     input::ttl(ttl)?;
     let mut record = uncertain_key(tx, action)?.ok_or(Error::NotUncertain)?;
     let now = tx.now();

@@ -39,7 +39,10 @@ pub fn seed(tx: &mut impl Txn, tasks: &[TaskSeed]) -> Result<(), Error> {
             return Err(Error::InvalidInput(format!("duplicate task id {:?}", t.id)));
         }
     }
-    let keys: Vec<(Table, &str)> = tasks.iter().map(|t| (Table::Tasks, t.id.as_str())).collect();
+    let keys: Vec<(Table, &str)> = tasks
+        .iter()
+        .map(|t| (Table::Tasks, t.id.as_str()))
+        .collect();
     let existing = tx.get_many(&keys)?;
     for (t, old) in tasks.iter().zip(existing) {
         let fence = match old {
@@ -163,7 +166,7 @@ pub fn renew(tx: &mut impl Txn, id: &str, token: &str, ttl: u64) -> Result<Task,
     input::ttl(ttl)?;
     let mut record = get(tx, id)?;
     let now = tx.now();
-    if !holds(&record, token) || !record.task.until.is_some_and(|u| now < u) {
+    if !holds(&record, token) || record.task.until.is_none_or(|u| now >= u) {
         return Err(Error::LeaseLost);
     }
     record.task.until = Some(now + ttl);
@@ -179,7 +182,11 @@ mod tests {
     #[test]
     fn claim_checks_in_order() {
         let mut tx = MemTxn::default();
-        seed(&mut tx, &[TaskSeed::new("a"), TaskSeed::new("b").deps(&["a"])]).unwrap();
+        seed(
+            &mut tx,
+            &[TaskSeed::new("a"), TaskSeed::new("b").deps(&["a"])],
+        )
+        .unwrap();
         assert_eq!(claim(&mut tx, "zz", "w", 10), Err(Error::NotFound));
         assert_eq!(claim(&mut tx, "b", "w", 10), Err(Error::DepsPending));
         let t = claim(&mut tx, "a", "w1", 10).unwrap();
@@ -217,7 +224,10 @@ mod tests {
         assert_eq!(listed[0].token, None);
         seed(&mut tx, &[TaskSeed::new("a")]).unwrap();
         let a = &list(&mut tx).unwrap()[0];
-        assert_eq!((a.state, a.fence, a.owner.clone()), (TaskState::Open, 1, None));
+        assert_eq!(
+            (a.state, a.fence, a.owner.clone()),
+            (TaskState::Open, 1, None)
+        );
     }
 
     #[test]

@@ -41,6 +41,7 @@ impl Txn for MemTxn {
     fn random128(&mut self) -> u128 {
         self.counter += 1;
         // spread the bits so tokens look like tokens
-        self.counter.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)
+        self.counter
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)
     }
 }

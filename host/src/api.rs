@@ -54,12 +54,20 @@ impl Checkpoint<'_> {
     /// Write `snap` only if it is newer (see WIT `checkpoint.save-if-newer`).
     pub fn save_if_newer(&self, snap: &Snapshot) -> Result<(), Error> {
         let snap = c::snapshot_in(snap);
-        export!(self.0, |k, s| k.gak_kernel_checkpoint().call_save_if_newer(s, &snap), |()| ())
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_checkpoint().call_save_if_newer(s, &snap),
+            |()| ()
+        )
     }
 
     /// The persisted snapshot, or `not-found`.
     pub fn load(&self, run_id: &str) -> Result<Snapshot, Error> {
-        export!(self.0, |k, s| k.gak_kernel_checkpoint().call_load(s, run_id), c::snapshot_out)
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_checkpoint().call_load(s, run_id),
+            c::snapshot_out
+        )
     }
 
     /// Validate the DAG and plan a resume.
@@ -68,7 +76,9 @@ impl Checkpoint<'_> {
         let snap = snap.map(c::snapshot_in);
         export!(
             self.0,
-            |k, s| k.gak_kernel_checkpoint().call_build_plan(s, &steps, snap.as_ref()),
+            |k, s| k
+                .gak_kernel_checkpoint()
+                .call_build_plan(s, &steps, snap.as_ref()),
             c::plan_out
         )
     }
@@ -86,14 +96,20 @@ impl Commitgate<'_> {
         let outcome = c::outcome_in(outcome);
         export!(
             self.0,
-            |k, s| k.gak_kernel_commitgate().call_commit(s, run_id, step, fence, &outcome),
+            |k, s| k
+                .gak_kernel_commitgate()
+                .call_commit(s, run_id, step, fence, &outcome),
             c::outcome_out
         )
     }
 
     /// The recorded outcome, or `not-found`.
     pub fn read(&self, run_id: &str, step: Option<&str>) -> Result<Outcome, Error> {
-        export!(self.0, |k, s| k.gak_kernel_commitgate().call_read(s, run_id, step), c::outcome_out)
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_commitgate().call_read(s, run_id, step),
+            c::outcome_out
+        )
     }
 }
 
@@ -101,39 +117,71 @@ impl Sideeffect<'_> {
     /// The single atomic decision for `action`.
     pub fn acquire(&self, action: &Action, ttl: u64) -> Result<Acquired, Error> {
         let a = c::action_in(action);
-        export!(self.0, |k, s| k.gak_kernel_sideeffect().call_acquire(s, &a, ttl), c::acquired_out)
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_sideeffect().call_acquire(s, &a, ttl),
+            c::acquired_out
+        )
     }
 
     /// Record the key completed; returns the first recorded result.
-    pub fn complete(&self, action: &Action, lease: &Lease, result: &[u8]) -> Result<Vec<u8>, Error> {
+    pub fn complete(
+        &self,
+        action: &Action,
+        lease: &Lease,
+        result: &[u8],
+    ) -> Result<Vec<u8>, Error> {
         let (a, l) = (c::action_in(action), c::lease_in(lease));
-        export!(self.0, |k, s| k.gak_kernel_sideeffect().call_complete(s, &a, &l, result), |r| r)
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_sideeffect().call_complete(s, &a, &l, result),
+            |r| r
+        )
     }
 
     /// Release the resource hold; the key's intent stays.
     pub fn release(&self, action: &Action, lease: &Lease) -> Result<(), Error> {
         let (a, l) = (c::action_in(action), c::lease_in(lease));
-        export!(self.0, |k, s| k.gak_kernel_sideeffect().call_release(s, &a, &l), |()| ())
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_sideeffect().call_release(s, &a, &l),
+            |()| ()
+        )
     }
 
     /// The attempt definitely did not apply.
     pub fn abandon(&self, action: &Action, lease: &Lease, reason: &str) -> Result<(), Error> {
         let (a, l) = (c::action_in(action), c::lease_in(lease));
-        export!(self.0, |k, s| k.gak_kernel_sideeffect().call_abandon(s, &a, &l, reason), |()| ())
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_sideeffect().call_abandon(s, &a, &l, reason),
+            |()| ()
+        )
     }
 
     /// Qualification check and extension.
     pub fn renew(&self, action: &Action, lease: &Lease, ttl: u64) -> Result<Lease, Error> {
         let (a, l) = (c::action_in(action), c::lease_in(lease));
-        export!(self.0, |k, s| k.gak_kernel_sideeffect().call_renew(s, &a, &l, ttl), c::lease_out)
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_sideeffect().call_renew(s, &a, &l, ttl),
+            c::lease_out
+        )
     }
 
     /// Mark the key uncertain (the hold stays: call `release`).
-    pub fn mark_uncertain(&self, action: &Action, lease: &Lease, reason: &str) -> Result<(), Error> {
+    pub fn mark_uncertain(
+        &self,
+        action: &Action,
+        lease: &Lease,
+        reason: &str,
+    ) -> Result<(), Error> {
         let (a, l) = (c::action_in(action), c::lease_in(lease));
         export!(
             self.0,
-            |k, s| k.gak_kernel_sideeffect().call_mark_uncertain(s, &a, &l, reason),
+            |k, s| k
+                .gak_kernel_sideeffect()
+                .call_mark_uncertain(s, &a, &l, reason),
             |()| ()
         )
     }
@@ -141,16 +189,24 @@ impl Sideeffect<'_> {
     /// Claim the right to reconcile an uncertain key.
     pub fn begin_reconcile(&self, action: &Action, ttl: u64) -> Result<ReconcileClaim, Error> {
         let a = c::action_in(action);
-        export!(self.0, |k, s| k.gak_kernel_sideeffect().call_begin_reconcile(s, &a, ttl), |x| {
-            ReconcileClaim {
-                claim: x.claim,
-                until: x.until,
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_sideeffect().call_begin_reconcile(s, &a, ttl),
+            |x| {
+                ReconcileClaim {
+                    claim: x.claim,
+                    until: x.until,
+                }
             }
-        })
+        )
     }
 
     /// Record a reconciler's verdict.
-    pub fn resolve_uncertain(&self, action: &Action, resolution: &Resolution) -> Result<Resolved, Error> {
+    pub fn resolve_uncertain(
+        &self,
+        action: &Action,
+        resolution: &Resolution,
+    ) -> Result<Resolved, Error> {
         let (a, r) = (c::action_in(action), c::resolution_in(resolution));
         export!(
             self.0,
@@ -174,10 +230,11 @@ impl Sideeffect<'_> {
         let mut failure = None;
         let result = self.0.transact(|inst| {
             failure = None;
-            let compare = inst
-                .kernel
-                .gak_kernel_sideeffect()
-                .call_sink_advance(&mut inst.store, resource, presented)?;
+            let compare = inst.kernel.gak_kernel_sideeffect().call_sink_advance(
+                &mut inst.store,
+                resource,
+                presented,
+            )?;
             if let Err(e) = compare {
                 return Ok(Err(refusal(e)));
             }
@@ -198,7 +255,11 @@ impl Sideeffect<'_> {
 
     /// The highest fence the sink has seen (0 when never written).
     pub fn sink_seen(&self, resource: &str) -> Result<u64, Error> {
-        export!(self.0, |k, s| k.gak_kernel_sideeffect().call_sink_seen(s, resource), |x| x)
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_sideeffect().call_sink_seen(s, resource),
+            |x| x
+        )
     }
 }
 
@@ -225,34 +286,53 @@ impl Taskboard<'_> {
     /// Load topology.
     pub fn seed(&self, tasks: &[TaskSeed]) -> Result<(), Error> {
         let tasks: Vec<_> = tasks.iter().map(c::seed_in).collect();
-        export!(self.0, |k, s| k.gak_kernel_taskboard().call_seed(s, &tasks), |()| ())
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_taskboard().call_seed(s, &tasks),
+            |()| ()
+        )
     }
 
     /// One consistent snapshot, ordered by id, without tokens.
     pub fn list(&self) -> Result<Vec<Task>, Error> {
-        export!(self.0, |k, s| k.gak_kernel_taskboard().call_list(s), |ts| ts
-            .into_iter()
-            .map(c::task_out)
-            .collect())
+        export!(self.0, |k, s| k.gak_kernel_taskboard().call_list(s), |ts| {
+            ts.into_iter().map(c::task_out).collect()
+        })
     }
 
     /// Claim a task; the returned task carries the token.
     pub fn claim(&self, id: &str, agent: &str, ttl: u64) -> Result<Task, Error> {
-        export!(self.0, |k, s| k.gak_kernel_taskboard().call_claim(s, id, agent, ttl), c::task_out)
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_taskboard().call_claim(s, id, agent, ttl),
+            c::task_out
+        )
     }
 
     /// Return a claimed task to open.
     pub fn release(&self, id: &str, token: &str) -> Result<(), Error> {
-        export!(self.0, |k, s| k.gak_kernel_taskboard().call_release(s, id, token), |()| ())
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_taskboard().call_release(s, id, token),
+            |()| ()
+        )
     }
 
     /// Mark a claimed task done.
     pub fn complete(&self, id: &str, token: &str) -> Result<(), Error> {
-        export!(self.0, |k, s| k.gak_kernel_taskboard().call_complete(s, id, token), |()| ())
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_taskboard().call_complete(s, id, token),
+            |()| ()
+        )
     }
 
     /// Extend a live claim.
     pub fn renew(&self, id: &str, token: &str, ttl: u64) -> Result<Task, Error> {
-        export!(self.0, |k, s| k.gak_kernel_taskboard().call_renew(s, id, token, ttl), c::task_out)
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_taskboard().call_renew(s, id, token, ttl),
+            c::task_out
+        )
     }
 }

@@ -42,7 +42,11 @@ pub struct Backwards {
 
 impl std::fmt::Display for Backwards {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "clock cannot move back from {} to {}", self.now, self.requested)
+        write!(
+            f,
+            "clock cannot move back from {} to {}",
+            self.now, self.requested
+        )
     }
 }
 

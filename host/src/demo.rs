@@ -175,18 +175,27 @@ impl Demo<'_> {
         let results = Arc::new(Mutex::new(Vec::new()));
         std::thread::scope(|s| {
             for i in 0..claimers {
-                let (kernel, gate, results, task) =
-                    (self.kernel.clone(), gate.clone(), results.clone(), task.clone());
+                let (kernel, gate, results, task) = (
+                    self.kernel.clone(),
+                    gate.clone(),
+                    results.clone(),
+                    task.clone(),
+                );
                 s.spawn(move || {
                     gate.wait();
-                    let r = kernel.taskboard().claim(&task, &format!("racer-{i}"), LEASE);
+                    let r = kernel
+                        .taskboard()
+                        .claim(&task, &format!("racer-{i}"), LEASE);
                     results.lock().unwrap_or_else(|p| p.into_inner()).push(r);
                 });
             }
         });
         let results = results.lock().unwrap_or_else(|p| p.into_inner());
         let winners: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
-        let taken = results.iter().filter(|r| matches!(r, Err(Error::Taken))).count();
+        let taken = results
+            .iter()
+            .filter(|r| matches!(r, Err(Error::Taken)))
+            .count();
         self.report.race_winners = winners.len();
         self.report.race_claimers = claimers;
         let winner = winners
@@ -211,8 +220,8 @@ impl Demo<'_> {
             calls += 1;
             Ok::<_, BodyError<&str>>(b"refund twice".to_vec())
         });
-        self.report.retry_refused = matches!(first, Err(RunError::Uncertain(_)))
-            && matches!(second, Ok(Ran::Uncertain(_)));
+        self.report.retry_refused =
+            matches!(first, Err(RunError::Uncertain(_))) && matches!(second, Ok(Ran::Uncertain(_)));
         let gate = self.kernel.sideeffect();
         let claim = gate.begin_reconcile(&action, LEASE)?;
         // The reconciler asks the payment provider by idempotency key: it did happen.
@@ -243,7 +252,11 @@ impl Demo<'_> {
 }
 
 /// Run the demo on `kernel` (whose clock must be `clock`), printing to `out`.
-pub fn run(kernel: &Kernel, clock: Arc<ManualClock>, out: &mut dyn Write) -> Result<DemoReport, Error> {
+pub fn run(
+    kernel: &Kernel,
+    clock: Arc<ManualClock>,
+    out: &mut dyn Write,
+) -> Result<DemoReport, Error> {
     let run_id = format!("order-7-{:x}", clock.now());
     let mut demo = Demo {
         kernel: kernel.clone(),

@@ -95,12 +95,16 @@ fn load_component(engine: &Engine) -> Result<Component, String> {
     let component = Component::new(engine, COMPONENT_WASM)
         .map_err(|e| format!("compiling the component: {e}"))?;
     // Caching is an optimisation: any failure here only costs the next start.
-    if let Ok(bytes) = component.serialize() {
-        if std::fs::create_dir_all(&dir).is_ok() {
-            let tmp = dir.join(format!(".tmp-{}-{:016x}", std::process::id(), hasher.finish()));
-            if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, &path).is_err() {
-                let _ = std::fs::remove_file(&tmp);
-            }
+    if let Ok(bytes) = component.serialize()
+        && std::fs::create_dir_all(&dir).is_ok()
+    {
+        let tmp = dir.join(format!(
+            ".tmp-{}-{:016x}",
+            std::process::id(),
+            hasher.finish()
+        ));
+        if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, &path).is_err() {
+            let _ = std::fs::remove_file(&tmp);
         }
     }
     Ok(component)
@@ -197,13 +201,20 @@ impl store::Host for HostState {
         &mut self,
         keys: Vec<(store::Table, String)>,
     ) -> Result<Vec<Option<String>>, store::StoreError> {
-        let keys: Vec<(&'static str, &str)> =
-            keys.iter().map(|(t, k)| (table(*t).name(), k.as_str())).collect();
+        let keys: Vec<(&'static str, &str)> = keys
+            .iter()
+            .map(|(t, k)| (table(*t).name(), k.as_str()))
+            .collect();
         let r = self.session.get_many(&keys);
         self.fault(r)
     }
 
-    fn put(&mut self, t: store::Table, key: String, value: String) -> Result<(), store::StoreError> {
+    fn put(
+        &mut self,
+        t: store::Table,
+        key: String,
+        value: String,
+    ) -> Result<(), store::StoreError> {
         let r = self.session.put(table(t).name(), &key, &value);
         self.fault(r)
     }

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use gak_rules::{Error, StoreFault};
 
+use crate::OpenError;
 use crate::clock::{Clock, SystemClock};
 use crate::engine::{self, Compiled, Instance};
 use crate::store::{self, Backend, Session};
-use crate::OpenError;
 
 /// How many times one call is re-run after store conflicts before giving up
 /// with `storage`. Each re-run is a fresh decision (the component is
@@ -76,7 +76,13 @@ impl Kernel {
     }
 
     fn checkout(&self) -> Result<Instance, Error> {
-        if let Some(inst) = self.inner.idle.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+        if let Some(inst) = self
+            .inner
+            .idle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+        {
             return Ok(inst);
         }
         let session = self.inner.backend.session().map_err(Error::from)?;

@@ -35,7 +35,7 @@ mod kernel;
 mod runner;
 pub mod store;
 
-pub use api::{Checkpoint, Commitgate, SinkError, Sideeffect, Taskboard};
+pub use api::{Checkpoint, Commitgate, Sideeffect, SinkError, Taskboard};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use committer::Committer;
 pub use engine::COMPONENT_WASM;
@@ -44,7 +44,7 @@ pub use gak_rules::{
     RetrySafety, Snapshot, Status, StepDef, Task, TaskSeed, TaskState,
 };
 pub use kernel::{Downstream, Kernel};
-pub use runner::{BodyError, RunError, Ran, Runner};
+pub use runner::{BodyError, Ran, RunError, Runner};
 
 /// Why a kernel could not be opened.
 #[derive(Debug)]
@@ -63,10 +63,9 @@ pub enum OpenError {
 impl std::fmt::Display for OpenError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            OpenError::UnknownStore(url) => write!(
-                f,
-                "unknown store {url:?}: expected memory: or sqlite:PATH"
-            ),
+            OpenError::UnknownStore(url) => {
+                write!(f, "unknown store {url:?}: expected memory: or sqlite:PATH")
+            }
             OpenError::BadOption(o) => write!(f, "bad store option {o:?}"),
             OpenError::Store(fault) => write!(f, "cannot open the store: {fault:?}"),
             OpenError::Component(m) => write!(f, "cannot load the kernel component: {m}"),

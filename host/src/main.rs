@@ -83,7 +83,11 @@ fn demo(args: Args) -> Result<ExitCode> {
         .iter()
         .filter(|(step, n)| step.as_str() != "refund" && **n != 1)
         .count();
-    if replayed > 0 || report.race_winners != 1 || !report.retry_refused || !report.replayed_after_resolve {
+    if replayed > 0
+        || report.race_winners != 1
+        || !report.retry_refused
+        || !report.replayed_after_resolve
+    {
         bail!("the demo observed a broken promise: {report:?}");
     }
     Ok(ExitCode::SUCCESS)

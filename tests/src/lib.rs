@@ -1,1 +1,97 @@
+//! The conformance kit: targets for every binding, deliberately broken
+//! bindings (negative controls), and the concurrency checks shared by the
+//! suites in `tests/tests/`.
+use std::sync::{Arc, Barrier, Mutex};
 
+use gak::conformance::{self, Report, Target};
+use gak::{Error, Kernel, ManualClock, TaskSeed};
+
+pub mod broken;
+
+/// A target made from a closure.
+pub struct FnTarget<F>(pub F);
+
+impl<F: FnMut(Arc<ManualClock>) -> Result<Kernel, String>> Target for FnTarget<F> {
+    fn fresh(&mut self, clock: Arc<ManualClock>) -> Result<Kernel, String> {
+        (self.0)(clock)
+    }
+}
+
+/// A fresh SQLite database per scenario, in a temp dir removed on drop.
+pub struct SqliteTarget {
+    dir: tempfile::TempDir,
+    count: usize,
+}
+
+impl SqliteTarget {
+    /// A new temp dir.
+    pub fn new() -> Self {
+        SqliteTarget {
+            dir: tempfile::tempdir().expect("temp dir"),
+            count: 0,
+        }
+    }
+}
+
+impl Default for SqliteTarget {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Target for SqliteTarget {
+    fn fresh(&mut self, clock: Arc<ManualClock>) -> Result<Kernel, String> {
+        self.count += 1;
+        let path = self.dir.path().join(format!("s{}.db", self.count));
+        let backend =
+            gak::store::open(&format!("sqlite:{}", path.display())).map_err(|e| e.to_string())?;
+        Kernel::with_backend(backend, clock).map_err(|e| e.to_string())
+    }
+}
+
+/// Run the built-in vectors of one file (or all, with `None`) on a target.
+pub fn run_builtin(target: &mut dyn Target, file: Option<&str>) -> Report {
+    let files: Vec<(String, String)> = conformance::builtin()
+        .into_iter()
+        .filter(|(name, _)| file.is_none_or(|f| name.ends_with(f)))
+        .collect();
+    assert!(
+        !files.is_empty(),
+        "no built-in vector file matches {file:?}"
+    );
+    conformance::run(target, &files)
+}
+
+/// `n` threads claim one open task at the same instant; returns how many won.
+/// Every loser must be refused with `taken`.
+pub fn claim_race(kernel: &Kernel, task: &str, n: usize) -> usize {
+    claim_race_after(kernel, task, n, || {})
+}
+
+/// [`claim_race`], calling `ready` after seeding and before the race.
+pub fn claim_race_after(kernel: &Kernel, task: &str, n: usize, ready: impl FnOnce()) -> usize {
+    kernel
+        .taskboard()
+        .seed(&[TaskSeed::new(task)])
+        .expect("seed");
+    ready();
+    let start = Arc::new(Barrier::new(n));
+    let results = Arc::new(Mutex::new(Vec::new()));
+    std::thread::scope(|s| {
+        for i in 0..n {
+            let (kernel, start, results) = (kernel.clone(), start.clone(), results.clone());
+            s.spawn(move || {
+                start.wait();
+                let r = kernel.taskboard().claim(task, &format!("w{i}"), 60_000);
+                results.lock().expect("results").push(r);
+            });
+        }
+    });
+    let results = results.lock().expect("results");
+    for r in results.iter() {
+        if let Err(e) = r {
+            assert_eq!(*e, Error::Taken, "a loser must be refused as taken");
+        }
+    }
+    results.iter().filter(|r| r.is_ok()).count()
+}

@@ -14,11 +14,17 @@ fn precedence_replayed_beats_everything_but_key_reused() {
     let act = Action::new("k", "r").with_fingerprint("f1");
     let lease = granted(acquire(&mut tx, &act, 100).unwrap());
     complete(&mut tx, &act, &lease, b"done").unwrap();
-    assert_eq!(acquire(&mut tx, &act, 100), Ok(Acquired::Replayed(b"done".to_vec())));
+    assert_eq!(
+        acquire(&mut tx, &act, 100),
+        Ok(Acquired::Replayed(b"done".to_vec()))
+    );
     let other = Action::new("k", "r").with_fingerprint("f2");
     assert_eq!(acquire(&mut tx, &other, 100), Err(Error::KeyReused));
     // an absent fingerprint never conflicts
-    assert!(matches!(acquire(&mut tx, &Action::new("k", "r"), 100), Ok(Acquired::Replayed(_))));
+    assert!(matches!(
+        acquire(&mut tx, &Action::new("k", "r"), 100),
+        Ok(Acquired::Replayed(_))
+    ));
 }
 
 #[test]
@@ -100,7 +106,10 @@ fn unsafe_key_stays_blocked_without_force() {
         force_retryable: true,
         ..Resolution::default()
     };
-    assert_eq!(resolve_uncertain(&mut tx, &act, &forced), Ok(Resolved::Cleared));
+    assert_eq!(
+        resolve_uncertain(&mut tx, &act, &forced),
+        Ok(Resolved::Cleared)
+    );
     assert_eq!(granted(acquire(&mut tx, &act, 100).unwrap()).fence, 2);
 }
 
@@ -113,7 +122,10 @@ fn one_reconciler_at_a_time() {
     tx.clock = 10;
     let first = begin_reconcile(&mut tx, &act, 50).unwrap();
     assert_eq!(first.until, 60);
-    assert_eq!(begin_reconcile(&mut tx, &act, 50), Err(Error::ReconcileTaken));
+    assert_eq!(
+        begin_reconcile(&mut tx, &act, 50),
+        Err(Error::ReconcileTaken)
+    );
     tx.clock = 60;
     let second = begin_reconcile(&mut tx, &act, 50).unwrap();
     assert_ne!(first.claim, second.claim);

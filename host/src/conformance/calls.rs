@@ -24,7 +24,9 @@ fn field<'a>(obj: &'a Value, key: &str) -> Option<&'a Value> {
 fn string(obj: &Value, key: &str) -> A<String> {
     match field(obj, key) {
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(Arg::Malformed(format!("{key}: expected a string, got {other}"))),
+        Some(other) => Err(Arg::Malformed(format!(
+            "{key}: expected a string, got {other}"
+        ))),
         None => Err(Arg::Malformed(format!("missing {key}"))),
     }
 }
@@ -46,7 +48,9 @@ fn number(obj: &Value, key: &str) -> A<u64> {
         Some(Value::Number(n)) => n
             .as_u64()
             .ok_or_else(|| Arg::Invalid(format!("{key}: {n} is not a u64"))),
-        Some(other) => Err(Arg::Malformed(format!("{key}: expected a number, got {other}"))),
+        Some(other) => Err(Arg::Malformed(format!(
+            "{key}: expected a number, got {other}"
+        ))),
         None => Err(Arg::Malformed(format!("missing {key}"))),
     }
 }
@@ -59,7 +63,9 @@ fn boolean(obj: &Value, key: &str) -> A<bool> {
     match field(obj, key) {
         Some(Value::Bool(b)) => Ok(*b),
         None => Ok(false),
-        Some(other) => Err(Arg::Malformed(format!("{key}: expected a bool, got {other}"))),
+        Some(other) => Err(Arg::Malformed(format!(
+            "{key}: expected a bool, got {other}"
+        ))),
     }
 }
 
@@ -74,7 +80,9 @@ fn strings(obj: &Value, key: &str) -> A<Vec<String>> {
                     .ok_or_else(|| Arg::Malformed(format!("{key}: expected strings")))
             })
             .collect(),
-        Some(other) => Err(Arg::Malformed(format!("{key}: expected an array, got {other}"))),
+        Some(other) => Err(Arg::Malformed(format!(
+            "{key}: expected an array, got {other}"
+        ))),
     }
 }
 
@@ -85,7 +93,9 @@ fn bytes(obj: &Value, key: &str) -> A<Vec<u8>> {
 fn object<'a>(obj: &'a Value, key: &str) -> A<&'a Value> {
     match field(obj, key) {
         Some(v @ Value::Object(_)) => Ok(v),
-        Some(other) => Err(Arg::Malformed(format!("{key}: expected an object, got {other}"))),
+        Some(other) => Err(Arg::Malformed(format!(
+            "{key}: expected an object, got {other}"
+        ))),
         None => Err(Arg::Malformed(format!("missing {key}"))),
     }
 }
@@ -98,10 +108,14 @@ fn snapshot(v: &Value) -> A<Snapshot> {
             .iter()
             .map(|(k, x)| match x {
                 Value::String(s) => Ok((k.clone(), s.clone())),
-                other => Err(Arg::Malformed(format!("fields.{k}: expected a string, got {other}"))),
+                other => Err(Arg::Malformed(format!(
+                    "fields.{k}: expected a string, got {other}"
+                ))),
             })
             .collect::<A<_>>()?,
-        Some(other) => Err(Arg::Malformed(format!("fields: expected an object, got {other}")))?,
+        Some(other) => Err(Arg::Malformed(format!(
+            "fields: expected an object, got {other}"
+        )))?,
     };
     Ok(Snapshot {
         run_id: string_or_empty(v, "run-id")?,
@@ -213,7 +227,11 @@ fn null<T>(r: Result<T, Error>) -> Result<Value, Error> {
 
 /// Run one vector call. `Err` is a malformed step (it fails the scenario);
 /// `Ok(Err(e))` is the kernel's refusal.
-pub(super) fn dispatch(k: &Kernel, name: &str, args: &Value) -> Result<Result<Value, Error>, String> {
+pub(super) fn dispatch(
+    k: &Kernel,
+    name: &str,
+    args: &Value,
+) -> Result<Result<Value, Error>, String> {
     match call(k, name, args) {
         Ok(result) => Ok(result),
         Err(Arg::Invalid(why)) => Ok(Err(Error::InvalidInput(why))),
@@ -278,15 +296,15 @@ fn call(k: &Kernel, name: &str, a: &Value) -> A<Result<Value, Error>> {
             .complete(&action(a)?, &lease(a)?, &bytes(a, "result")?)
             .map(|r| text(&r)),
         "sideeffect.release" => null(se.release(&action(a)?, &lease(a)?)),
-        "sideeffect.abandon" => null(se.abandon(&action(a)?, &lease(a)?, &string_or_empty(a, "reason")?)),
+        "sideeffect.abandon" => {
+            null(se.abandon(&action(a)?, &lease(a)?, &string_or_empty(a, "reason")?))
+        }
         "sideeffect.renew" => se
             .renew(&action(a)?, &lease(a)?, number(a, "ttl")?)
             .map(lease_json),
-        "sideeffect.mark-uncertain" => null(se.mark_uncertain(
-            &action(a)?,
-            &lease(a)?,
-            &string_or_empty(a, "reason")?,
-        )),
+        "sideeffect.mark-uncertain" => {
+            null(se.mark_uncertain(&action(a)?, &lease(a)?, &string_or_empty(a, "reason")?))
+        }
         "sideeffect.begin-reconcile" => se
             .begin_reconcile(&action(a)?, number(a, "ttl")?)
             .map(|c| json!({ "claim": c.claim, "until": c.until })),
@@ -297,10 +315,11 @@ fn call(k: &Kernel, name: &str, a: &Value) -> A<Result<Value, Error>> {
                 result: field(r, "result").map(|_| bytes(r, "result")).transpose()?,
                 force_retryable: boolean(r, "force-retryable")?,
             };
-            se.resolve_uncertain(&action(a)?, &resolution).map(|x| match x {
-                Resolved::Replayed(r) => json!({ "replayed": text(&r) }),
-                Resolved::Cleared => json!({ "cleared": {} }),
-            })
+            se.resolve_uncertain(&action(a)?, &resolution)
+                .map(|x| match x {
+                    Resolved::Replayed(r) => json!({ "replayed": text(&r) }),
+                    Resolved::Cleared => json!({ "cleared": {} }),
+                })
         }
         "sink.write-fenced" => {
             let resource = string_or_empty(a, "resource")?;
@@ -312,7 +331,9 @@ fn call(k: &Kernel, name: &str, a: &Value) -> A<Result<Value, Error>> {
                 down.put(&resource, &format!("{marker}m")).map_err(|_| ())?;
                 if fail { Err(()) } else { Ok(()) }
             });
-            written.map(|()| Value::Null).map_err(|e| e.contract_error())
+            written
+                .map(|()| Value::Null)
+                .map_err(|e| e.contract_error())
         }
         "sink.read" => {
             let resource = string_or_empty(a, "resource")?;
@@ -349,8 +370,12 @@ fn call(k: &Kernel, name: &str, a: &Value) -> A<Result<Value, Error>> {
                 number(a, "ttl")?,
             )
             .map(task_json),
-        "taskboard.release" => null(tb.release(&string_or_empty(a, "id")?, &string_or_empty(a, "token")?)),
-        "taskboard.complete" => null(tb.complete(&string_or_empty(a, "id")?, &string_or_empty(a, "token")?)),
+        "taskboard.release" => {
+            null(tb.release(&string_or_empty(a, "id")?, &string_or_empty(a, "token")?))
+        }
+        "taskboard.complete" => {
+            null(tb.complete(&string_or_empty(a, "id")?, &string_or_empty(a, "token")?))
+        }
         "taskboard.renew" => tb
             .renew(
                 &string_or_empty(a, "id")?,

@@ -72,16 +72,21 @@ impl Target for UrlTarget {
         let url = match self.url.strip_prefix("sqlite:") {
             Some(spec) => {
                 let (base, query) = spec.split_once('?').map_or((spec, ""), |(b, q)| (b, q));
-                let base = if base.is_empty() { "gak-conformance.db" } else { base };
+                let base = if base.is_empty() {
+                    "gak-conformance.db"
+                } else {
+                    base
+                };
                 let stem = base.strip_suffix(".db").unwrap_or(base);
-                let path = PathBuf::from(format!(
-                    "{stem}-{}-{}.db",
-                    std::process::id(),
-                    self.count
-                ));
+                let path =
+                    PathBuf::from(format!("{stem}-{}-{}.db", std::process::id(), self.count));
                 remove_db(&path);
                 self.last = Some(path.clone());
-                let q = if query.is_empty() { String::new() } else { format!("?{query}") };
+                let q = if query.is_empty() {
+                    String::new()
+                } else {
+                    format!("?{query}")
+                };
                 format!("sqlite:{}{q}", path.display())
             }
             None => self.url.clone(),
@@ -146,7 +151,11 @@ impl Report {
                 Some(why) => out.push_str(&format!("FAIL {}: {why}\n", v.name)),
             }
         }
-        out.push_str(&format!("{} passed, {} failed\n", self.passed(), self.failed()));
+        out.push_str(&format!(
+            "{} passed, {} failed\n",
+            self.passed(),
+            self.failed()
+        ));
         out
     }
 }

@@ -72,7 +72,9 @@ pub(super) fn run_scenario(
         }
         match kinds[0] {
             "clock" => {
-                let to = step["clock"].as_u64().ok_or_else(|| at("clock: expected ms".into()))?;
+                let to = step["clock"]
+                    .as_u64()
+                    .ok_or_else(|| at("clock: expected ms".into()))?;
                 clock.set(to).map_err(|e| at(e.to_string()))?;
             }
             "advance" => {
@@ -157,7 +159,9 @@ fn lookup<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
 }
 
 fn bound<'a>(binds: &'a HashMap<String, Value>, name: &str) -> Result<&'a Value, String> {
-    binds.get(name).ok_or_else(|| format!("${name} is not bound"))
+    binds
+        .get(name)
+        .ok_or_else(|| format!("${name} is not bound"))
 }
 
 /// Replace `$name`, `$$literal` and `{"$merge": name, ...}` in call args.
@@ -192,12 +196,18 @@ fn substitute(v: &Value, binds: &HashMap<String, Value>) -> Result<Value, String
 
 fn is_hex128(v: &Value) -> bool {
     v.as_str().is_some_and(|s| {
-        s.len() == 32 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        s.len() == 32
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
 }
 
 /// Does the actual value match the expected pattern?
-fn matches(want: &Value, got: Option<&Value>, binds: &HashMap<String, Value>) -> Result<bool, String> {
+fn matches(
+    want: &Value,
+    got: Option<&Value>,
+    binds: &HashMap<String, Value>,
+) -> Result<bool, String> {
     let present = got.is_some_and(|g| !g.is_null());
     Ok(match want {
         Value::String(s) if s == "$any" => present,
@@ -253,8 +263,14 @@ mod tests {
         assert!(m(json!({"$ne": "t"}), json!("abd")));
         assert!(!m(json!({"x": {"$ne": "t"}}), json!({})));
         assert!(m(json!("$$5"), json!("$5")));
-        assert!(m(json!("$hex128"), json!("0123456789abcdef0123456789abcdef")));
-        assert!(!m(json!("$hex128"), json!("0123456789ABCDEF0123456789abcdef")));
+        assert!(m(
+            json!("$hex128"),
+            json!("0123456789abcdef0123456789abcdef")
+        ));
+        assert!(!m(
+            json!("$hex128"),
+            json!("0123456789ABCDEF0123456789abcdef")
+        ));
         assert!(!m(json!([1, 2]), json!([1, 2, 3])));
         assert!(matches(&json!("$nope"), Some(&json!(1)), &binds).is_err());
     }
@@ -265,6 +281,9 @@ mod tests {
         binds.insert("l".to_string(), json!({"fence": 1, "holder": "h"}));
         let merged = substitute(&json!({"$merge": "l", "fence": 2}), &binds).unwrap();
         assert_eq!(merged, json!({"fence": 2, "holder": "h"}));
-        assert_eq!(lookup(&json!([{"token": "x"}]), "0.token"), Some(&json!("x")));
+        assert_eq!(
+            lookup(&json!([{"token": "x"}]), "0.token"),
+            Some(&json!("x"))
+        );
     }
 }

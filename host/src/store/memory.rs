@@ -80,7 +80,11 @@ impl Session for MemorySession {
         }
         let mut busy = lock(&self.shared.busy);
         while *busy {
-            busy = self.shared.free.wait(busy).unwrap_or_else(|p| p.into_inner());
+            busy = self
+                .shared
+                .free
+                .wait(busy)
+                .unwrap_or_else(|p| p.into_inner());
         }
         *busy = true;
         self.overlay = Some(BTreeMap::new());

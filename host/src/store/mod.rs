@@ -21,7 +21,7 @@
 //! promises each; the conformance suite must catch every one.
 use std::sync::Arc;
 
-use gak_rules::StoreFault;
+pub use gak_rules::StoreFault;
 
 pub mod memory;
 pub mod sqlite;

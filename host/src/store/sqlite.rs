@@ -63,7 +63,10 @@ impl SqliteBackend {
         if path.is_empty() {
             return Err(crate::OpenError::BadOption("empty sqlite path".into()));
         }
-        if let Some(parent) = Path::new(path).parent().filter(|p| !p.as_os_str().is_empty()) {
+        if let Some(parent) = Path::new(path)
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
             std::fs::create_dir_all(parent)
                 .map_err(|e| crate::OpenError::Store(StoreFault::Failure(e.to_string())))?;
         }
@@ -72,7 +75,9 @@ impl SqliteBackend {
             synchronous,
         };
         let conn = backend.connect().map_err(crate::OpenError::Store)?;
-        backend.ensure_tables(&conn).map_err(crate::OpenError::Store)?;
+        backend
+            .ensure_tables(&conn)
+            .map_err(crate::OpenError::Store)?;
         Ok(backend)
     }
 
@@ -87,12 +92,14 @@ impl SqliteBackend {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(&self.path, flags).map_err(fault)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(fault)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(fault)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(fault)?;
         let sync = match self.synchronous {
             Synchronous::Full => "FULL",
             Synchronous::Normal => "NORMAL",
         };
-        conn.pragma_update(None, "synchronous", sync).map_err(fault)?;
+        conn.pragma_update(None, "synchronous", sync)
+            .map_err(fault)?;
         conn.set_prepared_statement_cache_capacity(64);
         Ok(conn)
     }
@@ -205,7 +212,10 @@ impl Session for SqliteSession {
 
     fn scan(&mut self, table: &'static str) -> Result<Vec<(String, String)>, StoreFault> {
         self.in_tx()?;
-        let sql = format!("SELECT key, value FROM gak_{} ORDER BY key", checked(table)?);
+        let sql = format!(
+            "SELECT key, value FROM gak_{} ORDER BY key",
+            checked(table)?
+        );
         let mut stmt = self.conn.prepare_cached(&sql).map_err(fault)?;
         let rows = stmt
             .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))

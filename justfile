@@ -1,0 +1,21 @@
+# gak — the commands people type
+
+default:
+    @just --list
+
+# run the demo on an embedded SQLite file
+demo *ARGS:
+    cargo run -p gak -- demo {{ARGS}}
+
+# lint, then every test suite
+test: lint
+    cargo test --workspace
+
+# formatting and clippy, warnings as errors
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets -- -D warnings
+
+# replay the built-in vectors (or given files) against a store
+conformance STORE="memory:" *PATHS:
+    cargo run -p gak -- conformance --store {{STORE}} {{PATHS}}

@@ -1,0 +1,204 @@
+//! Negative controls: bindings that each break one promise of the store
+//! contract. The conformance suite must fail every one of them; if it
+//! passes one, the suite has lost its teeth.
+use std::collections::BTreeMap;
+use std::sync::{Arc, Barrier, Mutex};
+
+use gak::store::memory::MemoryBackend;
+use gak::store::{Backend, Session, StoreFault};
+
+/// How a wrapped memory binding misbehaves.
+#[derive(Clone, Copy, Debug)]
+pub enum Defect {
+    /// Commits every write of a transaction except the last one.
+    DropLastWrite,
+    /// Commits the sink's fence advance on its own, apart from the body's
+    /// writes, so a failed body leaves the advanced fence behind.
+    SplitSink,
+}
+
+/// A memory binding with one defect.
+pub struct Defective {
+    inner: MemoryBackend,
+    defect: Defect,
+}
+
+impl Defective {
+    /// Wrap a fresh memory store.
+    pub fn backend(defect: Defect) -> Arc<dyn Backend> {
+        Arc::new(Defective {
+            inner: MemoryBackend::default(),
+            defect,
+        })
+    }
+}
+
+impl Backend for Defective {
+    fn session(&self) -> Result<Box<dyn Session>, StoreFault> {
+        Ok(Box::new(DefectiveSession {
+            inner: self.inner.session()?,
+            defect: self.defect,
+            last: None,
+            sink_writes: Vec::new(),
+        }))
+    }
+    fn describe(&self) -> String {
+        format!("memory with {:?}", self.defect)
+    }
+}
+
+type Write = (&'static str, String, String);
+
+struct DefectiveSession {
+    inner: Box<dyn Session>,
+    defect: Defect,
+    last: Option<Write>,
+    sink_writes: Vec<Write>,
+}
+
+impl Session for DefectiveSession {
+    fn begin(&mut self) -> Result<(), StoreFault> {
+        self.last = None;
+        self.sink_writes.clear();
+        self.inner.begin()
+    }
+    fn get(&mut self, table: &'static str, key: &str) -> Result<Option<String>, StoreFault> {
+        self.inner.get(table, key)
+    }
+    fn put(&mut self, table: &'static str, key: &str, value: &str) -> Result<(), StoreFault> {
+        match self.defect {
+            Defect::DropLastWrite => {
+                if let Some((t, k, v)) = self.last.take() {
+                    self.inner.put(t, &k, &v)?;
+                }
+                self.last = Some((table, key.to_owned(), value.to_owned()));
+                Ok(())
+            }
+            Defect::SplitSink => {
+                if table == "sinks" {
+                    self.sink_writes
+                        .push((table, key.to_owned(), value.to_owned()));
+                }
+                self.inner.put(table, key, value)
+            }
+        }
+    }
+    fn delete(&mut self, table: &'static str, key: &str) -> Result<(), StoreFault> {
+        self.inner.delete(table, key)
+    }
+    fn scan(&mut self, table: &'static str) -> Result<Vec<(String, String)>, StoreFault> {
+        self.inner.scan(table)
+    }
+    fn commit(&mut self) -> Result<(), StoreFault> {
+        self.last = None;
+        self.inner.commit()
+    }
+    fn rollback(&mut self) {
+        self.inner.rollback();
+        let split: Vec<Write> = std::mem::take(&mut self.sink_writes);
+        if !split.is_empty() && self.inner.begin().is_ok() {
+            for (t, k, v) in split {
+                let _ = self.inner.put(t, &k, &v);
+            }
+            let _ = self.inner.commit();
+        }
+    }
+}
+
+/// A binding without transactions: every write lands at once, nothing is
+/// isolated, nothing rolls back — "read, decide, write" as three steps.
+///
+/// Once armed with N, each transaction waits at its first write until N
+/// transactions have read: the worst interleaving, made deterministic.
+pub struct NoIsolation {
+    data: Arc<Mutex<BTreeMap<(&'static str, String), String>>>,
+    rendezvous: Arc<Mutex<Option<Arc<Barrier>>>>,
+}
+
+/// Arms a [`NoIsolation`] store's rendezvous.
+pub struct Rendezvous(Arc<Mutex<Option<Arc<Barrier>>>>);
+
+impl Rendezvous {
+    /// From now on, `n` transactions meet before any of them writes.
+    pub fn arm(&self, n: usize) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(Barrier::new(n)));
+    }
+}
+
+impl NoIsolation {
+    /// A fresh store and the handle that arms its rendezvous.
+    pub fn backend() -> (Arc<dyn Backend>, Rendezvous) {
+        let rendezvous = Arc::new(Mutex::new(None));
+        let backend = Arc::new(NoIsolation {
+            data: Arc::default(),
+            rendezvous: rendezvous.clone(),
+        });
+        (backend, Rendezvous(rendezvous))
+    }
+}
+
+impl Backend for NoIsolation {
+    fn session(&self) -> Result<Box<dyn Session>, StoreFault> {
+        Ok(Box::new(NoIsolationSession {
+            data: self.data.clone(),
+            rendezvous: self.rendezvous.clone(),
+            wrote: false,
+        }))
+    }
+    fn describe(&self) -> String {
+        "memory without isolation".into()
+    }
+}
+
+struct NoIsolationSession {
+    data: Arc<Mutex<BTreeMap<(&'static str, String), String>>>,
+    rendezvous: Arc<Mutex<Option<Arc<Barrier>>>>,
+    wrote: bool,
+}
+
+impl NoIsolationSession {
+    fn map(&self) -> std::sync::MutexGuard<'_, BTreeMap<(&'static str, String), String>> {
+        self.data.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Session for NoIsolationSession {
+    fn begin(&mut self) -> Result<(), StoreFault> {
+        self.wrote = false;
+        Ok(())
+    }
+    fn get(&mut self, table: &'static str, key: &str) -> Result<Option<String>, StoreFault> {
+        Ok(self.map().get(&(table, key.to_owned())).cloned())
+    }
+    fn put(&mut self, table: &'static str, key: &str, value: &str) -> Result<(), StoreFault> {
+        if !self.wrote {
+            self.wrote = true;
+            let meet = self
+                .rendezvous
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            if let Some(meet) = meet {
+                meet.wait();
+            }
+        }
+        self.map().insert((table, key.to_owned()), value.to_owned());
+        Ok(())
+    }
+    fn delete(&mut self, table: &'static str, key: &str) -> Result<(), StoreFault> {
+        self.map().remove(&(table, key.to_owned()));
+        Ok(())
+    }
+    fn scan(&mut self, table: &'static str) -> Result<Vec<(String, String)>, StoreFault> {
+        Ok(self
+            .map()
+            .iter()
+            .filter(|((t, _), _)| *t == table)
+            .map(|((_, k), v)| (k.clone(), v.clone()))
+            .collect())
+    }
+    fn commit(&mut self) -> Result<(), StoreFault> {
+        Ok(())
+    }
+    fn rollback(&mut self) {}
+}

@@ -1,0 +1,80 @@
+//! The built-in vectors on every binding, one named test per (binding, file)
+//! so a failure names its case; the report lists the failing scenarios.
+use gak::conformance::UrlTarget;
+use gak_tests::{SqliteTarget, run_builtin};
+
+fn check(report: gak::conformance::Report) {
+    assert!(report.passed() > 0, "no scenario ran");
+    assert_eq!(report.failed(), 0, "\n{}", report.render());
+}
+
+macro_rules! vectors {
+    ($($name:ident => $file:literal),* $(,)?) => {
+        mod memory {
+            use super::*;
+            $(#[test] fn $name() { check(run_builtin(&mut UrlTarget::new("memory:").unwrap(), Some($file))); })*
+        }
+        mod sqlite {
+            use super::*;
+            $(#[test] fn $name() { check(run_builtin(&mut SqliteTarget::new(), Some($file))); })*
+        }
+    };
+}
+
+vectors! {
+    checkpoint => "checkpoint.json",
+    plan => "plan.json",
+    commitgate => "commitgate.json",
+    sideeffect_acquire => "sideeffect-acquire.json",
+    sideeffect_verdicts => "sideeffect-verdicts.json",
+    sideeffect_reconcile => "sideeffect-reconcile.json",
+    sink => "sink.json",
+    taskboard => "taskboard.json",
+    inputs => "inputs.json",
+    inputs_payload => "inputs-payload.json",
+}
+
+/// Every shipped vector file is covered by a named test above.
+#[test]
+fn every_builtin_file_has_a_named_test() {
+    let named = [
+        "checkpoint.json",
+        "plan.json",
+        "commitgate.json",
+        "sideeffect-acquire.json",
+        "sideeffect-verdicts.json",
+        "sideeffect-reconcile.json",
+        "sink.json",
+        "taskboard.json",
+        "inputs.json",
+        "inputs-payload.json",
+    ];
+    for (file, _) in gak::conformance::builtin() {
+        assert!(
+            named.iter().any(|n| file.ends_with(n)),
+            "{file} has no named test"
+        );
+    }
+}
+
+/// A malformed vector file is a failure naming the file, never a skip.
+#[test]
+fn malformed_files_fail_loudly() {
+    let files = vec![
+        ("bad.json".to_string(), "{ not json".to_string()),
+        ("two-kinds.json".to_string(),
+         r#"{"scenario": "x", "steps": [{"clock": 1, "advance": 2}]}"#.to_string()),
+        ("unknown-call.json".to_string(),
+         r#"{"scenario": "y", "steps": [{"call": "nope.nope", "ok": null}]}"#.to_string()),
+        ("unknown-variant.json".to_string(),
+         r#"{"scenario": "z", "steps": [{"call": "taskboard.list", "err": "no-such"}]}"#.to_string()),
+        ("unbound.json".to_string(),
+         r#"{"scenario": "w", "steps": [{"call": "taskboard.release", "args": {"id": "a", "token": "$t"}, "err": "lease-lost"}]}"#.to_string()),
+        ("backwards.json".to_string(),
+         r#"{"scenario": "v", "steps": [{"clock": 5}, {"clock": 4}]}"#.to_string()),
+    ];
+    let report = gak::conformance::run(&mut UrlTarget::new("memory:").unwrap(), &files);
+    assert_eq!(report.failed(), files.len(), "\n{}", report.render());
+    assert!(report.render().contains("bad.json"));
+    assert!(report.render().ends_with("0 passed, 6 failed\n"));
+}
