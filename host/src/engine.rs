@@ -120,6 +120,9 @@ pub(crate) struct HostState {
     /// Set when the store reported a conflict during the current call: the
     /// call is re-run whatever the component answered.
     pub conflict: bool,
+    /// Set when an import failed in a way the component cannot see (the
+    /// database clock could not be read): the call ends with `storage`.
+    pub failure: Option<String>,
 }
 
 impl HostState {
@@ -153,6 +156,7 @@ impl Instance {
             session,
             clock,
             conflict: false,
+            failure: None,
         };
         let mut store = Store::new(&compiled.engine, state);
         let kernel = compiled
@@ -187,7 +191,18 @@ impl types::Host for HostState {}
 
 impl clock::Host for HostState {
     fn now(&mut self) -> u64 {
-        self.clock.now()
+        match self.session.now() {
+            None => self.clock.now(),
+            Some(Ok(now)) => now,
+            Some(Err(fault)) => {
+                if let StoreFault::Conflict(_) = fault {
+                    self.conflict = true;
+                }
+                self.failure = Some(format!("reading the database clock: {fault:?}"));
+                // The call will be failed whatever the component decides.
+                self.clock.now()
+            }
+        }
     }
 }
 

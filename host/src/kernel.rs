@@ -112,6 +112,7 @@ impl Kernel {
             attempt += 1;
             let retry = attempt < MAX_ATTEMPTS;
             inst.store.data_mut().conflict = false;
+            inst.store.data_mut().failure = None;
             match inst.store.data_mut().session.begin() {
                 Ok(()) => {}
                 Err(StoreFault::Conflict(_)) if retry => {
@@ -131,6 +132,14 @@ impl Kernel {
                 Ok(_) if state.conflict && retry => {
                     state.session.rollback();
                     backoff(attempt);
+                }
+                Ok(_) if state.failure.is_some() || state.conflict => {
+                    state.session.rollback();
+                    let why = state
+                        .failure
+                        .take()
+                        .unwrap_or_else(|| "store conflicts persisted".into());
+                    break Err(Error::Storage(why));
                 }
                 Ok(Ok(value)) => match state.session.commit() {
                     Ok(()) => break Ok(value),
@@ -191,6 +200,19 @@ impl Downstream<'_> {
     /// the fence compare.
     pub fn sqlite(&mut self) -> Option<&rusqlite::Connection> {
         self.session.sqlite()
+    }
+
+    /// Run a statement inside the same transaction, when the binding is
+    /// PostgreSQL (`None` otherwise). Parameters only: never splice data
+    /// into `sql`.
+    pub fn postgres_execute(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Option<Result<u64, Error>> {
+        self.session
+            .execute(sql, params)
+            .map(|r| r.map_err(Error::from))
     }
 
     pub(crate) fn new(session: &mut dyn Session) -> Downstream<'_> {

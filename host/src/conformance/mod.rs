@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::clock::ManualClock;
+use crate::store::postgres::PostgresBackend;
 use crate::{Kernel, OpenError};
 
 mod calls;
@@ -31,24 +32,30 @@ pub trait Target {
     fn fresh(&mut self, clock: Arc<ManualClock>) -> Result<Kernel, String>;
 }
 
-/// A target from a store URL: `memory:`, or `sqlite:PATH` (each scenario a
-/// new database file next to PATH, removed afterwards).
+/// A target from a store URL: `memory:`; `sqlite:PATH` (each scenario a
+/// new database file next to PATH, removed afterwards); `postgres://…`
+/// (each scenario a new schema, dropped afterwards).
 pub struct UrlTarget {
     url: String,
     count: usize,
     last: Option<PathBuf>,
+    last_schema: Option<PostgresBackend>,
 }
 
 impl UrlTarget {
     /// Check the URL now so a typo fails before any scenario runs.
     pub fn new(url: &str) -> Result<Self, OpenError> {
-        if !(url == "memory" || url == "memory:" || url.starts_with("sqlite:")) {
+        let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
+        if postgres {
+            PostgresBackend::parse(url)?;
+        } else if !(url == "memory" || url == "memory:" || url.starts_with("sqlite:")) {
             return Err(OpenError::UnknownStore(url.to_owned()));
         }
         Ok(UrlTarget {
             url: url.to_owned(),
             count: 0,
             last: None,
+            last_schema: None,
         })
     }
 
@@ -56,6 +63,19 @@ impl UrlTarget {
         if let Some(path) = self.last.take() {
             remove_db(&path);
         }
+        if let Some(schema) = self.last_schema.take() {
+            let _ = schema.drop_schema();
+        }
+    }
+
+    fn fresh_postgres(&mut self, clock: Arc<ManualClock>) -> Result<Kernel, String> {
+        let base = PostgresBackend::parse(&self.url).map_err(|e| e.to_string())?;
+        let name = format!("{}_c{}_{}", base.schema(), std::process::id(), self.count);
+        let backend = base.with_schema(&name).map_err(|e| e.to_string())?;
+        backend.drop_schema().map_err(|e| format!("{e:?}"))?;
+        backend.ensure_schema().map_err(|e| format!("{e:?}"))?;
+        self.last_schema = Some(base.with_schema(&name).map_err(|e| e.to_string())?);
+        Kernel::with_backend(Arc::new(backend), clock).map_err(|e| e.to_string())
     }
 }
 
@@ -69,6 +89,9 @@ impl Target for UrlTarget {
     fn fresh(&mut self, clock: Arc<ManualClock>) -> Result<Kernel, String> {
         self.cleanup();
         self.count += 1;
+        if self.url.starts_with("postgres") {
+            return self.fresh_postgres(clock);
+        }
         let url = match self.url.strip_prefix("sqlite:") {
             Some(spec) => {
                 let (base, query) = spec.split_once('?').map_or((spec, ""), |(b, q)| (b, q));

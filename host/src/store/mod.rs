@@ -24,6 +24,7 @@ use std::sync::Arc;
 pub use gak_rules::StoreFault;
 
 pub mod memory;
+pub mod postgres;
 pub mod sqlite;
 
 /// The tables a binding must provide: the kernel's six, plus `downstream`,
@@ -75,11 +76,27 @@ pub trait Session: Send + 'static {
     fn sqlite(&mut self) -> Option<&rusqlite::Connection> {
         None
     }
+    /// The database's clock, when the binding judges expiry by it.
+    fn now(&mut self) -> Option<Result<u64, StoreFault>> {
+        None
+    }
+    /// Run a statement inside the open transaction, when the session is a
+    /// PostgreSQL one (for fenced sink bodies writing their own tables).
+    fn execute(
+        &mut self,
+        _sql: &str,
+        _params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Option<Result<u64, StoreFault>> {
+        None
+    }
 }
 
 /// Open a backend from a store URL: `memory:`, `sqlite:PATH` (or a bare
-/// path ending in `.db`).
+/// path ending in `.db`), `postgres://user@host:port/db?schema=NAME&clock=db`.
 pub fn open(url: &str) -> Result<Arc<dyn Backend>, crate::OpenError> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok(Arc::new(postgres::PostgresBackend::open(url)?));
+    }
     if url == "memory" || url == "memory:" {
         return Ok(Arc::new(memory::MemoryBackend::default()));
     }
