@@ -215,6 +215,18 @@ impl Downstream<'_> {
             .map(|r| r.map_err(Error::from))
     }
 
+    /// Run a query inside the same transaction, when the binding is
+    /// PostgreSQL; every column must be `text` (cast in SQL).
+    pub fn postgres_query(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Option<Result<Vec<Vec<Option<String>>>, Error>> {
+        self.session
+            .query_text(sql, params)
+            .map(|r| r.map_err(Error::from))
+    }
+
     pub(crate) fn new(session: &mut dyn Session) -> Downstream<'_> {
         Downstream { session }
     }

@@ -18,6 +18,15 @@ macro_rules! vectors {
             use super::*;
             $(#[test] fn $name() { check(run_builtin(&mut SqliteTarget::new(), Some($file))); })*
         }
+        mod postgres {
+            use super::*;
+            $(#[test] fn $name() {
+                let Some(dsn) = gak_tests::pg::dsn() else { return };
+                let sep = if dsn.contains('?') { '&' } else { '?' };
+                let url = format!("{dsn}{sep}schema=v_{}", stringify!($name));
+                check(run_builtin(&mut UrlTarget::new(&url).unwrap(), Some($file)));
+            })*
+        }
     };
 }
 

@@ -12,10 +12,13 @@ fn run_demo(url: &str) -> (gak::demo::DemoReport, String) {
 }
 
 #[test]
-fn demo_resumes_without_replaying_on_memory_and_sqlite() {
+fn demo_resumes_without_replaying_on_every_binding() {
     let dir = tempfile::tempdir().unwrap();
     let sqlite = format!("sqlite:{}", dir.path().join("demo.db").display());
-    for url in ["memory:", sqlite.as_str()] {
+    let schema = gak_tests::pg::dsn().map(|dsn| gak_tests::pg::Schema::new(&dsn, "demo"));
+    let mut urls = vec!["memory:".to_owned(), sqlite];
+    urls.extend(schema.as_ref().map(|s| s.url.clone()));
+    for url in &urls {
         let (report, out) = run_demo(url);
         let numbered: Vec<&str> = out.lines().collect();
         assert_eq!(numbered.len(), 6, "{out}");

@@ -89,6 +89,15 @@ pub trait Session: Send + 'static {
     ) -> Option<Result<u64, StoreFault>> {
         None
     }
+    /// Run a query inside the open transaction, when the session is a
+    /// PostgreSQL one; every column must be `text` (cast in SQL).
+    fn query_text(
+        &mut self,
+        _sql: &str,
+        _params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Option<Result<Vec<Vec<Option<String>>>, StoreFault>> {
+        None
+    }
 }
 
 /// Open a backend from a store URL: `memory:`, `sqlite:PATH` (or a bare

@@ -490,4 +490,26 @@ impl Session for PostgresSession {
         let r = self.rt.block_on(client.execute(sql, params));
         Some(self.check(r))
     }
+
+    fn query_text(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Option<Result<Vec<Vec<Option<String>>>, StoreFault>> {
+        let client = match self.client() {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+        let r = self.rt.block_on(client.query(sql, params));
+        Some(self.check(r).and_then(|rows| {
+            rows.iter()
+                .map(|row| {
+                    (0..row.len())
+                        .map(|i| row.try_get::<_, Option<String>>(i))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|e| StoreFault::Failure(format!("non-text column: {e}")))
+                })
+                .collect()
+        }))
+    }
 }

@@ -2,20 +2,36 @@
 //! side effects on a shared store, printing one line per win and per body
 //! execution for the parent to audit.
 //!
-//! usage: gak-hammer STORE_URL WORKER ROUNDS KEYS
+//! usage: gak-hammer STORE_URL WORKER ROUNDS KEYS [LEDGER_SCHEMA]
+//!
+//! With LEDGER_SCHEMA (PostgreSQL), each effect body also inserts a row into
+//! `LEDGER_SCHEMA.effects` through a fenced write, and a last phase has every
+//! worker write `LEDGER_SCHEMA.ledger` through one fenced sink with its own
+//! fences.
 use anyhow::{Context, Result, bail};
-use gak::{Action, BodyError, Error, Kernel, Ran, RunError, Runner};
+use gak::{Action, BodyError, Error, Kernel, Ran, RunError, Runner, SinkError};
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [url, worker, rounds, keys] = args.as_slice() else {
-        bail!("usage: gak-hammer STORE_URL WORKER ROUNDS KEYS");
+    let (url, worker, rounds, keys, ledger) = match args.as_slice() {
+        [u, w, r, k] => (u, w, r, k, None),
+        [u, w, r, k, l] => (u, w, r, k, Some(l.as_str())),
+        _ => bail!("usage: gak-hammer STORE_URL WORKER ROUNDS KEYS [LEDGER_SCHEMA]"),
     };
     let rounds: usize = rounds.parse().context("ROUNDS")?;
     let keys: usize = keys.parse().context("KEYS")?;
     let kernel = Kernel::open(url)?;
-    let board = kernel.taskboard();
+    claims(&kernel, worker, rounds)?;
+    effects(&kernel, worker, keys, ledger)?;
+    if let Some(schema) = ledger {
+        sink_writes(&kernel, worker, rounds, schema)?;
+    }
+    Ok(())
+}
 
+/// Claim hot tasks, release each win: every claim epoch is one fence.
+fn claims(kernel: &Kernel, worker: &str, rounds: usize) -> Result<()> {
+    let board = kernel.taskboard();
     for r in 0..rounds {
         let task = format!("t{}", r % 4);
         match board.claim(&task, worker, 60_000) {
@@ -27,14 +43,33 @@ fn main() -> Result<()> {
             Err(e) => bail!("claim {task}: {e}"),
         }
     }
+    Ok(())
+}
 
-    let runner = Runner::new(&kernel, 60_000);
+/// Run every key through the Runner until it is applied somewhere.
+fn effects(kernel: &Kernel, worker: &str, keys: usize, ledger: Option<&str>) -> Result<()> {
+    let runner = Runner::new(kernel, 60_000);
     for n in 0..keys {
-        let action = Action::new(&format!("k{n}"), &format!("res{}", n % 3));
+        let key = format!("k{n}");
+        let action = Action::new(&key, &format!("res{}", n % 3));
         let mut spins = 0u32;
         loop {
             let ran = runner.run(&action, |lease| {
-                println!("BODY k{n} {worker} {}", lease.fence);
+                println!("BODY {key} {worker} {}", lease.fence);
+                if let Some(schema) = ledger {
+                    let sql = format!(
+                        "INSERT INTO \"{schema}\".effects (key, worker, fence) VALUES ($1, $2, $3)"
+                    );
+                    let fence = lease.fence as i64;
+                    kernel
+                        .sideeffect()
+                        .write_fenced(&format!("effect-{key}"), lease.fence, |down| {
+                            down.postgres_execute(&sql, &[&key, &worker, &fence])
+                                .unwrap_or_else(|| Err(Error::Storage("not postgres".into())))
+                                .map(drop)
+                        })
+                        .map_err(|e| BodyError::Failed(e.contract_error()))?;
+                }
                 Ok::<_, BodyError<Error>>(worker.as_bytes().to_vec())
             });
             match ran {
@@ -43,10 +78,34 @@ fn main() -> Result<()> {
                     spins += 1;
                     std::thread::yield_now();
                 }
-                Ok(other) => bail!("k{n}: {other:?}"),
-                Err(RunError::Kernel(e)) => bail!("k{n}: {e}"),
-                Err(RunError::Uncertain(e) | RunError::NotApplied(e)) => bail!("k{n}: {e}"),
+                Ok(other) => bail!("{key}: {other:?}"),
+                Err(RunError::Kernel(e)) => bail!("{key}: {e}"),
+                Err(RunError::Uncertain(e) | RunError::NotApplied(e)) => bail!("{key}: {e}"),
             }
+        }
+    }
+    Ok(())
+}
+
+/// Writers with interleaved fences through one sink: stale ones must be
+/// refused before their body runs.
+fn sink_writes(kernel: &Kernel, worker: &str, rounds: usize, schema: &str) -> Result<()> {
+    let index: u64 = worker
+        .trim_start_matches(|c: char| !c.is_ascii_digit())
+        .parse()
+        .unwrap_or(0);
+    let sql = format!("INSERT INTO \"{schema}\".ledger (fence, worker) VALUES ($1, $2)");
+    for i in 0..rounds as u64 {
+        let fence = 1 + i * 8 + index;
+        let written = kernel.sideeffect().write_fenced("ledger", fence, |down| {
+            down.postgres_execute(&sql, &[&(fence as i64), &worker])
+                .unwrap_or_else(|| Err(Error::Storage("not postgres".into())))
+                .map(drop)
+        });
+        match written {
+            Ok(()) => println!("SINK {fence}"),
+            Err(SinkError::Kernel(Error::FenceStale)) => println!("STALE {fence}"),
+            Err(e) => bail!("sink write {fence}: {e:?}"),
         }
     }
     Ok(())
