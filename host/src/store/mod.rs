@@ -45,6 +45,25 @@ pub trait Backend: Send + Sync + 'static {
     fn session(&self) -> Result<Box<dyn Session>, StoreFault>;
     /// A human description, without secrets.
     fn describe(&self) -> String;
+
+    /// Every entry of every table, as (table, key, value), in one
+    /// transaction: for operators, and for tests comparing store states.
+    fn dump(&self) -> Result<Vec<(String, String, String)>, StoreFault> {
+        let mut session = self.session()?;
+        session.begin()?;
+        let mut all = Vec::new();
+        for table in TABLES {
+            match session.scan(table) {
+                Ok(rows) => all.extend(rows.into_iter().map(|(k, v)| (table.to_owned(), k, v))),
+                Err(e) => {
+                    session.rollback();
+                    return Err(e);
+                }
+            }
+        }
+        session.rollback();
+        Ok(all)
+    }
 }
 
 /// One worker's connection. At most one transaction is open at a time.
