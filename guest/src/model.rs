@@ -1,4 +1,6 @@
 //! The contract's records (WIT types), shared by the component and the host.
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 
 /// A step of a run and the steps it depends on.
@@ -123,8 +125,8 @@ impl Action {
     }
 }
 
-/// The right to apply an action once.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The right to apply an action once. `Debug` redacts the holder.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
     /// The action's key.
     pub key: String,
@@ -176,8 +178,8 @@ pub enum Resolved {
     Cleared,
 }
 
-/// The right to reconcile one uncertain key.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The right to reconcile one uncertain key. `Debug` redacts the claim.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReconcileClaim {
     /// 128-bit hex.
     pub claim: String,
@@ -199,8 +201,8 @@ pub enum TaskState {
     Failed,
 }
 
-/// A task as the board shows it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A task as the board shows it. `Debug` redacts the token.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Task {
     /// Id.
     pub id: String,
@@ -257,5 +259,82 @@ impl TaskSeed {
     pub fn title(mut self, title: &str) -> Self {
         self.title = Some(title.to_owned());
         self
+    }
+}
+
+/// Tokens, holders and claims are capabilities: whoever reads one can act as
+/// its owner. `Debug` (what ends up in logs) shows only that one is present.
+fn redacted(secret: &Option<String>) -> &'static str {
+    if secret.is_some() { "Some(<redacted>)" } else { "None" }
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("key", &self.key)
+            .field("resource", &self.resource)
+            .field("fence", &self.fence)
+            .field("holder", &"<redacted>")
+            .field("until", &self.until)
+            .finish()
+    }
+}
+
+impl fmt::Debug for ReconcileClaim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReconcileClaim")
+            .field("claim", &"<redacted>")
+            .field("until", &self.until)
+            .finish()
+    }
+}
+
+impl fmt::Debug for Task {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Task")
+            .field("id", &self.id)
+            .field("title", &self.title)
+            .field("deps", &self.deps)
+            .field("state", &self.state)
+            .field("owner", &self.owner)
+            .field("token", &format_args!("{}", redacted(&self.token)))
+            .field("until", &self.until)
+            .field("fence", &self.fence)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_capabilities() {
+        let lease = Lease {
+            key: "k".into(),
+            resource: "r".into(),
+            fence: 1,
+            holder: "deadbeefdeadbeefdeadbeefdeadbeef".into(),
+            until: 5,
+        };
+        let task = Task {
+            id: "t".into(),
+            title: String::new(),
+            deps: vec![],
+            state: TaskState::Claimed,
+            owner: Some("w".into()),
+            token: Some("cafebabecafebabecafebabecafebabe".into()),
+            until: Some(5),
+            fence: 1,
+        };
+        let claim = ReconcileClaim {
+            claim: "0123456789abcdef0123456789abcdef".into(),
+            until: 5,
+        };
+        let logged = format!("{lease:?} {task:?} {claim:?}");
+        for secret in [&lease.holder, task.token.as_ref().unwrap(), &claim.claim] {
+            assert!(!logged.contains(secret.as_str()), "{logged}");
+        }
+        assert!(logged.contains("<redacted>"));
     }
 }

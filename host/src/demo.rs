@@ -240,9 +240,9 @@ impl Demo<'_> {
         self.report.body_calls.insert("refund".into(), calls);
         let after = gate.acquire(&action, LEASE)?;
         self.say(&format!(
-            "refund body failed -> uncertain; retry refused without calling the body ({}); reconciler {}.. resolved applied; the key now only replays ({}); refund body calls = {calls}",
+            "refund body failed -> uncertain; retry refused without calling the body ({}); a reconciler claimed it (until +{} ms) and resolved it applied; the key now only replays ({}); refund body calls = {calls}",
             if self.report.retry_refused { "yes" } else { "NO" },
-            &claim.claim[..8],
+            claim.until - self.clock.now(),
             match after {
                 Acquired::Replayed(r) => String::from_utf8_lossy(&r).into_owned(),
                 other => format!("{other:?}"),
