@@ -84,5 +84,17 @@ fn main() -> Result<()> {
         n,
     )?;
     std::fs::remove_dir_all(&dir)?;
+    let dsn = std::env::var("GAK_PG_DSN")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!("gak_latency_{}", std::process::id());
+    let url = format!("{dsn}?schema={schema}");
+    match gak::store::postgres::PostgresBackend::parse(&url) {
+        Ok(pg) if pg.ensure_schema().is_ok() => {
+            let r = run(&url, n / 5);
+            let _ = pg.drop_schema();
+            r?;
+        }
+        _ => println!("-- postgres: not reachable at {dsn}, skipped"),
+    }
     Ok(())
 }

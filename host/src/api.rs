@@ -70,17 +70,18 @@ impl Checkpoint<'_> {
         )
     }
 
-    /// Validate the DAG and plan a resume.
+    /// Validate the DAG and plan a resume. Pure: no store transaction.
     pub fn build_plan(&self, steps: &[StepDef], snap: Option<&Snapshot>) -> Result<Plan, Error> {
         let steps: Vec<_> = steps.iter().map(c::step_in).collect();
         let snap = snap.map(c::snapshot_in);
-        export!(
-            self.0,
-            |k, s| k
-                .gak_kernel_checkpoint()
-                .call_build_plan(s, &steps, snap.as_ref()),
-            c::plan_out
-        )
+        self.0.pure(|inst| {
+            let plan = inst.kernel.gak_kernel_checkpoint().call_build_plan(
+                &mut inst.store,
+                &steps,
+                snap.as_ref(),
+            )?;
+            Ok(plan.map(c::plan_out).map_err(refusal))
+        })
     }
 }
 

@@ -156,6 +156,24 @@ impl Kernel {
         result
     }
 
+    /// Call a pure export (one that MUST NOT touch the store, such as
+    /// `checkpoint.build-plan`) without opening a transaction. Should it
+    /// touch the store anyway, the binding refuses (no open transaction) and
+    /// the call fails with `storage`.
+    pub(crate) fn pure<T>(
+        &self,
+        call: impl FnOnce(&mut Instance) -> wasmtime::Result<Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let mut inst = self.checkout()?;
+        match call(&mut inst) {
+            Ok(result) => {
+                self.checkin(inst);
+                result
+            }
+            Err(trap) => Err(Error::Storage(format!("component trapped: {trap:#}"))),
+        }
+    }
+
     /// Run `f` on a worker's session in a transaction of its own, without
     /// the component: for reading (or seeding) a sink's downstream data.
     pub fn with_downstream<T>(
