@@ -54,6 +54,7 @@ struct Tally {
     runs: usize,
     kills: usize,
     restarts: usize,
+    reclaims: usize,
     applied: usize,
     not_applied: usize,
 }
@@ -79,13 +80,14 @@ fn exercise(backend: &str, url: &str, dir: &Path) {
     assert_eq!(tally.kills, 2 * POINTS.len() * STEPS.len());
     eprintln!(
         "sigkill {backend}: {} kill points, {} restarts, {} uncertain reconciled \
-         ({} applied, {} not applied) over {} runs in {:.1} s",
+         ({} applied, {} not applied) over {} runs, {} re-claims after a claim expired during a slow call, {:.1} s",
         tally.kills,
         tally.restarts,
         tally.applied + tally.not_applied,
         tally.applied,
         tally.not_applied,
         tally.runs,
+        tally.reclaims,
         started.elapsed().as_secs_f64()
     );
 }
@@ -111,8 +113,14 @@ fn scenario(
         steps: dir.join(format!("{run}.steps")),
     };
     for (point, step) in kills {
-        kill_at(url, run, &files, point, step);
+        tally.reclaims += kill_at(url, run, &files, point, step);
         tally.kills += 1;
+        if *point == "mid-transaction" {
+            // Killed with the store transaction open: its write rolled back.
+            let key = format!("{run}/{step}");
+            let marker = kernel.with_downstream(|d| d.get(&key)).unwrap();
+            assert_eq!(marker, None, "{key}: a killed transaction's write landed");
+        }
     }
     let mut finished = false;
     for _ in 0..MAX_RESTARTS {
@@ -122,6 +130,10 @@ fn scenario(
             .output()
             .expect("run gak-crashy");
         let stdout = String::from_utf8_lossy(&out.stdout);
+        for line in stdout.lines().filter(|l| l.starts_with("RECLAIMED")) {
+            eprintln!("{run}: {line}");
+            tally.reclaims += 1;
+        }
         if out.status.success() && stdout.lines().any(|l| l == "FINISHED") {
             finished = true;
             break;
@@ -132,7 +144,10 @@ fn scenario(
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    assert!(finished, "{run}: not finished after {MAX_RESTARTS} restarts");
+    assert!(
+        finished,
+        "{run}: not finished after {MAX_RESTARTS} restarts"
+    );
     tally.runs += 1;
     audit(kernel, run, kills, &files, tally);
 }
@@ -158,8 +173,9 @@ impl Drop for Reaper {
 }
 
 /// Start a worker that pauses at `point` of `step`, wait for it to say so,
-/// and SIGKILL it there.
-fn kill_at(url: &str, run: &str, files: &Files, point: &str, step: &str) {
+/// and SIGKILL it there. Returns how often the worker re-claimed the run
+/// before pausing.
+fn kill_at(url: &str, run: &str, files: &Files, point: &str, step: &str) -> usize {
     let child = worker(url, run, files, Some(format!("{point}:{step}")))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -168,18 +184,26 @@ fn kill_at(url: &str, run: &str, files: &Files, point: &str, step: &str) {
         .expect("spawn gak-crashy");
     let mut reaper = Reaper(child);
     let stdout = reaper.0.stdout.take().expect("piped stdout");
-    let line = BufReader::new(stdout)
-        .lines()
-        .next()
-        .and_then(Result::ok)
-        .unwrap_or_else(|| {
-            let status = reaper.0.wait().expect("wait");
-            panic!("{run}: worker ended ({status}) before pausing at {point} {step}")
-        });
-    assert_eq!(line, format!("PAUSED {point} {step}"), "{run}");
+    let mut reclaims = 0;
+    let mut lines = BufReader::new(stdout).lines();
+    let paused = loop {
+        match lines.next() {
+            Some(Ok(line)) if line.starts_with("RECLAIMED") => {
+                eprintln!("{run}: {line}");
+                reclaims += 1;
+            }
+            Some(Ok(line)) => break line,
+            _ => {
+                let status = reaper.0.wait().expect("wait");
+                panic!("{run}: worker ended ({status}) before pausing at {point} {step}")
+            }
+        }
+    };
+    assert_eq!(paused, format!("PAUSED {point} {step}"), "{run}");
     reaper.0.kill().expect("SIGKILL the worker");
     let status = reaper.0.wait().expect("wait for the killed worker");
     assert_eq!(status.signal(), Some(9), "{run}: {status}");
+    reclaims
 }
 
 fn lines(path: &Path) -> Vec<String> {
@@ -208,7 +232,13 @@ fn audit(kernel: &Kernel, run: &str, kills: &[(&str, &str)], files: &Files, tall
         let start = format!("start {step}");
         let done = format!("done {step}");
         let dones: Vec<usize> = (0..log.len()).filter(|&i| log[i] == done).collect();
-        assert_eq!(dones.len(), 1, "{key} finished {} times\n{}", dones.len(), context());
+        assert_eq!(
+            dones.len(),
+            1,
+            "{key} finished {} times\n{}",
+            dones.len(),
+            context()
+        );
         assert!(
             !log[dones[0]..].contains(&start),
             "{key} re-run after it finished\n{}",
@@ -228,8 +258,18 @@ fn audit(kernel: &Kernel, run: &str, kills: &[(&str, &str)], files: &Files, tall
                 .count()
         };
         let (before, after) = (killed("before-effect"), killed("after-effect"));
-        assert_eq!(verdict(false), before, "{key}: not-applied verdicts\n{}", context());
-        assert_eq!(verdict(true), after, "{key}: applied verdicts\n{}", context());
+        assert_eq!(
+            verdict(false),
+            before,
+            "{key}: not-applied verdicts\n{}",
+            context()
+        );
+        assert_eq!(
+            verdict(true),
+            after,
+            "{key}: applied verdicts\n{}",
+            context()
+        );
         assert_eq!(uncertain, before + after, "{key}: uncertain\n{}", context());
         tally.not_applied += before;
         tally.applied += after;
@@ -271,6 +311,16 @@ fn audit(kernel: &Kernel, run: &str, kills: &[(&str, &str)], files: &Files, tall
         },
         "{run}"
     );
-    let done: BTreeSet<String> = kernel.checkpoint().load(run).unwrap().done.into_iter().collect();
-    assert_eq!(done, STEPS.iter().map(|s| (*s).to_owned()).collect(), "{run}");
+    let done: BTreeSet<String> = kernel
+        .checkpoint()
+        .load(run)
+        .unwrap()
+        .done
+        .into_iter()
+        .collect();
+    assert_eq!(
+        done,
+        STEPS.iter().map(|s| (*s).to_owned()).collect(),
+        "{run}"
+    );
 }

@@ -18,8 +18,14 @@ fn kill_at(op: &str, at: &str) -> (usize, usize, usize) {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), format!("PAUSED {at}"), "the worker must reach the hook");
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(
+        line.trim(),
+        format!("PAUSED {at}"),
+        "the worker must reach the hook"
+    );
     child.kill().unwrap(); // SIGKILL on Unix
     let status = child.wait().unwrap();
     assert!(!status.success());

@@ -451,10 +451,10 @@ impl Session for PostgresSession {
     fn rollback(&mut self) {
         if self.open {
             self.open = false;
-            if let Some(client) = &self.client {
-                if self.rt.block_on(client.batch_execute("ROLLBACK")).is_err() {
-                    self.client = None;
-                }
+            if let Some(client) = &self.client
+                && self.rt.block_on(client.batch_execute("ROLLBACK")).is_err()
+            {
+                self.client = None;
             }
         }
     }

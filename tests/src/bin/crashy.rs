@@ -20,7 +20,9 @@
 //!   - `mid-transaction`: inside the body of a fenced write (the step's
 //!     progress marker), i.e. with the store transaction open.
 //!
-//! On success it prints `FINISHED`.
+//! On success it prints `FINISHED`. A worker whose claim expired under it (a
+//! store call slower than the claim's ttl: `renew` says `lease-lost`) stops
+//! the run, prints `RECLAIMED ...` and claims again, as a fresh owner would.
 use std::fs::OpenOptions;
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -39,6 +41,9 @@ const LEASE_TTL: u64 = 300;
 const POLL: Duration = Duration::from_millis(20);
 /// Give up rather than hang the test.
 const DEADLINE: Duration = Duration::from_secs(30);
+/// How often a worker that lost its claim to a slow call claims again (a
+/// loaded machine can make several calls in a row slower than the ttl).
+const MAX_RECLAIMS: usize = 20;
 
 const POINTS: [&str; 4] = [
     "before-effect",
@@ -56,6 +61,34 @@ struct Worker {
     token: String,
     fence: u64,
     started: Instant,
+    claimed: Instant,
+    claim: ClaimStats,
+}
+
+/// How a claim went, for the diagnosis of a lost claim.
+#[derive(Debug, Clone, Copy)]
+struct ClaimStats {
+    /// How long the `claim` call took.
+    took_ms: u128,
+    /// The lease's time left by the kernel's clock when the call returned.
+    left_ms: i128,
+}
+
+struct Claimed {
+    task: gak::Task,
+    stats: ClaimStats,
+}
+
+impl Claimed {
+    fn new(kernel: &Kernel, task: gak::Task, asked: Instant) -> Self {
+        let took_ms = asked.elapsed().as_millis();
+        let now = kernel.clock().now();
+        let left_ms = i128::from(task.until.unwrap_or(0)) - i128::from(now);
+        Claimed {
+            task,
+            stats: ClaimStats { took_ms, left_ms },
+        }
+    }
 }
 
 fn main() -> Result<()> {
@@ -77,28 +110,68 @@ fn main() -> Result<()> {
     let started = Instant::now();
     let agent = format!("crashy-{}", std::process::id());
 
-    // Wait out a dead worker's claim: its lease has to expire first.
-    let task = loop {
-        match kernel.taskboard().claim(run, &agent, CLAIM_TTL) {
-            Ok(task) => break task,
-            Err(Error::Taken) if started.elapsed() < DEADLINE => std::thread::sleep(POLL),
-            Err(e) => bail!("claim {run}: {e}"),
+    let mut reclaims = 0;
+    loop {
+        // Wait out a dead worker's claim: its lease has to expire first.
+        let task = loop {
+            let asked = Instant::now();
+            match kernel.taskboard().claim(run, &agent, CLAIM_TTL) {
+                Ok(task) => break Claimed::new(&kernel, task, asked),
+                Err(Error::Taken) if started.elapsed() < DEADLINE => std::thread::sleep(POLL),
+                Err(e) => bail!("claim {run}: {e}"),
+            }
+        };
+        let worker = Worker {
+            token: task
+                .task
+                .token
+                .clone()
+                .context("a claim carries its token")?,
+            fence: task.task.fence,
+            kernel: kernel.clone(),
+            run: run.clone(),
+            effects: effects.clone(),
+            steps_log: steps_log.clone(),
+            pause: pause.clone(),
+            started,
+            claim: task.stats,
+            claimed: Instant::now(),
+        };
+        match worker.run_workflow() {
+            Ok(()) => break,
+            // The claim expired under us (a store call slower than its ttl):
+            // stop, as any worker that lost its claim must, and claim again.
+            Err(e) if e.is::<LostClaim>() && reclaims < MAX_RECLAIMS => {
+                reclaims += 1;
+                println!("RECLAIMED {e:#}");
+            }
+            Err(e) => return Err(e),
         }
-    };
-    let worker = Worker {
-        token: task.token.clone().context("a claim carries its token")?,
-        fence: task.fence,
-        kernel,
-        run: run.clone(),
-        effects: effects.clone(),
-        steps_log: steps_log.clone(),
-        pause,
-        started,
-    };
-    worker.run_workflow()?;
+    }
     println!("FINISHED");
     Ok(())
 }
+
+/// `renew` said `lease-lost`: this worker no longer owns the run.
+#[derive(Debug)]
+struct LostClaim {
+    fence: u64,
+    after_ms: u128,
+    claim: ClaimStats,
+}
+
+impl std::fmt::Display for LostClaim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "lost the claim of fence {} {} ms after taking it (the claim call took {} ms \
+             and returned with {} ms left)",
+            self.fence, self.after_ms, self.claim.took_ms, self.claim.left_ms
+        )
+    }
+}
+
+impl std::error::Error for LostClaim {}
 
 impl Worker {
     fn run_workflow(&self) -> Result<()> {
@@ -211,9 +284,7 @@ impl Worker {
             }
             Err(e) => bail!("begin_reconcile {}: {e}", action.key),
         }
-        let applied = effect_lines(&self.effects)?
-            .iter()
-            .any(|l| *l == action.key);
+        let applied = effect_lines(&self.effects)?.contains(&action.key);
         let resolution = Resolution {
             applied,
             result: applied.then(|| applied_result.to_vec()),
@@ -224,13 +295,22 @@ impl Worker {
         self.log(&format!("reconciled {} applied={applied}", action.key))
     }
 
-    /// Extend the task claim; losing it means another worker owns the run.
+    /// Extend the task claim; losing it means this worker must stop.
     fn keep_claim(&self) -> Result<()> {
-        self.kernel
+        match self
+            .kernel
             .taskboard()
             .renew(&self.run, &self.token, CLAIM_TTL)
-            .with_context(|| format!("renew the claim on {}", self.run))?;
-        Ok(())
+        {
+            Ok(_) => Ok(()),
+            Err(Error::LeaseLost) => Err(LostClaim {
+                fence: self.fence,
+                after_ms: self.claimed.elapsed().as_millis(),
+                claim: self.claim,
+            }
+            .into()),
+            Err(e) => Err(e).with_context(|| format!("renew the claim on {}", self.run)),
+        }
     }
 
     /// Stop dead here if asked to: announce it and block until killed.

@@ -84,12 +84,16 @@ fn main() -> Result<()> {
     match op.as_str() {
         // Many writes in one transaction: 200 tasks.
         "seed" => {
-            let tasks: Vec<TaskSeed> = (0..200).map(|i| TaskSeed::new(&format!("t{i:03}"))).collect();
+            let tasks: Vec<TaskSeed> = (0..200)
+                .map(|i| TaskSeed::new(&format!("t{i:03}")))
+                .collect();
             kernel.taskboard().seed(&tasks)?;
         }
         // Two records in one write: the resource hold and the key's intent.
         "acquire" => {
-            kernel.sideeffect().acquire(&Action::new("k", "r"), 60_000)?;
+            kernel
+                .sideeffect()
+                .acquire(&Action::new("k", "r"), 60_000)?;
         }
         other => bail!("unknown operation {other}"),
     }
