@@ -19,3 +19,11 @@ lint:
 # replay the built-in vectors (or given files) against a store
 conformance STORE="memory:" *PATHS:
     cargo run -p gak -- conformance --store {{STORE}} {{PATHS}}
+
+# the property and fuzz suites, much longer than in `test`
+soak CASES="5000":
+    PROPTEST_CASES={{CASES}} cargo test --release -p gak-tests --test model --test bad_input -- --nocapture
+
+# per-operation latency through the component on every binding
+latency N="5000":
+    cargo run --release -p gak-examples --example latency -- {{N}}
