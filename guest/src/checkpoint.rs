@@ -59,6 +59,8 @@ fn validate(snap: &Snapshot) -> Result<(), Error> {
                 "fields must be sorted by key without duplicates".into(),
             ));
         }
+        input::no_nul("fields", key)?;
+        input::no_nul("fields", value)?;
         size += key.len() + value.len();
     }
     if size > input::MAX_PAYLOAD {

@@ -14,20 +14,29 @@ pub const MAX_PAYLOAD: usize = 1 << 20;
 pub const MAX_TTL: u64 = 365 * 24 * 60 * 60 * 1000;
 /// Every number stays below 2^53 so every host language holds it exactly.
 pub const MAX_NUMBER: u64 = (1 << 53) - 1;
-/// Most tasks in one seed, or steps in one plan.
+/// Most tasks in one seed, or steps in one plan (more is `invalid-input`).
 pub const MAX_ITEMS: usize = 10_000;
 
 fn bad(what: &str, why: &str) -> Error {
     Error::InvalidInput(format!("{what} {why}"))
 }
 
-/// An id: 1-256 bytes of UTF-8.
+/// An id: 1-256 bytes of UTF-8 without U+0000.
 pub fn id(what: &str, value: &str) -> Result<(), Error> {
     if value.is_empty() {
         return Err(bad(what, "is empty"));
     }
     if value.len() > MAX_ID {
         return Err(bad(what, "is longer than 256 bytes"));
+    }
+    no_nul(what, value)
+}
+
+/// No string may contain U+0000: PostgreSQL's `text` and `jsonb` cannot
+/// store it, and every binding must answer alike, so all refuse it.
+pub fn no_nul(what: &str, value: &str) -> Result<(), Error> {
+    if value.contains('\0') {
+        return Err(bad(what, "contains U+0000"));
     }
     Ok(())
 }
@@ -61,12 +70,12 @@ pub fn reason(value: &str) -> Result<(), Error> {
     text("reason", value, MAX_REASON)
 }
 
-/// Free text with a size limit.
+/// Free text with a size limit, without U+0000.
 pub fn text(what: &str, value: &str, max: usize) -> Result<(), Error> {
     if value.len() > max {
         return Err(bad(what, &format!("is longer than {max} bytes")));
     }
-    Ok(())
+    no_nul(what, value)
 }
 
 /// A payload: at most 1 MiB.

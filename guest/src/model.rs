@@ -265,7 +265,11 @@ impl TaskSeed {
 /// Tokens, holders and claims are capabilities: whoever reads one can act as
 /// its owner. `Debug` (what ends up in logs) shows only that one is present.
 fn redacted(secret: &Option<String>) -> &'static str {
-    if secret.is_some() { "Some(<redacted>)" } else { "None" }
+    if secret.is_some() {
+        "Some(<redacted>)"
+    } else {
+        "None"
+    }
 }
 
 impl fmt::Debug for Lease {

@@ -11,7 +11,7 @@ use crate::{Error, Plan, Snapshot, StepDef};
 /// an older plan): running the step once more is safe, skipping it is not.
 pub fn build_plan(steps: &[StepDef], snap: Option<&Snapshot>) -> Result<Plan, Error> {
     if steps.len() > crate::input::MAX_ITEMS {
-        return Err(Error::InvalidPlan("more than 10000 steps".into()));
+        return Err(Error::InvalidInput("more than 10000 steps".into()));
     }
     let index = validate(steps)?;
     let deps: Vec<Vec<usize>> = steps

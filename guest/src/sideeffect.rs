@@ -133,7 +133,7 @@ pub fn acquire(tx: &mut impl Txn, action: &Action, ttl: u64) -> Result<Acquired,
 
     let fence = resource.as_ref().map_or(0, |r| r.fence) + 1;
     let holder = mint(tx);
-    let until = now + ttl;
+    let until = now.saturating_add(ttl);
     let (retry_safety, fingerprint) = match &record {
         Some(rec) => (rec.retry_safety, rec.fingerprint.clone()),
         None => (action.retry_safety, action.fingerprint.clone()),
@@ -212,7 +212,9 @@ fn triple_check(tx: &mut impl Txn, action: &Action, lease: &Lease) -> Result<Che
     if resource.fence != lease.fence {
         return Err(Error::FenceStale);
     }
-    if resource.holder != lease.holder {
+    // The holder minted at *this key's* grant: a genuine fence and holder
+    // relabelled with another key is a forged lease, not that key's.
+    if resource.holder != lease.holder || resource.key != lease.key {
         return Err(Error::NotHolder);
     }
     let key = found[0]
@@ -308,7 +310,7 @@ pub fn renew(tx: &mut impl Txn, action: &Action, lease: &Lease, ttl: u64) -> Res
     if checked.resource.hold_until.is_none_or(|until| now >= until) {
         return Err(Error::LeaseExpired);
     }
-    let until = now + ttl;
+    let until = now.saturating_add(ttl);
     let mut resource = checked.resource;
     resource.hold_until = Some(until);
     let mut key = checked.key.expect("a live attempt has a key record");
@@ -368,7 +370,7 @@ pub fn begin_reconcile(
     }
     let claim = ReconcileClaim {
         claim: mint(tx),
-        until: now + ttl,
+        until: now.saturating_add(ttl),
     };
     record.reconcile = Some(claim.clone());
     store(tx, Table::Actions, &action.key, &record)?;

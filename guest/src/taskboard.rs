@@ -118,7 +118,7 @@ pub fn claim(tx: &mut impl Txn, id: &str, agent: &str, ttl: u64) -> Result<Task,
     task.state = TaskState::Claimed;
     task.owner = Some(agent.to_owned());
     task.token = Some(token);
-    task.until = Some(now + ttl);
+    task.until = Some(now.saturating_add(ttl));
     task.fence += 1;
     record.completed_by = None;
     store(tx, Table::Tasks, id, &record)?;
@@ -169,7 +169,7 @@ pub fn renew(tx: &mut impl Txn, id: &str, token: &str, ttl: u64) -> Result<Task,
     if !holds(&record, token) || record.task.until.is_none_or(|u| now >= u) {
         return Err(Error::LeaseLost);
     }
-    record.task.until = Some(now + ttl);
+    record.task.until = Some(now.saturating_add(ttl));
     store(tx, Table::Tasks, id, &record)?;
     Ok(record.task)
 }

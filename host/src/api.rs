@@ -239,8 +239,7 @@ impl Sideeffect<'_> {
             if let Err(e) = compare {
                 return Ok(Err(refusal(e)));
             }
-            let session = &mut *inst.store.data_mut().session;
-            match body(&mut Downstream::new(session)) {
+            match Downstream::run(inst.store.data_mut(), &mut body) {
                 Ok(()) => Ok(Ok(())),
                 Err(e) => {
                     failure = Some(e);

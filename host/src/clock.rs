@@ -72,9 +72,13 @@ impl ManualClock {
         Ok(())
     }
 
-    /// Move forward by `ms`.
+    /// Move forward by `ms` (saturating: never wraps back).
     pub fn advance(&self, ms: u64) {
-        self.now.fetch_add(ms, Ordering::AcqRel);
+        let _ = self
+            .now
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
+                Some(t.saturating_add(ms))
+            });
     }
 }
 

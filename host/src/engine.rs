@@ -191,7 +191,7 @@ impl types::Host for HostState {}
 
 impl clock::Host for HostState {
     fn now(&mut self) -> u64 {
-        match self.session.now() {
+        let now = match self.session.now() {
             None => self.clock.now(),
             Some(Ok(now)) => now,
             Some(Err(fault)) => {
@@ -202,7 +202,13 @@ impl clock::Host for HostState {
                 // The call will be failed whatever the component decides.
                 self.clock.now()
             }
+        };
+        // Every number stays below 2^53; a clock past that is broken, and
+        // deadlines computed from it would be meaningless.
+        if now > gak_rules::input::MAX_NUMBER {
+            self.failure = Some(format!("the clock reads {now}, beyond 2^53 ms"));
         }
+        now
     }
 }
 

@@ -180,10 +180,7 @@ impl Kernel {
         &self,
         mut f: impl FnMut(&mut Downstream<'_>) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        self.transact(|inst| {
-            let session = &mut *inst.store.data_mut().session;
-            Ok(f(&mut Downstream { session }))
-        })
+        self.transact(|inst| Ok(Downstream::run(inst.store.data_mut(), &mut f)))
     }
 }
 
@@ -200,17 +197,28 @@ fn backoff(attempt: u32) {
 /// sink's fence compare.
 pub struct Downstream<'a> {
     session: &'a mut dyn Session,
+    /// A store conflict passed through here: the whole call is re-run.
+    conflict: bool,
 }
 
 impl Downstream<'_> {
+    fn track<T>(&mut self, r: Result<T, StoreFault>) -> Result<T, Error> {
+        if let Err(StoreFault::Conflict(_)) = &r {
+            self.conflict = true;
+        }
+        r.map_err(Error::from)
+    }
+
     /// Read a key of the binding's `downstream` table.
     pub fn get(&mut self, key: &str) -> Result<Option<String>, Error> {
-        Ok(self.session.get("downstream", key)?)
+        let r = self.session.get("downstream", key);
+        self.track(r)
     }
 
     /// Write a key of the binding's `downstream` table.
     pub fn put(&mut self, key: &str, value: &str) -> Result<(), Error> {
-        Ok(self.session.put("downstream", key, value)?)
+        let r = self.session.put("downstream", key, value);
+        self.track(r)
     }
 
     /// The SQLite connection inside the same transaction, when the binding
@@ -228,9 +236,8 @@ impl Downstream<'_> {
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Option<Result<u64, Error>> {
-        self.session
-            .execute(sql, params)
-            .map(|r| r.map_err(Error::from))
+        let r = self.session.execute(sql, params)?;
+        Some(self.track(r))
     }
 
     /// Run a query inside the same transaction, when the binding is
@@ -240,13 +247,23 @@ impl Downstream<'_> {
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Option<Result<Vec<Vec<Option<String>>>, Error>> {
-        self.session
-            .query_text(sql, params)
-            .map(|r| r.map_err(Error::from))
+        let r = self.session.query_text(sql, params)?;
+        Some(self.track(r))
     }
 
-    pub(crate) fn new(session: &mut dyn Session) -> Downstream<'_> {
-        Downstream { session }
+    /// Run `body` on the open transaction of `state`'s session; a conflict
+    /// seen by the body marks the call for a re-run.
+    pub(crate) fn run<T>(
+        state: &mut crate::engine::HostState,
+        body: impl FnOnce(&mut Downstream<'_>) -> T,
+    ) -> T {
+        let mut down = Downstream {
+            session: &mut *state.session,
+            conflict: false,
+        };
+        let out = body(&mut down);
+        state.conflict |= down.conflict;
+        out
     }
 }
 

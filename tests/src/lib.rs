@@ -7,6 +7,7 @@ use gak::conformance::{self, Report, Target};
 use gak::{Error, Kernel, ManualClock, TaskSeed};
 
 pub mod broken;
+pub mod faulty;
 pub mod pg;
 
 /// A target made from a closure.

@@ -140,3 +140,26 @@ fn sink_never_goes_backwards() {
     assert_eq!(sink_advance(&mut tx, "s", 2), Err(Error::FenceStale));
     assert_eq!(sink_seen(&mut tx, "s"), Ok(3));
 }
+
+#[test]
+fn a_relabelled_lease_is_not_the_holder() {
+    let mut tx = MemTxn::default();
+    let first = Action::new("k0", "r");
+    let lease0 = granted(acquire(&mut tx, &first, 100).unwrap());
+    complete(&mut tx, &first, &lease0, b"one").unwrap();
+    let second = Action::new("k2", "r");
+    let lease2 = granted(acquire(&mut tx, &second, 100).unwrap());
+    // k2's genuine fence and holder, presented as k0's lease.
+    let mut forged = lease2.clone();
+    forged.key = "k0".into();
+    assert_eq!(
+        complete(&mut tx, &first, &forged, b"x"),
+        Err(Error::NotHolder)
+    );
+    assert_eq!(release(&mut tx, &first, &forged), Err(Error::NotHolder));
+    // k2's hold is untouched.
+    assert_eq!(
+        renew(&mut tx, &second, &lease2, 10).map(|l| l.fence),
+        Ok(lease2.fence)
+    );
+}

@@ -80,7 +80,10 @@ fn fault(e: tokio_postgres::Error) -> StoreFault {
         {
             StoreFault::Conflict(e.to_string())
         }
-        _ => StoreFault::Failure(format!("{e:#}")),
+        _ => StoreFault::Failure(match e.as_db_error() {
+            Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
+            None => e.to_string(),
+        }),
     }
 }
 

@@ -1,0 +1,254 @@
+//! Fault injection: a binding that wraps any other and fails one chosen
+//! store call — or the commit — of the next transaction.
+//!
+//! Its sessions count the store calls (`get`, `get_many`, `put`, `delete`,
+//! `scan`) made since `begin`. A shared [`FaultPlan`] says what the *next*
+//! transaction suffers; the plan is consumed at that transaction's `begin`,
+//! so a call re-run by the kernel (after a conflict) runs clean. The plan also
+//! records how many store calls the last transaction made, and which, so a
+//! test can enumerate every call of an operation.
+//!
+//! The wrapper forwards the database clock (`Session::now`) but not the
+//! binding-specific escape hatches (`sqlite`, `execute`, `query_text`: this
+//! crate does not depend on `rusqlite` / `tokio-postgres`), so a fenced
+//! sink's body over it must use `Downstream::get` / `put`, which are counted
+//! store calls like any other.
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use gak::store::{Backend, Session, StoreFault};
+
+/// What the next transaction suffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Fault {
+    /// Nothing.
+    #[default]
+    None,
+    /// `begin` fails with [`StoreFault::Failure`] (the inner binding is not
+    /// asked to begin).
+    Begin,
+    /// The k-th store call (1-based) fails with [`StoreFault::Failure`],
+    /// without reaching the inner binding.
+    Call(usize),
+    /// The k-th store call (1-based) reports [`StoreFault::Conflict`]; the
+    /// kernel re-runs the whole call, and the re-run is clean.
+    Conflict(usize),
+    /// `commit` fails with [`StoreFault::Failure`] after rolling the inner
+    /// transaction back: nothing is committed.
+    Commit,
+}
+
+#[derive(Debug, Default)]
+struct PlanState {
+    armed: Fault,
+    /// The fault taken by the current (or last) transaction.
+    current: Fault,
+    /// Store calls of the current (or last) transaction.
+    calls: usize,
+    /// `"get tasks"`, `"put actions"`…, one per store call.
+    trace: Vec<String>,
+    /// Whether the fault armed last was injected.
+    fired: bool,
+    /// Transactions begun since the wrapper was made.
+    transactions: usize,
+}
+
+/// The shared plan of a [`Faulty`] binding: arm a fault, read back what the
+/// last transaction did.
+#[derive(Clone, Debug, Default)]
+pub struct FaultPlan(Arc<Mutex<PlanState>>);
+
+impl FaultPlan {
+    fn state(&self) -> MutexGuard<'_, PlanState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The next transaction suffers `fault` (replaces any armed fault).
+    pub fn arm(&self, fault: Fault) {
+        let mut state = self.state();
+        state.armed = fault;
+        state.fired = false;
+    }
+
+    /// Forget any armed fault.
+    pub fn disarm(&self) {
+        self.arm(Fault::None);
+    }
+
+    /// How many store calls the last (or current) transaction made.
+    pub fn last_calls(&self) -> usize {
+        self.state().calls
+    }
+
+    /// The store calls of the last (or current) transaction, in order, as
+    /// `"<call> <table>"`.
+    pub fn last_trace(&self) -> Vec<String> {
+        self.state().trace.clone()
+    }
+
+    /// Whether the fault armed last has been injected (false when none was
+    /// armed, or its transaction ended before reaching it). Stays true
+    /// through the kernel's re-run after an injected conflict.
+    pub fn fired(&self) -> bool {
+        self.state().fired
+    }
+
+    /// The fault the last (or current) transaction was armed with.
+    pub fn last_fault(&self) -> Fault {
+        self.state().current
+    }
+
+    /// Transactions begun through the wrapper so far (re-runs included).
+    pub fn transactions(&self) -> usize {
+        self.state().transactions
+    }
+}
+
+/// A binding that injects the faults its [`FaultPlan`] says.
+pub struct Faulty {
+    inner: Arc<dyn Backend>,
+    plan: FaultPlan,
+}
+
+impl Faulty {
+    /// Wrap `inner`; the plan starts disarmed.
+    pub fn wrap(inner: Arc<dyn Backend>) -> (Arc<Faulty>, FaultPlan) {
+        let plan = FaultPlan::default();
+        (
+            Arc::new(Faulty {
+                inner,
+                plan: plan.clone(),
+            }),
+            plan,
+        )
+    }
+
+    /// The wrapped binding.
+    pub fn inner(&self) -> &Arc<dyn Backend> {
+        &self.inner
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &FaultPlan {
+        &self.plan
+    }
+}
+
+impl Backend for Faulty {
+    fn session(&self) -> Result<Box<dyn Session>, StoreFault> {
+        Ok(Box::new(FaultySession {
+            inner: self.inner.session()?,
+            plan: self.plan.clone(),
+            fault: Fault::None,
+            calls: 0,
+        }))
+    }
+
+    fn describe(&self) -> String {
+        format!("{} with fault injection", self.inner.describe())
+    }
+
+    /// The inner binding's dump: reading the store never consumes the plan.
+    fn dump(&self) -> Result<Vec<(String, String, String)>, StoreFault> {
+        self.inner.dump()
+    }
+}
+
+struct FaultySession {
+    inner: Box<dyn Session>,
+    plan: FaultPlan,
+    /// The fault of the open transaction.
+    fault: Fault,
+    calls: usize,
+}
+
+impl FaultySession {
+    /// Count one store call; fail it if it is the chosen one.
+    fn tick(&mut self, call: &str, table: &str) -> Result<(), StoreFault> {
+        self.calls += 1;
+        let k = self.calls;
+        let mut state = self.plan.state();
+        state.calls = k;
+        state.trace.push(format!("{call} {table}"));
+        match self.fault {
+            Fault::Call(n) if n == k => {
+                state.fired = true;
+                Err(StoreFault::Failure(format!(
+                    "injected failure at store call {k} ({call} {table})"
+                )))
+            }
+            Fault::Conflict(n) if n == k => {
+                state.fired = true;
+                Err(StoreFault::Conflict(format!(
+                    "injected conflict at store call {k} ({call} {table})"
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Session for FaultySession {
+    fn begin(&mut self) -> Result<(), StoreFault> {
+        self.calls = 0;
+        {
+            let mut state = self.plan.state();
+            self.fault = std::mem::take(&mut state.armed);
+            state.current = self.fault;
+            state.calls = 0;
+            state.trace.clear();
+            state.transactions += 1;
+            if self.fault == Fault::Begin {
+                state.fired = true;
+                return Err(StoreFault::Failure("injected failure at begin".into()));
+            }
+        }
+        self.inner.begin()
+    }
+
+    fn get(&mut self, table: &'static str, key: &str) -> Result<Option<String>, StoreFault> {
+        self.tick("get", table)?;
+        self.inner.get(table, key)
+    }
+
+    fn get_many(
+        &mut self,
+        keys: &[(&'static str, &str)],
+    ) -> Result<Vec<Option<String>>, StoreFault> {
+        let tables: Vec<&str> = keys.iter().map(|(t, _)| *t).collect();
+        self.tick("get_many", &tables.join(","))?;
+        self.inner.get_many(keys)
+    }
+
+    fn put(&mut self, table: &'static str, key: &str, value: &str) -> Result<(), StoreFault> {
+        self.tick("put", table)?;
+        self.inner.put(table, key, value)
+    }
+
+    fn delete(&mut self, table: &'static str, key: &str) -> Result<(), StoreFault> {
+        self.tick("delete", table)?;
+        self.inner.delete(table, key)
+    }
+
+    fn scan(&mut self, table: &'static str) -> Result<Vec<(String, String)>, StoreFault> {
+        self.tick("scan", table)?;
+        self.inner.scan(table)
+    }
+
+    fn commit(&mut self) -> Result<(), StoreFault> {
+        if std::mem::take(&mut self.fault) == Fault::Commit {
+            self.plan.state().fired = true;
+            self.inner.rollback();
+            return Err(StoreFault::Failure("injected failure at commit".into()));
+        }
+        self.inner.commit()
+    }
+
+    fn rollback(&mut self) {
+        self.fault = Fault::None;
+        self.inner.rollback();
+    }
+
+    fn now(&mut self) -> Option<Result<u64, StoreFault>> {
+        self.inner.now()
+    }
+}
