@@ -8,6 +8,7 @@ use gak::{Error, Kernel, ManualClock, TaskSeed};
 
 pub mod broken;
 pub mod faulty;
+pub mod hammer;
 pub mod pg;
 
 /// A target made from a closure.

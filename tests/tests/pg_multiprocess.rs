@@ -1,11 +1,10 @@
 //! Eight OS processes on one PostgreSQL schema: one winner per claim epoch,
 //! each key's effect exactly once in a real downstream table, and a fenced
 //! sink whose seen fence never decreases.
-use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Command, Stdio};
+use std::collections::BTreeSet;
 
 use gak::{Acquired, Action, TaskSeed};
-use gak_tests::pg;
+use gak_tests::{hammer, pg};
 
 const WORKERS: usize = 8;
 const ROUNDS: usize = 100;
@@ -31,73 +30,16 @@ fn eight_processes_on_one_postgres_schema() {
         })
         .unwrap();
 
-    let children: Vec<_> = (0..WORKERS)
-        .map(|w| {
-            Command::new(env!("CARGO_BIN_EXE_gak-hammer"))
-                .args([
-                    &schema.url,
-                    &format!("w{w}"),
-                    &ROUNDS.to_string(),
-                    &KEYS.to_string(),
-                    &name,
-                ])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn gak-hammer")
-        })
-        .collect();
-    let mut wins: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    let mut bodies: BTreeMap<String, usize> = BTreeMap::new();
-    let (mut sink_ok, mut sink_stale) = (BTreeSet::new(), 0);
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "worker failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        for line in String::from_utf8(out.stdout).unwrap().lines() {
-            match line.split(' ').collect::<Vec<_>>().as_slice() {
-                ["WIN", task, fence] => wins
-                    .entry((*task).into())
-                    .or_default()
-                    .push(fence.parse().unwrap()),
-                ["BODY", key, ..] => *bodies.entry((*key).into()).or_default() += 1,
-                ["SINK", fence] => assert!(sink_ok.insert(fence.parse::<i64>().unwrap())),
-                ["STALE", _] => sink_stale += 1,
-                other => panic!("unexpected line {other:?}"),
-            }
-        }
-    }
-
-    // Claims: each epoch once; fences 1..=n with n the board's fence.
-    let board: BTreeMap<String, u64> = kernel
-        .taskboard()
-        .list()
-        .unwrap()
-        .into_iter()
-        .map(|t| (t.id, t.fence))
-        .collect();
-    let mut epochs = 0;
-    for (task, fences) in &wins {
-        let unique: BTreeSet<u64> = fences.iter().copied().collect();
-        assert_eq!(
-            unique.len(),
-            fences.len(),
-            "{task}: an epoch had two winners"
-        );
-        assert_eq!(
-            unique,
-            (1..=board[task]).collect(),
-            "{task}: a grant was lost or duplicated"
-        );
-        epochs += fences.len();
-    }
+    let (rounds, keys) = (ROUNDS.to_string(), KEYS.to_string());
+    let audit = hammer::run(
+        env!("CARGO_BIN_EXE_gak-hammer"),
+        WORKERS,
+        &[&schema.url, &rounds, &keys, &name],
+    );
+    let epochs = audit.check_claims(&kernel);
 
     // Effects: exactly one body run and one downstream row per key.
-    assert_eq!(bodies.len(), KEYS);
-    assert!(bodies.values().all(|n| *n == 1), "{bodies:?}");
+    audit.check_bodies(KEYS);
     let rows = query(
         &kernel,
         &format!("SELECT key, count(*)::text FROM \"{name}\".effects GROUP BY key"),
@@ -123,14 +65,18 @@ fn eight_processes_on_one_postgres_schema() {
         fences.windows(2).all(|w| w[0] <= w[1]),
         "a stale write landed: {fences:?}"
     );
-    assert_eq!(fences.iter().copied().collect::<BTreeSet<_>>(), sink_ok);
+    assert_eq!(
+        fences.iter().copied().collect::<BTreeSet<_>>(),
+        audit.sink_ok
+    );
     assert_eq!(
         kernel.sideeffect().sink_seen("ledger").unwrap() as i64,
         *fences.last().unwrap()
     );
     eprintln!(
-        "pg multiprocess: {WORKERS} processes, {epochs} claim epochs, {KEYS} keys each applied once, {} sink writes landed, {sink_stale} refused stale",
-        fences.len()
+        "pg multiprocess: {WORKERS} processes, {epochs} claim epochs, {KEYS} keys each applied once, {} sink writes landed, {} refused stale",
+        fences.len(),
+        audit.sink_stale
     );
 }
 
