@@ -71,6 +71,11 @@ fn demo(args: Args) -> Result<ExitCode> {
         bail!("demo takes no paths");
     }
     let url = args.store.unwrap_or_else(|| "sqlite:gak-demo.db".into());
+    if url.contains("clock=db") || url.contains("clock=database") {
+        bail!(
+            "the demo lets a dead worker's lease expire by moving its own clock; run it without clock=db"
+        );
+    }
     // The demo moves time by hand (to let a dead worker's lease expire
     // without waiting), starting from the wall clock.
     let clock = Arc::new(ManualClock::at(SystemClock::default().now()));
