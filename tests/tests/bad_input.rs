@@ -1980,15 +1980,7 @@ fn injections_are_data(name: &str, k: &Kernel, strings: &[&str]) {
     // Every table is still there and holds everything.
     assert_eq!(tb.list().unwrap().len(), 2 * strings.len() + 1, "{name}");
     let dump = k.backend().dump().unwrap();
-    for table in [
-        "snapshots",
-        "outcomes",
-        "actions",
-        "resources",
-        "sinks",
-        "tasks",
-        "downstream",
-    ] {
+    for table in gak::store::TABLES {
         assert!(
             dump.iter().any(|(t, _, _)| t == table),
             "{name}: table {table} is empty"
