@@ -13,7 +13,11 @@ const TARGET: &str = "wasm32-wasip2";
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
-    let root = manifest.parent().expect("host/ has a parent").to_path_buf();
+    let root = manifest
+        .ancestors()
+        .nth(2)
+        .expect("host/rust/ sits two levels below the root")
+        .to_path_buf();
     for watched in [
         "wit",
         "guest/src",

@@ -19,7 +19,7 @@ use gak_rules::{StoreFault, Table};
 
 mod bindings {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../../wit",
         world: "kernel",
     });
 }
