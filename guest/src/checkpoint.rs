@@ -1,6 +1,54 @@
 //! Monotonic progress snapshots (SPEC 3, 8 "Checkpoint").
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::format::V;
 use crate::txn::{load, store};
 use crate::{Error, Snapshot, Table, Txn, commitgate, input};
+
+/// A snapshot as stored: `fields` as a JSON object (keys sorted).
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct Record {
+    v: V,
+    run_id: String,
+    seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fence: Option<u64>,
+    status: String,
+    done: Vec<String>,
+    fields: BTreeMap<String, String>,
+}
+
+impl Record {
+    fn of(snap: &Snapshot) -> Record {
+        Record {
+            v: V,
+            run_id: snap.run_id.clone(),
+            seq: snap.seq,
+            fence: snap.fence,
+            status: snap.status.clone(),
+            done: snap.done.clone(),
+            fields: snap.fields.iter().cloned().collect(),
+        }
+    }
+
+    fn snapshot(self) -> Snapshot {
+        Snapshot {
+            run_id: self.run_id,
+            seq: self.seq,
+            fence: self.fence,
+            status: self.status,
+            done: self.done,
+            fields: self.fields.into_iter().collect(),
+        }
+    }
+}
+
+fn load_record(tx: &mut impl Txn, run_id: &str) -> Result<Option<Record>, Error> {
+    load(tx, Table::Snapshots, run_id)
+}
 
 /// Write `snap` only if it is newer than what is persisted.
 ///
@@ -13,7 +61,7 @@ pub fn save_if_newer(tx: &mut impl Txn, snap: &Snapshot) -> Result<(), Error> {
     if commitgate::run_is_terminal(tx, &snap.run_id)? {
         return Err(Error::Terminal);
     }
-    if let Some(current) = load::<Snapshot>(tx, Table::Snapshots, &snap.run_id)? {
+    if let Some(current) = load_record(tx, &snap.run_id)? {
         if snap.fence.unwrap_or(0) < current.fence.unwrap_or(0) {
             return Err(Error::FenceStale);
         }
@@ -26,19 +74,21 @@ pub fn save_if_newer(tx: &mut impl Txn, snap: &Snapshot) -> Result<(), Error> {
     if snap.seq == 0 {
         return Err(Error::StaleSeq);
     }
-    store(tx, Table::Snapshots, &snap.run_id, snap)
+    store(tx, Table::Snapshots, &snap.run_id, &Record::of(snap))
 }
 
 /// The persisted snapshot, or `not-found` (never an empty one: a run that
 /// never ran must not look like "nothing done yet").
 pub fn load_snapshot(tx: &mut impl Txn, run_id: &str) -> Result<Snapshot, Error> {
     input::id("run-id", run_id)?;
-    load(tx, Table::Snapshots, run_id)?.ok_or(Error::NotFound)
+    load_record(tx, run_id)?
+        .map(Record::snapshot)
+        .ok_or(Error::NotFound)
 }
 
 /// The snapshot's fence, if the run has a persisted snapshot.
 pub(crate) fn persisted_fence(tx: &mut impl Txn, run_id: &str) -> Result<Option<u64>, Error> {
-    Ok(load::<Snapshot>(tx, Table::Snapshots, run_id)?.and_then(|s| s.fence))
+    Ok(load_record(tx, run_id)?.and_then(|s| s.fence))
 }
 
 fn validate(snap: &Snapshot) -> Result<(), Error> {

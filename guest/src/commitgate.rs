@@ -2,23 +2,34 @@
 //! only by its current holder (SPEC 4, 8 "Commitgate").
 use serde::{Deserialize, Serialize};
 
-use crate::txn::{load, store};
-use crate::{Error, Outcome, Table, Txn, checkpoint, input};
+use crate::format::V;
+use crate::keys::{self, outcome as key};
+use crate::txn::{load, mark, store};
+use crate::{Error, Outcome, Status, Table, Txn, checkpoint, input};
 
 /// What the outcomes table holds: the outcome plus its address, so an
-/// operator reading the table sees which run and step it belongs to.
+/// operator reading the table sees which run and step it belongs to, and
+/// when it was committed (a run's terminal commit starts its retention).
 #[derive(Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 struct Record {
+    v: V,
     run_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     step: Option<String>,
-    #[serde(flatten)]
-    outcome: Outcome,
+    status: Status,
+    #[serde(with = "crate::format::base64")]
+    result: Vec<u8>,
+    committed_at: u64,
 }
 
-/// `len:run-id` for the run, `len:run-id` + step for a step: unambiguous for
-/// any bytes in either id.
-fn key(run_id: &str, step: Option<&str>) -> String {
-    format!("{}:{run_id}{}", run_id.len(), step.unwrap_or(""))
+impl Record {
+    fn outcome(&self) -> Outcome {
+        Outcome {
+            status: self.status,
+            result: self.result.clone(),
+        }
+    }
 }
 
 /// Commit the terminal outcome of `(run_id, step)`.
@@ -42,26 +53,33 @@ pub fn commit(
     }
     let key = key(run_id, step);
     if let Some(first) = load::<Record>(tx, Table::Outcomes, &key)? {
-        return if first.outcome == *outcome {
-            Ok(first.outcome)
+        return if first.outcome() == *outcome {
+            Ok(first.outcome())
         } else {
             Err(Error::AlreadyCommitted)
         };
     }
+    let now = tx.now();
     let record = Record {
+        v: V,
         run_id: run_id.to_owned(),
         step: step.map(str::to_owned),
-        outcome: outcome.clone(),
+        status: outcome.status,
+        result: outcome.result.clone(),
+        committed_at: now,
     };
     store(tx, Table::Outcomes, &key, &record)?;
-    Ok(record.outcome)
+    if step.is_none() {
+        mark(tx, &keys::retention(now, keys::Finished::Run, run_id))?;
+    }
+    Ok(record.outcome())
 }
 
 /// The recorded outcome, or `not-found`.
 pub fn read(tx: &mut impl Txn, run_id: &str, step: Option<&str>) -> Result<Outcome, Error> {
     validate(run_id, step)?;
     load::<Record>(tx, Table::Outcomes, &key(run_id, step))?
-        .map(|r| r.outcome)
+        .map(|r| r.outcome())
         .ok_or(Error::NotFound)
 }
 
@@ -140,12 +158,5 @@ mod tests {
             Err(Error::FenceStale)
         );
         assert_eq!(commit(&mut tx, "r", None, 3, &ok(b"")), Ok(ok(b"")));
-    }
-
-    #[test]
-    fn step_and_run_keys_never_collide() {
-        // run "ab" with no step vs run "a" with step "b"
-        assert_ne!(key("ab", None), key("a", Some("b")));
-        assert_ne!(key("a", Some("1:b")), key("a1:", Some("b")));
     }
 }

@@ -85,3 +85,14 @@ pub fn payload(what: &str, value: &[u8]) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// Most items in one page (lists) or one batch (`prune`).
+pub const MAX_PAGE: u32 = 1000;
+
+/// A page or batch size: 1 to 1000.
+pub fn limit(value: u32) -> Result<(), Error> {
+    if value == 0 || value > MAX_PAGE {
+        return Err(bad("limit", "must be 1 to 1000"));
+    }
+    Ok(())
+}

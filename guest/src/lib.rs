@@ -18,11 +18,15 @@
 pub mod checkpoint;
 pub mod commitgate;
 mod error;
+pub mod format;
 pub mod input;
+pub mod keys;
 mod model;
 pub mod plan;
+pub mod retention;
 pub mod sideeffect;
 pub mod taskboard;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod txn;
 

@@ -167,6 +167,10 @@ pub struct Resolution {
     /// Allow an unsafe key to be retried.
     #[serde(default)]
     pub force_retryable: bool,
+    /// The reconcile claim the verdict is given under: when present it must
+    /// be the key's current claim, else `reconcile-taken`.
+    #[serde(default)]
+    pub claim: Option<String>,
 }
 
 /// The outcome of `resolve-uncertain`.
@@ -187,8 +191,90 @@ pub struct ReconcileClaim {
     pub until: u64,
 }
 
+/// One page of tasks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskPage {
+    /// The tasks, ordered by id, without tokens.
+    pub items: Vec<Task>,
+    /// The cursor of the next page (the last item's id), when more follow.
+    pub next: Option<String>,
+}
+
+/// Where a side-effect key stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeyState {
+    /// No attempt in flight; may be granted.
+    Cleared,
+    /// An attempt holds a live intent.
+    InFlight,
+    /// Marked uncertain, or its intent expired without a verdict.
+    Uncertain,
+    /// Applied, with its first result recorded.
+    Completed,
+}
+
+impl KeyState {
+    /// The spec's kebab-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyState::Cleared => "cleared",
+            KeyState::InFlight => "in-flight",
+            KeyState::Uncertain => "uncertain",
+            KeyState::Completed => "completed",
+        }
+    }
+}
+
+/// A key as an operator sees it: never its holder or reconcile claim.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct KeyInfo {
+    /// The idempotency key.
+    pub key: String,
+    /// Where it stands.
+    pub state: KeyState,
+    /// Recorded at the first grant.
+    pub retry_safety: RetrySafety,
+    /// Recorded at the first grant.
+    pub fingerprint: Option<String>,
+    /// The resource of the latest attempt.
+    pub resource: String,
+    /// The intent's deadline (in-flight, uncertain by expiry).
+    pub until: Option<u64>,
+    /// Why it is uncertain.
+    pub reason: Option<String>,
+    /// When the first result was recorded.
+    pub completed_at: Option<u64>,
+    /// Until when a reconciler holds a live claim.
+    pub reconciling_until: Option<u64>,
+}
+
+/// One page of keys.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeyPage {
+    /// The keys, ordered by key.
+    pub items: Vec<KeyInfo>,
+    /// The cursor of the next page (the last item's key), when more follow.
+    pub next: Option<String>,
+}
+
+/// What one `prune` removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Pruned {
+    /// Completed side-effect keys.
+    pub removed_keys: u32,
+    /// Done tasks.
+    pub removed_tasks: u32,
+    /// Runs (snapshot and outcomes).
+    pub removed_runs: u32,
+    /// Removable records older than `before` remain.
+    pub more: bool,
+}
+
 /// A task's state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TaskState {
     /// Claimable.
@@ -199,6 +285,18 @@ pub enum TaskState {
     Done,
     /// Failed; claimable again.
     Failed,
+}
+
+impl TaskState {
+    /// The spec's kebab-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskState::Open => "open",
+            TaskState::Claimed => "claimed",
+            TaskState::Done => "done",
+            TaskState::Failed => "failed",
+        }
+    }
 }
 
 /// A task as the board shows it. `Debug` redacts the token.

@@ -1,5 +1,6 @@
 //! An in-memory [`Txn`] for unit tests and examples: no isolation, no
-//! rollback, a settable clock and a deterministic token source.
+//! rollback, a settable clock and a deterministic token source. Behind the
+//! `testing` feature: no production build can mint counter tokens.
 use std::collections::BTreeMap;
 
 use crate::{StoreFault, Table, Txn};
@@ -27,11 +28,23 @@ impl Txn for MemTxn {
         self.data.remove(&(table, key.to_owned()));
         Ok(())
     }
-    fn scan(&mut self, table: Table) -> Result<Vec<(String, String)>, StoreFault> {
+    fn scan(
+        &mut self,
+        table: Table,
+        prefix: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, StoreFault> {
+        use std::ops::Bound;
+        let start = match after {
+            Some(a) if a >= prefix => Bound::Excluded((table, a.to_owned())),
+            _ => Bound::Included((table, prefix.to_owned())),
+        };
         Ok(self
             .data
-            .iter()
-            .filter(|((t, _), _)| *t == table)
+            .range((start, Bound::Unbounded))
+            .take_while(|((t, k), _)| *t == table && k.starts_with(prefix))
+            .take(limit as usize)
             .map(|((_, k), v)| (k.clone(), v.clone()))
             .collect())
     }

@@ -17,17 +17,23 @@ pub enum Table {
     Sinks,
     /// Taskboard tasks.
     Tasks,
+    /// Secondary indexes kept in the same transactions as their records.
+    Indexes,
+    /// Board-wide records (seed order counter, fence floor).
+    Meta,
 }
 
 impl Table {
     /// All tables, in a fixed order.
-    pub const ALL: [Table; 6] = [
+    pub const ALL: [Table; 8] = [
         Table::Snapshots,
         Table::Outcomes,
         Table::Actions,
         Table::Resources,
         Table::Sinks,
         Table::Tasks,
+        Table::Indexes,
+        Table::Meta,
     ];
 
     /// A stable lowercase name (used for SQL table names by the host).
@@ -39,6 +45,8 @@ impl Table {
             Table::Resources => "resources",
             Table::Sinks => "sinks",
             Table::Tasks => "tasks",
+            Table::Indexes => "indexes",
+            Table::Meta => "meta",
         }
     }
 }
@@ -79,8 +87,16 @@ pub trait Txn {
     fn put(&mut self, table: Table, key: &str, value: &str) -> Result<(), StoreFault>;
     /// Remove if present.
     fn delete(&mut self, table: Table, key: &str) -> Result<(), StoreFault>;
-    /// All entries ordered by key.
-    fn scan(&mut self, table: Table) -> Result<Vec<(String, String)>, StoreFault>;
+    /// At most `limit` entries whose key starts with `prefix` and sorts
+    /// strictly after `after`, in key byte order: a bounded range read,
+    /// served from an index. A snapshot read: decisions re-read with `get`.
+    fn scan(
+        &mut self,
+        table: Table,
+        prefix: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, StoreFault>;
     /// Milliseconds since the Unix epoch, judged by the store side's clock.
     fn now(&mut self) -> u64;
     /// 128 bits from a CSPRNG.
@@ -97,8 +113,17 @@ pub(crate) fn load<T: DeserializeOwned>(
 }
 
 pub(crate) fn decode<T: DeserializeOwned>(table: Table, value: &str) -> Result<T, Error> {
-    serde_json::from_str(value)
-        .map_err(|e| Error::Storage(format!("corrupt record in {}: {e}", table.name())))
+    serde_json::from_str(value).map_err(|e| {
+        let why = e.to_string();
+        if why.contains("missing field `v`") {
+            Error::Storage(format!(
+                "a record in {} has no format version: it was written by gak 0.1, a pre-release format this kernel does not read",
+                table.name()
+            ))
+        } else {
+            Error::Storage(format!("corrupt record in {}: {why}", table.name()))
+        }
+    })
 }
 
 /// Encode and write one record.
@@ -113,7 +138,47 @@ pub(crate) fn store<T: Serialize>(
     Ok(tx.put(table, key, &json)?)
 }
 
-/// A fresh 128-bit token as 32 lowercase hex digits.
-pub(crate) fn mint(tx: &mut impl Txn) -> String {
-    format!("{:032x}", tx.random128())
+/// A fresh 128-bit capability as 32 lowercase hex digits, and the digest
+/// that is all the store keeps of it.
+pub(crate) fn mint(tx: &mut impl Txn) -> (String, String) {
+    let capability = crate::format::hex128(tx.random128());
+    let digest = crate::format::digest(&capability);
+    (capability, digest)
+}
+
+/// Every entry under `prefix` after `after`, read in bounded pages. For
+/// sets whose size the caller's own data bounds (a task's dependents, a
+/// run's outcomes), never for a whole table.
+pub(crate) fn scan_all(
+    tx: &mut impl Txn,
+    table: Table,
+    prefix: &str,
+) -> Result<Vec<(String, String)>, Error> {
+    const PAGE: u32 = 256;
+    let mut all: Vec<(String, String)> = Vec::new();
+    loop {
+        let after = all.last().map(|(k, _)| k.clone());
+        let page = tx.scan(table, prefix, after.as_deref(), PAGE)?;
+        let full = page.len() == PAGE as usize;
+        all.extend(page);
+        if !full {
+            return Ok(all);
+        }
+    }
+}
+
+/// Write an index entry that carries no data: `{"v":1}` under `key`.
+pub(crate) fn mark(tx: &mut impl Txn, key: &str) -> Result<(), Error> {
+    #[derive(Serialize)]
+    struct Marker {
+        v: crate::format::V,
+    }
+    store(
+        tx,
+        Table::Indexes,
+        key,
+        &Marker {
+            v: crate::format::V,
+        },
+    )
 }

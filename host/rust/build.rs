@@ -37,10 +37,10 @@ fn main() {
 
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     ensure_target();
-    let target_dir = env::var_os("CARGO_TARGET_DIR")
+    let target_root = env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
-        .join("guest");
+        .unwrap_or_else(|| root.join("target"));
+    let target_dir = target_root.join("guest");
     let mut build = Command::new(&cargo);
     build
         .args(["build", "--release", "--target", TARGET, "--manifest-path"])
@@ -73,6 +73,17 @@ fn main() {
     let wasm = target_dir.join(TARGET).join("release/gak_component.wasm");
     assert!(wasm.exists(), "guest build produced no {}", wasm.display());
     println!("cargo:rustc-env=GAK_COMPONENT_WASM={}", wasm.display());
+    // The documented place where hosts in other languages find the
+    // component after the README's commands (see host/HOSTS.md).
+    let published = target_root.join("component");
+    let copied = std::fs::create_dir_all(&published)
+        .and_then(|()| std::fs::copy(&wasm, published.join("gak.wasm")));
+    if let Err(e) = copied {
+        println!(
+            "cargo:warning=cannot copy the component to {}: {e}",
+            published.display()
+        );
+    }
 }
 
 /// Fresh machines lack the wasm target and `RUSTUP_AUTO_INSTALL=0` stops

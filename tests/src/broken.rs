@@ -86,8 +86,14 @@ impl Session for DefectiveSession {
     fn delete(&mut self, table: &'static str, key: &str) -> Result<(), StoreFault> {
         self.inner.delete(table, key)
     }
-    fn scan(&mut self, table: &'static str) -> Result<Vec<(String, String)>, StoreFault> {
-        self.inner.scan(table)
+    fn scan(
+        &mut self,
+        table: &'static str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, StoreFault> {
+        self.inner.scan(table, prefix, after, limit)
     }
     fn commit(&mut self) -> Result<(), StoreFault> {
         self.last = None;
@@ -189,11 +195,20 @@ impl Session for NoIsolationSession {
         self.map().remove(&(table, key.to_owned()));
         Ok(())
     }
-    fn scan(&mut self, table: &'static str) -> Result<Vec<(String, String)>, StoreFault> {
+    fn scan(
+        &mut self,
+        table: &'static str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, StoreFault> {
         Ok(self
             .map()
             .iter()
-            .filter(|((t, _), _)| *t == table)
+            .filter(|((t, k), _)| {
+                *t == table && k.starts_with(prefix) && after.is_none_or(|a| k.as_str() > a)
+            })
+            .take(limit as usize)
             .map(|((_, k), v)| (k.clone(), v.clone()))
             .collect())
     }

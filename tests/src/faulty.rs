@@ -229,9 +229,15 @@ impl Session for FaultySession {
         self.inner.delete(table, key)
     }
 
-    fn scan(&mut self, table: &'static str) -> Result<Vec<(String, String)>, StoreFault> {
+    fn scan(
+        &mut self,
+        table: &'static str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, StoreFault> {
         self.tick("scan", table)?;
-        self.inner.scan(table)
+        self.inner.scan(table, prefix, after, limit)
     }
 
     fn commit(&mut self) -> Result<(), StoreFault> {

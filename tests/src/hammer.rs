@@ -62,7 +62,8 @@ impl Audit {
     pub fn check_claims(&self, kernel: &Kernel) -> usize {
         let board: BTreeMap<String, u64> = kernel
             .taskboard()
-            .list()
+            .list(None, None, 1000)
+            .map(|p| p.items)
             .expect("list")
             .into_iter()
             .map(|t| (t.id, t.fence))

@@ -4,12 +4,27 @@
 use std::sync::{Arc, Barrier, Mutex};
 
 use gak::conformance::{self, Report, Target};
-use gak::{Error, Kernel, ManualClock, TaskSeed};
+use gak::{Error, Kernel, ManualClock, Task, TaskSeed};
 
 pub mod broken;
 pub mod faulty;
 pub mod hammer;
 pub mod pg;
+
+/// The whole board, read page by page (for checks after a run; the API
+/// itself never reads a whole table in one call).
+pub fn board(kernel: &Kernel) -> Result<Vec<Task>, Error> {
+    let mut all = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = kernel.taskboard().list(None, after.as_deref(), 1000)?;
+        all.extend(page.items);
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return Ok(all),
+        }
+    }
+}
 
 /// A target made from a closure.
 pub struct FnTarget<F>(pub F);

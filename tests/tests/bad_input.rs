@@ -1269,6 +1269,7 @@ fn resolve_uncertain_with_arbitrary_arguments() {
                 applied,
                 result: result.as_ref().map(|r| r.0.clone()),
                 force_retryable: force,
+                claim: None,
             };
             exercise(
                 &env,
@@ -1434,7 +1435,7 @@ fn seed_and_list_with_arbitrary_tasks() {
             |s, ()| s.kernel.taskboard().seed(&seeds),
             unit,
             |s, (), ()| {
-                let board = s.kernel.taskboard().list();
+                let board = s.kernel.taskboard().list(None, None, 1000).map(|p| p.items);
                 let Ok(board) = board else {
                     return Err(TestCaseError::fail(format!("{}: list {board:?}", s.name)));
                 };
@@ -1543,7 +1544,12 @@ fn token_property(op: TokenOp) {
             },
             |answer| answer.clone(),
             |s, (id, token), _| {
-                let listed = s.kernel.taskboard().list().unwrap();
+                let listed = s
+                    .kernel
+                    .taskboard()
+                    .list(None, None, 1000)
+                    .map(|p| p.items)
+                    .unwrap();
                 let t = listed.iter().find(|t| &t.id == id).expect("listed");
                 let want = match op {
                     TokenOp::Release => TaskState::Open,
@@ -1916,7 +1922,7 @@ fn injections_are_data(name: &str, k: &Kernel, strings: &[&str]) {
     tb.seed(&seeds)
         .unwrap_or_else(|e| panic!("{name}: seed: {e}"));
     tb.seed(&[TaskSeed::new("plain")]).unwrap();
-    let board = tb.list().unwrap();
+    let board = tb.list(None, None, 1000).map(|p| p.items).unwrap();
     assert_eq!(board.len(), strings.len() + 1, "{name}: {board:?}");
     for s in strings {
         let t = board
@@ -1978,7 +1984,11 @@ fn injections_are_data(name: &str, k: &Kernel, strings: &[&str]) {
         );
     }
     // Every table is still there and holds everything.
-    assert_eq!(tb.list().unwrap().len(), 2 * strings.len() + 1, "{name}");
+    assert_eq!(
+        tb.list(None, None, 1000).map(|p| p.items).unwrap().len(),
+        2 * strings.len() + 1,
+        "{name}"
+    );
     let dump = k.backend().dump().unwrap();
     for table in gak::store::TABLES {
         assert!(
@@ -2008,7 +2018,12 @@ fn sql_fragments_are_data_on_postgres() {
     )
     .unwrap();
     assert_eq!(
-        again.taskboard().list().unwrap().len(),
+        again
+            .taskboard()
+            .list(None, None, 1000)
+            .map(|p| p.items)
+            .unwrap()
+            .len(),
         2 * INJECTIONS.len() + 1
     );
 }

@@ -41,6 +41,10 @@ vectors! {
     taskboard => "taskboard.json",
     inputs => "inputs.json",
     inputs_payload => "inputs-payload.json",
+    taskboard_queue => "taskboard-queue.json",
+    lists => "lists.json",
+    retention => "retention.json",
+    reconcile_claims => "reconcile-claims.json",
 }
 
 /// Every shipped vector file is covered by a named test above.
@@ -57,6 +61,10 @@ fn every_builtin_file_has_a_named_test() {
         "taskboard.json",
         "inputs.json",
         "inputs-payload.json",
+        "taskboard-queue.json",
+        "lists.json",
+        "retention.json",
+        "reconcile-claims.json",
     ];
     for (file, _) in gak::conformance::builtin() {
         assert!(

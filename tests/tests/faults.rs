@@ -632,6 +632,7 @@ fn cases() -> Vec<Case> {
                     applied: true,
                     result: Some(b"sent".to_vec()),
                     force_retryable: false,
+                    claim: None,
                 };
                 k.sideeffect()
                     .resolve_uncertain(&unsafe_action(), &verdict)
@@ -646,6 +647,7 @@ fn cases() -> Vec<Case> {
                     applied: false,
                     result: None,
                     force_retryable: true,
+                    claim: None,
                 };
                 k.sideeffect()
                     .resolve_uncertain(&unsafe_action(), &verdict)
@@ -714,13 +716,16 @@ fn cases() -> Vec<Case> {
             name: "taskboard.list",
             setup: claimed,
             op: |k, _| {
-                k.taskboard().list().map(|ts| {
-                    let states: Vec<String> = ts
-                        .iter()
-                        .map(|t| format!("{}:{:?}:{}", t.id, t.state, t.fence))
-                        .collect();
-                    states.join(",")
-                })
+                k.taskboard()
+                    .list(None, None, 1000)
+                    .map(|p| p.items)
+                    .map(|ts| {
+                        let states: Vec<String> = ts
+                            .iter()
+                            .map(|t| format!("{}:{:?}:{}", t.id, t.state, t.fence))
+                            .collect();
+                        states.join(",")
+                    })
             },
         },
         Case {

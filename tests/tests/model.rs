@@ -899,6 +899,7 @@ fn instantiate<T: Clone>(op: &Op, refs: &Refs<T>, forged: &T) -> Call<T> {
                 applied: *applied,
                 result: result.map(|r| vec![100 + r]),
                 force_retryable: *force,
+                claim: None,
             },
         },
         Op::Sink {
@@ -1041,6 +1042,7 @@ fn invalid_call<T>(which: u8, action: Action, lease: LeaseV<T>) -> Call<T> {
                 applied: true,
                 result: Some(vec![0; (1 << 20) + 1]),
                 force_retryable: false,
+                claim: None,
             },
         },
         14 => Call::Seed(vec![TaskSeed::new(TASKS[0]).deps(&[""])]),
@@ -1754,7 +1756,7 @@ fn apply_real(k: &Kernel, clock: &ManualClock, call: &Call<String>) -> Out<Strin
             Out::Unit
         }
         Call::Seed(seeds) => unit(tb.seed(seeds)),
-        Call::List => real(tb.list(), |ts| {
+        Call::List => real(tb.list(None, None, 1000).map(|p| p.items), |ts| {
             Out::Tasks(ts.into_iter().map(task_v).collect())
         }),
         Call::Claim { id, agent, ttl } => real(tb.claim(id, agent, *ttl), |t| Out::Task(task_v(t))),

@@ -27,7 +27,8 @@ fn processes_sharing_a_sqlite_file() {
     assert!(
         kernel
             .taskboard()
-            .list()
+            .list(None, None, 1000)
+            .map(|p| p.items)
             .unwrap()
             .iter()
             .all(|t| t.state == TaskState::Open)

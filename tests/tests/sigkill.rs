@@ -297,7 +297,8 @@ fn audit(kernel: &Kernel, run: &str, kills: &[(&str, &str)], files: &Files, tall
 
     let task = kernel
         .taskboard()
-        .list()
+        .list(None, None, 1000)
+        .map(|p| p.items)
         .unwrap()
         .into_iter()
         .find(|t| t.id == run)

@@ -11,6 +11,8 @@ pub fn table(t: rules::Table) -> store::Table {
         rules::Table::Resources => store::Table::Resources,
         rules::Table::Sinks => store::Table::Sinks,
         rules::Table::Tasks => store::Table::Tasks,
+        rules::Table::Indexes => store::Table::Indexes,
+        rules::Table::Meta => store::Table::Meta,
     }
 }
 
@@ -133,7 +135,7 @@ pub fn acquired_out(a: rules::Acquired) -> sideeffect::Acquired {
     }
 }
 
-fn state_in(s: taskboard::State) -> rules::TaskState {
+pub fn state_in(s: taskboard::State) -> rules::TaskState {
     match s {
         taskboard::State::Open => rules::TaskState::Open,
         taskboard::State::Claimed => rules::TaskState::Claimed,
@@ -170,5 +172,40 @@ pub fn task_out(t: rules::Task) -> taskboard::Task {
         token: t.token,
         until: t.until,
         fence: t.fence,
+    }
+}
+
+pub fn key_state_in(s: sideeffect::KeyState) -> rules::KeyState {
+    match s {
+        sideeffect::KeyState::Cleared => rules::KeyState::Cleared,
+        sideeffect::KeyState::InFlight => rules::KeyState::InFlight,
+        sideeffect::KeyState::Uncertain => rules::KeyState::Uncertain,
+        sideeffect::KeyState::Completed => rules::KeyState::Completed,
+    }
+}
+
+fn key_state_out(s: rules::KeyState) -> sideeffect::KeyState {
+    match s {
+        rules::KeyState::Cleared => sideeffect::KeyState::Cleared,
+        rules::KeyState::InFlight => sideeffect::KeyState::InFlight,
+        rules::KeyState::Uncertain => sideeffect::KeyState::Uncertain,
+        rules::KeyState::Completed => sideeffect::KeyState::Completed,
+    }
+}
+
+pub fn key_info_out(i: rules::KeyInfo) -> sideeffect::KeyInfo {
+    sideeffect::KeyInfo {
+        key: i.key,
+        state: key_state_out(i.state),
+        retry_safety: match i.retry_safety {
+            rules::RetrySafety::Safe => sideeffect::RetrySafety::Safe,
+            rules::RetrySafety::Unsafe => sideeffect::RetrySafety::Unsafe,
+        },
+        fingerprint: i.fingerprint,
+        resource: i.resource,
+        until: i.until,
+        reason: i.reason,
+        completed_at: i.completed_at,
+        reconciling_until: i.reconciling_until,
     }
 }

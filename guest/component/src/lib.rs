@@ -14,7 +14,7 @@ wit_bindgen::generate!({
 
 mod convert;
 
-use exports::gak::kernel::{checkpoint, commitgate, sideeffect, taskboard};
+use exports::gak::kernel::{checkpoint, commitgate, retention, sideeffect, taskboard};
 use gak::kernel::{clock, store, types::Error};
 
 struct Component;
@@ -49,8 +49,14 @@ impl rules::Txn for WitTxn {
     fn delete(&mut self, table: rules::Table, key: &str) -> Result<(), rules::StoreFault> {
         store::delete(convert::table(table), key).map_err(convert::fault)
     }
-    fn scan(&mut self, table: rules::Table) -> Result<Vec<(String, String)>, rules::StoreFault> {
-        store::scan(convert::table(table)).map_err(convert::fault)
+    fn scan(
+        &mut self,
+        table: rules::Table,
+        prefix: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, rules::StoreFault> {
+        store::scan(convert::table(table), prefix, after, limit).map_err(convert::fault)
     }
     fn now(&mut self) -> u64 {
         *self.now.get_or_insert_with(clock::now)
@@ -171,6 +177,7 @@ impl sideeffect::Guest for Component {
             applied: resolution.applied,
             result: resolution.result,
             force_retryable: resolution.force_retryable,
+            claim: resolution.claim,
         };
         call(|tx| rules::sideeffect::resolve_uncertain(tx, &action, &resolution)).map(|r| match r {
             rules::Resolved::Replayed(bytes) => sideeffect::Resolved::Replayed(bytes),
@@ -183,6 +190,22 @@ impl sideeffect::Guest for Component {
     fn sink_seen(resource: String) -> Result<u64, Error> {
         call(|tx| rules::sideeffect::sink_seen(tx, &resource))
     }
+    fn list(
+        state: Option<sideeffect::KeyState>,
+        after: Option<String>,
+        limit: u32,
+    ) -> Result<sideeffect::KeyPage, Error> {
+        let state = state.map(convert::key_state_in);
+        call(|tx| rules::sideeffect::list(tx, state, after.as_deref(), limit)).map(|page| {
+            sideeffect::KeyPage {
+                items: page.items.into_iter().map(convert::key_info_out).collect(),
+                next: page.next,
+            }
+        })
+    }
+    fn get(key: String) -> Result<sideeffect::KeyInfo, Error> {
+        call(|tx| rules::sideeffect::get(tx, &key)).map(convert::key_info_out)
+    }
 }
 
 impl taskboard::Guest for Component {
@@ -190,8 +213,25 @@ impl taskboard::Guest for Component {
         let tasks: Vec<rules::TaskSeed> = tasks.into_iter().map(convert::seed_in).collect();
         call(|tx| rules::taskboard::seed(tx, &tasks))
     }
-    fn list() -> Result<Vec<taskboard::Task>, Error> {
-        call(rules::taskboard::list).map(|ts| ts.into_iter().map(convert::task_out).collect())
+    fn list(
+        state: Option<taskboard::State>,
+        after: Option<String>,
+        limit: u32,
+    ) -> Result<taskboard::TaskPage, Error> {
+        let state = state.map(convert::state_in);
+        call(|tx| rules::taskboard::list(tx, state, after.as_deref(), limit)).map(|page| {
+            taskboard::TaskPage {
+                items: page.items.into_iter().map(convert::task_out).collect(),
+                next: page.next,
+            }
+        })
+    }
+    fn get(id: String) -> Result<taskboard::Task, Error> {
+        call(|tx| rules::taskboard::get(tx, &id)).map(convert::task_out)
+    }
+    fn claim_next(agent: String, ttl: u64) -> Result<Option<taskboard::Task>, Error> {
+        call(|tx| rules::taskboard::claim_next(tx, &agent, ttl))
+            .map(|t| t.map(convert::task_out))
     }
     fn claim(id: String, agent: String, ttl: u64) -> Result<taskboard::Task, Error> {
         call(|tx| rules::taskboard::claim(tx, &id, &agent, ttl)).map(convert::task_out)
@@ -204,5 +244,16 @@ impl taskboard::Guest for Component {
     }
     fn renew(id: String, token: String, ttl: u64) -> Result<taskboard::Task, Error> {
         call(|tx| rules::taskboard::renew(tx, &id, &token, ttl)).map(convert::task_out)
+    }
+}
+
+impl retention::Guest for Component {
+    fn prune(before: u64, limit: u32) -> Result<retention::Pruned, Error> {
+        call(|tx| rules::retention::prune(tx, before, limit)).map(|p| retention::Pruned {
+            removed_keys: p.removed_keys,
+            removed_tasks: p.removed_tasks,
+            removed_runs: p.removed_runs,
+            more: p.more,
+        })
     }
 }

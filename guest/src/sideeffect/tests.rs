@@ -163,3 +163,136 @@ fn a_relabelled_lease_is_not_the_holder() {
         Ok(lease2.fence)
     );
 }
+
+fn states(tx: &mut MemTxn, state: Option<crate::KeyState>) -> Vec<(String, crate::KeyState)> {
+    list(tx, state, None, 1000)
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|i| (i.key, i.state))
+        .collect()
+}
+
+#[test]
+fn keys_list_by_effective_state() {
+    use crate::KeyState as S;
+    let mut tx = MemTxn::default();
+    let (a, b, c, d) = (
+        Action::new("a", "ra"),
+        Action::new("b", "rb"),
+        Action::new("c", "rc"),
+        Action::new("d", "rd"),
+    );
+    let la = granted(acquire(&mut tx, &a, 100).unwrap());
+    complete(&mut tx, &a, &la, b"ok").unwrap();
+    let lb = granted(acquire(&mut tx, &b, 100).unwrap());
+    mark_uncertain(&mut tx, &b, &lb, "timeout").unwrap();
+    granted(acquire(&mut tx, &c, 50).unwrap());
+    let ld = granted(acquire(&mut tx, &d, 100).unwrap());
+    abandon(&mut tx, &d, &ld, "nope").unwrap();
+    tx.clock = 10;
+    assert_eq!(
+        states(&mut tx, None),
+        [
+            ("a".into(), S::Completed),
+            ("b".into(), S::Uncertain),
+            ("c".into(), S::InFlight),
+            ("d".into(), S::Cleared)
+        ]
+    );
+    assert_eq!(
+        states(&mut tx, Some(S::InFlight)),
+        [("c".into(), S::InFlight)]
+    );
+    assert_eq!(
+        states(&mut tx, Some(S::Uncertain)),
+        [("b".into(), S::Uncertain)]
+    );
+    // c's intent expires: it is uncertain now, merged in key order
+    tx.clock = 50;
+    assert_eq!(
+        states(&mut tx, Some(S::Uncertain)),
+        [("b".into(), S::Uncertain), ("c".into(), S::Uncertain)]
+    );
+    assert_eq!(states(&mut tx, Some(S::InFlight)), []);
+    let c_info = get(&mut tx, "c").unwrap();
+    assert_eq!(
+        (c_info.reason.as_deref(), c_info.until),
+        (Some(INTENT_EXPIRED), Some(50))
+    );
+    let a_info = get(&mut tx, "a").unwrap();
+    assert_eq!(
+        (a_info.completed_at, a_info.resource.as_str()),
+        (Some(0), "ra")
+    );
+    assert_eq!(get(&mut tx, "zz"), Err(Error::NotFound));
+    // pages: one at a time through the merged listing
+    let first = list(&mut tx, Some(S::Uncertain), None, 1).unwrap();
+    assert_eq!(first.next.as_deref(), Some("b"));
+    let second = list(&mut tx, Some(S::Uncertain), Some("b"), 1).unwrap();
+    assert_eq!((second.items[0].key.as_str(), second.next), ("c", None));
+    // no holder, claim or fence-holder pair in any listing
+    let claim = begin_reconcile(&mut tx, &b, 100).unwrap();
+    let shown = format!("{:?}", list(&mut tx, None, None, 1000).unwrap());
+    assert!(!shown.contains(&claim.claim) && !shown.contains(&lb.holder));
+    assert_eq!(get(&mut tx, "b").unwrap().reconciling_until, Some(150));
+}
+
+#[test]
+fn a_verdict_under_a_taken_over_claim_is_refused() {
+    let mut tx = MemTxn::default();
+    let act = Action::new("k", "r");
+    let lease = granted(acquire(&mut tx, &act, 10).unwrap());
+    mark_uncertain(&mut tx, &act, &lease, "lost").unwrap();
+    let first = begin_reconcile(&mut tx, &act, 10).unwrap();
+    tx.clock = 10;
+    let second = begin_reconcile(&mut tx, &act, 10).unwrap();
+    let stale = Resolution {
+        applied: true,
+        claim: Some(first.claim),
+        ..Resolution::default()
+    };
+    assert_eq!(
+        resolve_uncertain(&mut tx, &act, &stale),
+        Err(Error::ReconcileTaken)
+    );
+    let current = Resolution {
+        applied: true,
+        claim: Some(second.claim),
+        ..Resolution::default()
+    };
+    assert_eq!(
+        resolve_uncertain(&mut tx, &act, &current),
+        Ok(Resolved::Replayed(vec![]))
+    );
+    // first verdict wins, whatever claim comes later
+    assert_eq!(
+        resolve_uncertain(&mut tx, &act, &stale),
+        Ok(Resolved::Replayed(vec![]))
+    );
+}
+
+#[test]
+fn capabilities_are_stored_only_as_digests() {
+    let mut tx = MemTxn::default();
+    let act = Action::new("k", "r");
+    let lease = granted(acquire(&mut tx, &act, 10).unwrap());
+    mark_uncertain(&mut tx, &act, &lease, "lost").unwrap();
+    let claim = begin_reconcile(&mut tx, &act, 10).unwrap();
+    for value in tx.data.values() {
+        assert!(!value.contains(&lease.holder), "{value}");
+        assert!(!value.contains(&claim.claim), "{value}");
+    }
+}
+
+#[test]
+fn results_are_stored_as_base64() {
+    let mut tx = MemTxn::default();
+    let act = Action::new("k", "r");
+    let lease = granted(acquire(&mut tx, &act, 10).unwrap());
+    complete(&mut tx, &act, &lease, &[0xff; 300]).unwrap();
+    let stored = tx.data.get(&(Table::Actions, "k".to_owned())).unwrap();
+    // 400 bytes of base64 plus the record; as an array of numbers it was ~1200
+    assert!(stored.len() < 600, "{}", stored.len());
+    assert!(stored.starts_with(r#"{"v":1,"#), "{stored}");
+}

@@ -1,8 +1,8 @@
 //! The four contracts as typed Rust calls, one accessor per WIT interface:
 //! `kernel.checkpoint()`, `.commitgate()`, `.sideeffect()`, `.taskboard()`.
 use gak_rules::{
-    Acquired, Action, Error, Lease, Outcome, Plan, ReconcileClaim, Resolution, Resolved, Snapshot,
-    StepDef, Task, TaskSeed,
+    Acquired, Action, Error, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned,
+    ReconcileClaim, Resolution, Resolved, Snapshot, StepDef, Task, TaskPage, TaskSeed, TaskState,
 };
 
 use crate::convert as c;
@@ -30,6 +30,9 @@ pub struct Sideeffect<'k>(&'k Kernel);
 /// Taskboard: claims by token (SPEC 6).
 #[derive(Debug)]
 pub struct Taskboard<'k>(&'k Kernel);
+/// Retention: bounded pruning of finished records (SPEC 9).
+#[derive(Debug)]
+pub struct Retention<'k>(&'k Kernel);
 
 impl Kernel {
     /// Checkpoint calls.
@@ -47,6 +50,29 @@ impl Kernel {
     /// Taskboard calls.
     pub fn taskboard(&self) -> Taskboard<'_> {
         Taskboard(self)
+    }
+    /// Retention calls.
+    pub fn retention(&self) -> Retention<'_> {
+        Retention(self)
+    }
+}
+
+impl Retention<'_> {
+    /// Remove at most `limit` (1-1000) records finished before `before`,
+    /// oldest first: completed keys, done tasks no not-done task needs, runs
+    /// with a terminal outcome. A retry of a pruned key runs its body again;
+    /// a pruned run id starts over. See WIT `retention.prune`.
+    pub fn prune(&self, before: u64, limit: u32) -> Result<Pruned, Error> {
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_retention().call_prune(s, before, limit),
+            |p| Pruned {
+                removed_keys: p.removed_keys,
+                removed_tasks: p.removed_tasks,
+                removed_runs: p.removed_runs,
+                more: p.more,
+            }
+        )
     }
 }
 
@@ -261,6 +287,32 @@ impl Sideeffect<'_> {
             |x| x
         )
     }
+
+    /// One page of keys ordered by key, optionally of one state (an expired
+    /// intent lists as `uncertain`), after the cursor `after`, at most
+    /// `limit` (1-1000). Never a holder or reconcile claim.
+    pub fn list(
+        &self,
+        state: Option<KeyState>,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<KeyPage, Error> {
+        let state = state.map(c::key_state_in);
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_sideeffect().call_list(s, state, after, limit),
+            c::key_page_out
+        )
+    }
+
+    /// The key as `list` shows it, or `not-found`.
+    pub fn get(&self, key: &str) -> Result<KeyInfo, Error> {
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_sideeffect().call_get(s, key),
+            c::key_info_out
+        )
+    }
 }
 
 /// Why a fenced write did not land.
@@ -293,11 +345,39 @@ impl Taskboard<'_> {
         )
     }
 
-    /// One consistent snapshot, ordered by id, without tokens.
-    pub fn list(&self) -> Result<Vec<Task>, Error> {
-        export!(self.0, |k, s| k.gak_kernel_taskboard().call_list(s), |ts| {
-            ts.into_iter().map(c::task_out).collect()
-        })
+    /// One page of the board ordered by id, optionally of one state, after
+    /// the cursor `after`, at most `limit` (1-1000), without tokens.
+    pub fn list(
+        &self,
+        state: Option<TaskState>,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<TaskPage, Error> {
+        let state = state.map(c::state_in);
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_taskboard().call_list(s, state, after, limit),
+            c::task_page_out
+        )
+    }
+
+    /// The task without its token, or `not-found`.
+    pub fn get(&self, id: &str) -> Result<Task, Error> {
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_taskboard().call_get(s, id),
+            c::task_out
+        )
+    }
+
+    /// Claim the first-seeded ready task for `agent`; none when no task is
+    /// ready. Same effects and answer as `claim` on that task.
+    pub fn claim_next(&self, agent: &str, ttl: u64) -> Result<Option<Task>, Error> {
+        export!(
+            self.0,
+            |k, s| k.gak_kernel_taskboard().call_claim_next(s, agent, ttl),
+            |t| t.map(c::task_out)
+        )
     }
 
     /// Claim a task; the returned task carries the token.

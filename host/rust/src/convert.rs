@@ -107,6 +107,7 @@ pub fn resolution_in(x: &r::Resolution) -> se::Resolution {
         applied: x.applied,
         result: x.result.clone(),
         force_retryable: x.force_retryable,
+        claim: x.claim.clone(),
     }
 }
 
@@ -117,7 +118,7 @@ pub fn resolved_out(x: se::Resolved) -> r::Resolved {
     }
 }
 
-fn state_in(s: r::TaskState) -> tb::State {
+pub fn state_in(s: r::TaskState) -> tb::State {
     match s {
         r::TaskState::Open => tb::State::Open,
         r::TaskState::Claimed => tb::State::Claimed,
@@ -154,5 +155,54 @@ pub fn task_out(t: tb::Task) -> r::Task {
         token: t.token,
         until: t.until,
         fence: t.fence,
+    }
+}
+
+pub fn task_page_out(p: tb::TaskPage) -> r::TaskPage {
+    r::TaskPage {
+        items: p.items.into_iter().map(task_out).collect(),
+        next: p.next,
+    }
+}
+
+pub fn key_state_in(s: r::KeyState) -> se::KeyState {
+    match s {
+        r::KeyState::Cleared => se::KeyState::Cleared,
+        r::KeyState::InFlight => se::KeyState::InFlight,
+        r::KeyState::Uncertain => se::KeyState::Uncertain,
+        r::KeyState::Completed => se::KeyState::Completed,
+    }
+}
+
+fn key_state_out(s: se::KeyState) -> r::KeyState {
+    match s {
+        se::KeyState::Cleared => r::KeyState::Cleared,
+        se::KeyState::InFlight => r::KeyState::InFlight,
+        se::KeyState::Uncertain => r::KeyState::Uncertain,
+        se::KeyState::Completed => r::KeyState::Completed,
+    }
+}
+
+pub fn key_info_out(i: se::KeyInfo) -> r::KeyInfo {
+    r::KeyInfo {
+        key: i.key,
+        state: key_state_out(i.state),
+        retry_safety: match i.retry_safety {
+            se::RetrySafety::Safe => r::RetrySafety::Safe,
+            se::RetrySafety::Unsafe => r::RetrySafety::Unsafe,
+        },
+        fingerprint: i.fingerprint,
+        resource: i.resource,
+        until: i.until,
+        reason: i.reason,
+        completed_at: i.completed_at,
+        reconciling_until: i.reconciling_until,
+    }
+}
+
+pub fn key_page_out(p: se::KeyPage) -> r::KeyPage {
+    r::KeyPage {
+        items: p.items.into_iter().map(key_info_out).collect(),
+        next: p.next,
     }
 }

@@ -229,6 +229,7 @@ impl Demo<'_> {
             applied: true,
             result: Some(b"refund r-81 settled".to_vec()),
             force_retryable: false,
+            claim: Some(claim.claim.clone()),
         };
         gate.resolve_uncertain(&action, &verdict)?;
         let third = runner.run(&action, |_| {

@@ -184,6 +184,8 @@ fn table(t: store::Table) -> Table {
         store::Table::Resources => Table::Resources,
         store::Table::Sinks => Table::Sinks,
         store::Table::Tasks => Table::Tasks,
+        store::Table::Indexes => Table::Indexes,
+        store::Table::Meta => Table::Meta,
     }
 }
 
@@ -245,8 +247,16 @@ impl store::Host for HostState {
         self.fault(r)
     }
 
-    fn scan(&mut self, t: store::Table) -> Result<Vec<(String, String)>, store::StoreError> {
-        let r = self.session.scan(table(t).name());
+    fn scan(
+        &mut self,
+        t: store::Table,
+        prefix: String,
+        after: Option<String>,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, store::StoreError> {
+        let r = self
+            .session
+            .scan(table(t).name(), &prefix, after.as_deref(), limit);
         self.fault(r)
     }
 }

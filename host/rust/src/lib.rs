@@ -35,13 +35,14 @@ mod kernel;
 mod runner;
 pub mod store;
 
-pub use api::{Checkpoint, Commitgate, Sideeffect, SinkError, Taskboard};
+pub use api::{Checkpoint, Commitgate, Retention, Sideeffect, SinkError, Taskboard};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use committer::Committer;
 pub use engine::COMPONENT_WASM;
 pub use gak_rules::{
-    Acquired, Action, Error, Lease, Outcome, Plan, ReconcileClaim, Resolution, Resolved,
-    RetrySafety, Snapshot, Status, StepDef, Task, TaskSeed, TaskState,
+    Acquired, Action, Error, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned,
+    ReconcileClaim, Resolution, Resolved, RetrySafety, Snapshot, Status, StepDef, Task, TaskPage,
+    TaskSeed, TaskState,
 };
 pub use kernel::{Downstream, Kernel};
 pub use runner::{BodyError, Ran, RunError, Runner};
@@ -64,7 +65,10 @@ impl std::fmt::Display for OpenError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             OpenError::UnknownStore(url) => {
-                write!(f, "unknown store {url:?}: expected memory: or sqlite:PATH")
+                write!(
+                    f,
+                    "unknown store {url:?}: expected memory:, sqlite:PATH or postgres://USER@HOST:PORT/DB"
+                )
             }
             OpenError::BadOption(o) => write!(f, "bad store option {o:?}"),
             OpenError::Store(fault) => write!(f, "cannot open the store: {fault:?}"),

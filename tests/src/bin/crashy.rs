@@ -289,6 +289,7 @@ impl Worker {
             applied,
             result: applied.then(|| applied_result.to_vec()),
             force_retryable: false,
+            claim: None,
         };
         gate.resolve_uncertain(action, &resolution)
             .with_context(|| format!("resolve_uncertain {}", action.key))?;

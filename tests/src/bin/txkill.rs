@@ -54,8 +54,14 @@ impl Session for PausingSession {
     fn delete(&mut self, t: &'static str, k: &str) -> Result<(), StoreFault> {
         self.inner.delete(t, k)
     }
-    fn scan(&mut self, t: &'static str) -> Result<Vec<(String, String)>, StoreFault> {
-        self.inner.scan(t)
+    fn scan(
+        &mut self,
+        t: &'static str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, StoreFault> {
+        self.inner.scan(t, prefix, after, limit)
     }
     fn commit(&mut self) -> Result<(), StoreFault> {
         if !self.after {

@@ -2,8 +2,8 @@
 use serde_json::{Map, Value, json};
 
 use crate::{
-    Acquired, Action, Error, Kernel, Lease, Outcome, Resolution, Resolved, RetrySafety, Snapshot,
-    Status, StepDef, Task, TaskSeed, TaskState,
+    Acquired, Action, Error, Kernel, KeyInfo, KeyState, Lease, Outcome, Resolution, Resolved,
+    RetrySafety, Snapshot, Status, StepDef, Task, TaskSeed, TaskState,
 };
 
 /// A problem with the args themselves.
@@ -200,14 +200,8 @@ fn state(v: &Value) -> A<Option<TaskState>> {
 }
 
 fn task_json(t: Task) -> Value {
-    let state = match t.state {
-        TaskState::Open => "open",
-        TaskState::Claimed => "claimed",
-        TaskState::Done => "done",
-        TaskState::Failed => "failed",
-    };
     let mut out = json!({
-        "id": t.id, "title": t.title, "deps": t.deps, "state": state, "fence": t.fence,
+        "id": t.id, "title": t.title, "deps": t.deps, "state": t.state.name(), "fence": t.fence,
     });
     if let Some(o) = t.owner {
         out["owner"] = o.into();
@@ -217,6 +211,58 @@ fn task_json(t: Task) -> Value {
     }
     if let Some(u) = t.until {
         out["until"] = u.into();
+    }
+    out
+}
+
+/// A page size: a number; one no host integer type takes is `invalid-input`.
+fn limit(v: &Value) -> A<u32> {
+    let n = number(v, "limit")?;
+    u32::try_from(n).map_err(|_| Arg::Invalid(format!("limit: {n} is out of range")))
+}
+
+fn page_json(items: Vec<Value>, next: Option<String>) -> Value {
+    let mut out = json!({ "items": items });
+    if let Some(next) = next {
+        out["next"] = next.into();
+    }
+    out
+}
+
+fn key_state(v: &Value) -> A<Option<KeyState>> {
+    Ok(match opt_string(v, "state")?.as_deref() {
+        None => None,
+        Some("cleared") => Some(KeyState::Cleared),
+        Some("in-flight") => Some(KeyState::InFlight),
+        Some("uncertain") => Some(KeyState::Uncertain),
+        Some("completed") => Some(KeyState::Completed),
+        Some(other) => return Err(Arg::Invalid(format!("unknown key state {other:?}"))),
+    })
+}
+
+fn key_info_json(i: KeyInfo) -> Value {
+    let safety = match i.retry_safety {
+        RetrySafety::Safe => "safe",
+        RetrySafety::Unsafe => "unsafe",
+    };
+    let mut out = json!({
+        "key": i.key, "state": i.state.name(), "retry-safety": safety, "resource": i.resource,
+    });
+    let optional = [
+        ("until", i.until),
+        ("completed-at", i.completed_at),
+        ("reconciling-until", i.reconciling_until),
+    ];
+    for (name, value) in optional {
+        if let Some(value) = value {
+            out[name] = value.into();
+        }
+    }
+    if let Some(f) = i.fingerprint {
+        out["fingerprint"] = f.into();
+    }
+    if let Some(r) = i.reason {
+        out["reason"] = r.into();
     }
     out
 }
@@ -314,6 +360,7 @@ fn call(k: &Kernel, name: &str, a: &Value) -> A<Result<Value, Error>> {
                 applied: boolean(r, "applied")?,
                 result: field(r, "result").map(|_| bytes(r, "result")).transpose()?,
                 force_retryable: boolean(r, "force-retryable")?,
+                claim: opt_string(r, "claim")?,
             };
             se.resolve_uncertain(&action(a)?, &resolution)
                 .map(|x| match x {
@@ -360,9 +407,49 @@ fn call(k: &Kernel, name: &str, a: &Value) -> A<Result<Value, Error>> {
             };
             null(tb.seed(&tasks))
         }
-        "taskboard.list" => tb
-            .list()
-            .map(|ts| Value::Array(ts.into_iter().map(task_json).collect())),
+        // Without `limit`: the whole board as an array (the 0.1 form of the
+        // call, which vector files may still use), read page by page.
+        "taskboard.list" if field(a, "limit").is_none() => {
+            let state = state(a)?;
+            let mut all = Vec::new();
+            let mut after: Option<String> = None;
+            loop {
+                match tb.list(state, after.as_deref(), 1000) {
+                    Ok(page) => {
+                        all.extend(page.items.into_iter().map(task_json));
+                        after = page.next;
+                        if after.is_none() {
+                            break Ok(Value::Array(all));
+                        }
+                    }
+                    Err(e) => break Err(e),
+                }
+            }
+        }
+        "taskboard.list" => {
+            let after = opt_string(a, "after")?;
+            tb.list(state(a)?, after.as_deref(), limit(a)?)
+                .map(|p| page_json(p.items.into_iter().map(task_json).collect(), p.next))
+        }
+        "taskboard.get" => tb.get(&string_or_empty(a, "id")?).map(task_json),
+        "taskboard.claim-next" => tb
+            .claim_next(&string_or_empty(a, "agent")?, number(a, "ttl")?)
+            .map(|t| t.map_or(Value::Null, task_json)),
+        "sideeffect.list" => {
+            let after = opt_string(a, "after")?;
+            se.list(key_state(a)?, after.as_deref(), limit(a)?)
+                .map(|p| page_json(p.items.into_iter().map(key_info_json).collect(), p.next))
+        }
+        "sideeffect.get" => se.get(&string_or_empty(a, "key")?).map(key_info_json),
+        "retention.prune" => k
+            .retention()
+            .prune(number(a, "before")?, limit(a)?)
+            .map(|p| {
+                json!({
+                    "removed-keys": p.removed_keys, "removed-tasks": p.removed_tasks,
+                    "removed-runs": p.removed_runs, "more": p.more,
+                })
+            }),
         "taskboard.claim" => tb
             .claim(
                 &string_or_empty(a, "id")?,

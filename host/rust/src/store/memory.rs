@@ -3,6 +3,7 @@
 //! A transaction takes the store-wide lock at `begin` and keeps its writes in
 //! an overlay until `commit`, so it is serializable and all-or-nothing.
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use gak_rules::StoreFault;
@@ -110,21 +111,40 @@ impl Session for MemorySession {
         Ok(())
     }
 
-    fn scan(&mut self, table: &'static str) -> Result<Vec<(String, String)>, StoreFault> {
-        let mut merged: BTreeMap<String, String> = lock(&self.shared.data)
-            .iter()
-            .filter(|((t, _), _)| *t == table)
+    fn scan(
+        &mut self,
+        table: &'static str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, StoreFault> {
+        // The range of both maps, merged: the committed data and this
+        // transaction's pending writes (which win). Reads O(limit + pending).
+        let start = match after {
+            Some(a) if a >= prefix => Bound::Excluded((table, a.to_owned())),
+            _ => Bound::Included((table, prefix.to_owned())),
+        };
+        let range = (start, Bound::Unbounded);
+        let in_range = |(t, k): &Key| *t == table && k.starts_with(prefix);
+        let overlay: Vec<(String, Option<String>)> = self
+            .overlay()?
+            .range(range.clone())
+            .take_while(|(k, _)| in_range(k))
             .map(|((_, k), v)| (k.clone(), v.clone()))
             .collect();
-        for ((t, k), v) in self.overlay()?.iter() {
-            if *t == table {
-                match v {
-                    Some(v) => merged.insert(k.clone(), v.clone()),
-                    None => merged.remove(k),
-                };
-            }
-        }
-        Ok(merged.into_iter().collect())
+        let deleted = overlay.iter().filter(|(_, v)| v.is_none()).count();
+        let mut merged: BTreeMap<String, Option<String>> = lock(&self.shared.data)
+            .range(range)
+            .take_while(|(k, _)| in_range(k))
+            .take(limit as usize + deleted)
+            .map(|((_, k), v)| (k.clone(), Some(v.clone())))
+            .collect();
+        merged.extend(overlay);
+        Ok(merged
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .take(limit as usize)
+            .collect())
     }
 
     fn commit(&mut self) -> Result<(), StoreFault> {

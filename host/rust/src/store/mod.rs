@@ -27,17 +27,40 @@ pub mod memory;
 pub mod postgres;
 pub mod sqlite;
 
-/// The tables a binding must provide: the kernel's six, plus `downstream`,
-/// a key-value space sink bodies may write in the sink's transaction.
-pub const TABLES: [&str; 7] = [
+/// The tables a binding must provide: the kernel's eight, plus
+/// `downstream`, a key-value space sink bodies may write in the sink's
+/// transaction.
+pub const TABLES: [&str; 9] = [
     "snapshots",
     "outcomes",
     "actions",
     "resources",
     "sinks",
     "tasks",
+    "indexes",
+    "meta",
     "downstream",
 ];
+
+/// The smallest string above every string that starts with `prefix`, for
+/// a range read `prefix <= key < end`; none when no such string exists (the
+/// empty prefix, or one made only of U+10FFFF). Incrementing the last code
+/// point works because UTF-8 byte order is code point order and no
+/// encoding is a prefix of another.
+pub fn prefix_end(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        let next = match last {
+            '\u{D7FF}' => Some('\u{E000}'),
+            c => char::from_u32(c as u32 + 1),
+        };
+        if let Some(next) = next {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
 
 /// A database (or map) the kernel can run against.
 pub trait Backend: Send + Sync + 'static {
@@ -53,11 +76,20 @@ pub trait Backend: Send + Sync + 'static {
         session.begin()?;
         let mut all = Vec::new();
         for table in TABLES {
-            match session.scan(table) {
-                Ok(rows) => all.extend(rows.into_iter().map(|(k, v)| (table.to_owned(), k, v))),
-                Err(e) => {
-                    session.rollback();
-                    return Err(e);
+            let mut after: Option<String> = None;
+            loop {
+                let page = match session.scan(table, "", after.as_deref(), 1000) {
+                    Ok(page) => page,
+                    Err(e) => {
+                        session.rollback();
+                        return Err(e);
+                    }
+                };
+                let full = page.len() == 1000;
+                after = page.last().map(|(k, _)| k.clone());
+                all.extend(page.into_iter().map(|(k, v)| (table.to_owned(), k, v)));
+                if !full {
+                    break;
                 }
             }
         }
@@ -83,8 +115,17 @@ pub trait Session: Send + 'static {
     fn put(&mut self, table: &'static str, key: &str, value: &str) -> Result<(), StoreFault>;
     /// Remove if present.
     fn delete(&mut self, table: &'static str, key: &str) -> Result<(), StoreFault>;
-    /// Every entry, ordered by key bytes.
-    fn scan(&mut self, table: &'static str) -> Result<Vec<(String, String)>, StoreFault>;
+    /// At most `limit` entries whose key starts with `prefix` and sorts
+    /// strictly after `after`, ordered by key bytes, served from the key
+    /// index (never a filter over the table). A snapshot read: it need not
+    /// lock the range.
+    fn scan(
+        &mut self,
+        table: &'static str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, StoreFault>;
     /// Make the transaction's writes durable and visible.
     fn commit(&mut self) -> Result<(), StoreFault>;
     /// Discard the transaction's writes. Never fails: a binding that cannot
@@ -135,4 +176,23 @@ pub fn open(url: &str) -> Result<Arc<dyn Backend>, crate::OpenError> {
         return Ok(Arc::new(sqlite::SqliteBackend::open(url)?));
     }
     Err(crate::OpenError::UnknownStore(url.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_end;
+
+    #[test]
+    fn prefix_end_bounds_exactly_the_prefixed_strings() {
+        assert_eq!(prefix_end(""), None);
+        assert_eq!(prefix_end("ts/open/").as_deref(), Some("ts/open0"));
+        assert_eq!(prefix_end("a\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(prefix_end("\u{D7FF}").as_deref(), Some("\u{E000}"));
+        assert_eq!(prefix_end("\u{10FFFF}"), None);
+        let end = prefix_end("ab").unwrap();
+        for inside in ["ab", "ab\u{10FFFF}\u{10FFFF}", "abz"] {
+            assert!(inside < end.as_str(), "{inside}");
+        }
+        assert!("ac" >= end.as_str());
+    }
 }

@@ -199,7 +199,7 @@ impl PostgresBackend {
             format!("SELECT pg_advisory_xact_lock(7135862); CREATE SCHEMA IF NOT EXISTS \"{s}\";");
         for t in TABLES {
             ddl.push_str(&format!(
-                "CREATE TABLE IF NOT EXISTS \"{s}\".\"{t}\" (key text PRIMARY KEY, value {} NOT NULL);",
+                "CREATE TABLE IF NOT EXISTS \"{s}\".\"{t}\" (key text COLLATE \"C\" PRIMARY KEY, value {} NOT NULL);",
                 column_type(t)
             ));
         }
@@ -431,15 +431,35 @@ impl Session for PostgresSession {
         self.locked_write(table, key, &sql, None)
     }
 
-    fn scan(&mut self, table: &'static str) -> Result<Vec<(String, String)>, StoreFault> {
-        // COLLATE "C": byte order, like every other binding.
+    fn scan(
+        &mut self,
+        table: &'static str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, StoreFault> {
+        // The key column is COLLATE "C" (byte order, like every other
+        // binding), so this range is served by the primary key's B-tree.
+        // One statement: one consistent snapshot, no locks taken.
+        let table = self.table(table)?;
+        let (lower, strict) = match after {
+            Some(a) if a >= prefix => (a, true),
+            _ => (prefix, false),
+        };
+        let op = if strict { ">" } else { ">=" };
+        let end = super::prefix_end(prefix);
+        let upper = if end.is_some() {
+            "AND key COLLATE \"C\" < $2"
+        } else {
+            "AND $2::text IS NULL"
+        };
         let sql = format!(
-            "SELECT key, value::text FROM {} ORDER BY key COLLATE \"C\"",
-            self.table(table)?
+            "SELECT key, value::text FROM {table} WHERE key COLLATE \"C\" {op} $1 {upper} ORDER BY key COLLATE \"C\" LIMIT $3"
         );
         let st = self.prepared(&sql)?;
         let client = self.client()?;
-        let r = self.rt.block_on(client.query(&st, &[]));
+        let limit = i64::from(limit);
+        let r = self.rt.block_on(client.query(&st, &[&lower, &end, &limit]));
         let rows = self.check(r)?;
         Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
     }

@@ -210,15 +210,38 @@ impl Session for SqliteSession {
         stmt.execute([key]).map(drop).map_err(fault)
     }
 
-    fn scan(&mut self, table: &'static str) -> Result<Vec<(String, String)>, StoreFault> {
+    fn scan(
+        &mut self,
+        table: &'static str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, StoreFault> {
         self.in_tx()?;
-        let sql = format!(
-            "SELECT key, value FROM gak_{} ORDER BY key",
-            checked(table)?
-        );
+        // A range on the primary key (BINARY collation: byte order), so the
+        // B-tree serves it: O(limit) rows, never a table scan.
+        let table = checked(table)?;
+        let lower = match after {
+            Some(a) if a >= prefix => a,
+            _ => prefix,
+        };
+        let strict = after.is_some_and(|a| a >= prefix);
+        let op = if strict { ">" } else { ">=" };
+        let end = super::prefix_end(prefix);
+        let sql = match end {
+            Some(_) => format!(
+                "SELECT key, value FROM gak_{table} WHERE key {op} ?1 AND key < ?2 ORDER BY key LIMIT ?3"
+            ),
+            None => format!(
+                "SELECT key, value FROM gak_{table} WHERE key {op} ?1 ORDER BY key LIMIT ?3"
+            ),
+        };
         let mut stmt = self.conn.prepare_cached(&sql).map_err(fault)?;
         let rows = stmt
-            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .query_map(
+                rusqlite::params![lower, end.as_deref().unwrap_or(""), limit],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
             .map_err(fault)?;
         rows.collect::<Result<_, _>>().map_err(fault)
     }

@@ -1,76 +1,22 @@
 //! The side-effect gate: idempotency keys, per-resource fencing, uncertain
-//! state and reconciliation, fenced sinks (SPEC 5, 8 "Side effect").
-//!
-//! Two records per effect: the key's (`actions`: fingerprint, attempt,
-//! verdict, reconcile claim) and the resource's (`resources`: highest fence,
-//! its holder, the hold). A grant writes both in one transaction.
-use serde::{Deserialize, Serialize};
-
-use crate::txn::{decode, load, mint, store};
+//! state and reconciliation, fenced sinks (SPEC 5, 8 "Side effect"), and the
+//! operators' listings of keys by state (SPEC 9).
+use crate::format::V;
+use crate::txn::{decode, mint, store};
 use crate::{
     Acquired, Action, Error, Lease, ReconcileClaim, Resolution, Resolved, RetrySafety, Table, Txn,
     input,
 };
 
-/// The reason an expired intent reports.
-pub const INTENT_EXPIRED: &str = "intent-expired";
+mod list;
+mod record;
+mod sink;
 
-/// A key's stored record.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct KeyRecord {
-    key: String,
-    /// Recorded at the first grant, kept for the key's life.
-    retry_safety: RetrySafety,
-    fingerprint: Option<String>,
-    state: KeyState,
-    /// A live or expired claim to reconcile; only on uncertain keys.
-    reconcile: Option<ReconcileClaim>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", tag = "state")]
-enum KeyState {
-    /// No attempt in flight; may be granted.
-    Cleared,
-    /// An attempt was granted and has no verdict yet (the execution intent).
-    /// Expired (`now >= until`) it means uncertain: the holder may have
-    /// applied the effect and died before recording it.
-    Intent {
-        resource: String,
-        fence: u64,
-        holder: String,
-        until: u64,
-    },
-    /// Marked uncertain by its holder.
-    Uncertain { reason: String },
-    /// Applied, with the first recorded result.
-    Completed { result: Vec<u8> },
-}
-
-/// A resource's stored record.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct ResourceRecord {
-    resource: String,
-    /// The highest fence ever granted on this resource.
-    fence: u64,
-    /// The holder minted with that fence.
-    holder: String,
-    /// The key it was granted to.
-    key: String,
-    /// The hold's deadline; none once released.
-    hold_until: Option<u64>,
-}
-
-impl KeyRecord {
-    /// Why the key is uncertain, if it is.
-    fn uncertain_reason(&self, now: u64) -> Option<&str> {
-        match &self.state {
-            KeyState::Uncertain { reason } => Some(reason),
-            KeyState::Intent { until, .. } if now >= *until => Some(INTENT_EXPIRED),
-            _ => None,
-        }
-    }
-}
+pub use list::{get, list};
+pub use record::INTENT_EXPIRED;
+pub(crate) use record::{KeyRecord, Phase, write_key};
+use record::{Reconcile, ResourceRecord, digest};
+pub use sink::{sink_advance, sink_seen};
 
 fn validate_action(action: &Action) -> Result<(), Error> {
     input::id("key", &action.key)?;
@@ -87,6 +33,10 @@ fn validate_lease(lease: &Lease) -> Result<(), Error> {
     input::number("lease fence", lease.fence)
 }
 
+fn decode_resource(value: &str) -> Result<ResourceRecord, Error> {
+    decode(Table::Resources, value)
+}
+
 /// One atomic decision, in the spec's precedence. Getting the order wrong
 /// re-opens double application: e.g. granting on an expired intent would let
 /// a second worker apply an effect the first one applied before dying.
@@ -98,14 +48,8 @@ pub fn acquire(tx: &mut impl Txn, action: &Action, ttl: u64) -> Result<Acquired,
         (Table::Actions, action.key.as_str()),
         (Table::Resources, action.resource.as_str()),
     ])?;
-    let record: Option<KeyRecord> = found[0]
-        .as_deref()
-        .map(|v| decode(Table::Actions, v))
-        .transpose()?;
-    let resource: Option<ResourceRecord> = found[1]
-        .as_deref()
-        .map(|v| decode(Table::Resources, v))
-        .transpose()?;
+    let record = found[0].as_deref().map(KeyRecord::decode).transpose()?;
+    let resource = found[1].as_deref().map(decode_resource).transpose()?;
 
     if let Some(rec) = &record {
         if let (Some(first), Some(now_fp)) = (&rec.fingerprint, &action.fingerprint)
@@ -113,13 +57,13 @@ pub fn acquire(tx: &mut impl Txn, action: &Action, ttl: u64) -> Result<Acquired,
         {
             return Err(Error::KeyReused);
         }
-        if let KeyState::Completed { result } = &rec.state {
+        if let Phase::Completed { result, .. } = &rec.phase {
             return Ok(Acquired::Replayed(result.clone()));
         }
         if let Some(reason) = rec.uncertain_reason(now) {
             return Ok(Acquired::Uncertain(reason.to_owned()));
         }
-        if matches!(rec.state, KeyState::Intent { .. }) {
+        if matches!(rec.phase, Phase::Intent { .. }) {
             return Ok(Acquired::InFlight);
         }
     }
@@ -132,7 +76,7 @@ pub fn acquire(tx: &mut impl Txn, action: &Action, ttl: u64) -> Result<Acquired,
     }
 
     let fence = resource.as_ref().map_or(0, |r| r.fence) + 1;
-    let holder = mint(tx);
+    let (holder, holder_sha256) = mint(tx);
     let until = now.saturating_add(ttl);
     let (retry_safety, fingerprint) = match &record {
         Some(rec) => (rec.retry_safety, rec.fingerprint.clone()),
@@ -142,23 +86,24 @@ pub fn acquire(tx: &mut impl Txn, action: &Action, ttl: u64) -> Result<Acquired,
         key: action.key.clone(),
         retry_safety,
         fingerprint,
-        state: KeyState::Intent {
-            resource: action.resource.clone(),
+        resource: action.resource.clone(),
+        phase: Phase::Intent {
             fence,
-            holder: holder.clone(),
+            holder_sha256: holder_sha256.clone(),
             until,
         },
         reconcile: None,
     };
     let resource_record = ResourceRecord {
+        v: V,
         resource: action.resource.clone(),
         fence,
-        holder: holder.clone(),
+        holder_sha256,
         key: action.key.clone(),
         hold_until: Some(until),
     };
     store(tx, Table::Resources, &action.resource, &resource_record)?;
-    store(tx, Table::Actions, &action.key, &key_record)?;
+    write_key(tx, record.as_ref(), &key_record)?;
     Ok(Acquired::Granted(Lease {
         key: action.key.clone(),
         resource: action.resource.clone(),
@@ -172,24 +117,47 @@ pub fn acquire(tx: &mut impl Txn, action: &Action, ttl: u64) -> Result<Acquired,
 struct Checked {
     key: Option<KeyRecord>,
     resource: ResourceRecord,
+    holder_sha256: String,
 }
 
 impl Checked {
     /// Is the lease's attempt still without a verdict?
     fn attempt_live(&self, lease: &Lease) -> bool {
-        matches!(&self.key, Some(KeyRecord { state: KeyState::Intent { fence, holder, .. }, .. })
-            if *fence == lease.fence && *holder == lease.holder)
+        matches!(&self.key, Some(KeyRecord { phase: Phase::Intent { fence, holder_sha256, .. }, .. })
+            if *fence == lease.fence && *holder_sha256 == self.holder_sha256)
     }
 
     fn completed_result(&self) -> Option<&[u8]> {
         match &self.key {
             Some(KeyRecord {
-                state: KeyState::Completed { result },
+                phase: Phase::Completed { result, .. },
                 ..
             }) => Some(result),
             _ => None,
         }
     }
+
+    /// Give the live attempt its verdict, and drop the hold if asked.
+    fn settle(self, tx: &mut impl Txn, phase: Phase, release_hold: bool) -> Result<(), Error> {
+        let old = self.key.expect("a live attempt has a key record");
+        let new = KeyRecord {
+            phase,
+            ..old.clone()
+        };
+        write_key(tx, Some(&old), &new)?;
+        if release_hold {
+            release_hold_of(tx, self.resource)?;
+        }
+        Ok(())
+    }
+}
+
+fn release_hold_of(tx: &mut impl Txn, mut resource: ResourceRecord) -> Result<(), Error> {
+    if resource.hold_until.is_some() {
+        resource.hold_until = None;
+        store(tx, Table::Resources, &resource.resource.clone(), &resource)?;
+    }
+    Ok(())
 }
 
 /// The triple check, in this order: key and resource match the action
@@ -205,8 +173,8 @@ fn triple_check(tx: &mut impl Txn, action: &Action, lease: &Lease) -> Result<Che
         (Table::Actions, action.key.as_str()),
         (Table::Resources, action.resource.as_str()),
     ])?;
-    let resource: ResourceRecord = match &found[1] {
-        Some(v) => decode(Table::Resources, v)?,
+    let resource = match &found[1] {
+        Some(v) => decode_resource(v)?,
         None => return Err(Error::FenceStale),
     };
     if resource.fence != lease.fence {
@@ -214,32 +182,16 @@ fn triple_check(tx: &mut impl Txn, action: &Action, lease: &Lease) -> Result<Che
     }
     // The holder minted at *this key's* grant: a genuine fence and holder
     // relabelled with another key is a forged lease, not that key's.
-    if resource.holder != lease.holder || resource.key != lease.key {
+    let holder_sha256 = digest(&lease.holder);
+    if resource.holder_sha256 != holder_sha256 || resource.key != lease.key {
         return Err(Error::NotHolder);
     }
-    let key = found[0]
-        .as_deref()
-        .map(|v| decode(Table::Actions, v))
-        .transpose()?;
-    Ok(Checked { key, resource })
-}
-
-/// Write the key's new state and drop the hold if this lease holds it.
-fn settle(
-    tx: &mut impl Txn,
-    checked: Checked,
-    state: KeyState,
-    release_hold: bool,
-) -> Result<(), Error> {
-    let mut key = checked.key.expect("a live attempt has a key record");
-    key.state = state;
-    store(tx, Table::Actions, &key.key.clone(), &key)?;
-    if release_hold && checked.resource.hold_until.is_some() {
-        let mut resource = checked.resource;
-        resource.hold_until = None;
-        store(tx, Table::Resources, &resource.resource.clone(), &resource)?;
-    }
-    Ok(())
+    let key = found[0].as_deref().map(KeyRecord::decode).transpose()?;
+    Ok(Checked {
+        key,
+        resource,
+        holder_sha256,
+    })
 }
 
 /// Record the key completed with `result`; the first result wins.
@@ -257,15 +209,13 @@ pub fn complete(
     if !checked.attempt_live(lease) {
         return Err(Error::NotHolder);
     }
+    let at = tx.now();
     let result = result.to_vec();
-    settle(
-        tx,
-        checked,
-        KeyState::Completed {
-            result: result.clone(),
-        },
-        true,
-    )?;
+    let phase = Phase::Completed {
+        result: result.clone(),
+        at,
+    };
+    checked.settle(tx, phase, true)?;
     Ok(result)
 }
 
@@ -274,12 +224,7 @@ pub fn complete(
 /// as a key that can be granted again.
 pub fn release(tx: &mut impl Txn, action: &Action, lease: &Lease) -> Result<(), Error> {
     let checked = triple_check(tx, action, lease)?;
-    if checked.resource.hold_until.is_some() {
-        let mut resource = checked.resource;
-        resource.hold_until = None;
-        store(tx, Table::Resources, &action.resource, &resource)?;
-    }
-    Ok(())
+    release_hold_of(tx, checked.resource)
 }
 
 /// The attempt definitely did not apply: withdraw the intent, release the
@@ -295,7 +240,7 @@ pub fn abandon(
     if !checked.attempt_live(lease) {
         return Err(Error::NotHolder);
     }
-    settle(tx, checked, KeyState::Cleared, true)
+    checked.settle(tx, Phase::Cleared, true)
 }
 
 /// A qualification check, not a heartbeat: a holder that lost its hold must
@@ -313,12 +258,13 @@ pub fn renew(tx: &mut impl Txn, action: &Action, lease: &Lease, ttl: u64) -> Res
     let until = now.saturating_add(ttl);
     let mut resource = checked.resource;
     resource.hold_until = Some(until);
-    let mut key = checked.key.expect("a live attempt has a key record");
-    if let KeyState::Intent { until: u, .. } = &mut key.state {
+    let old = checked.key.expect("a live attempt has a key record");
+    let mut new = old.clone();
+    if let Phase::Intent { until: u, .. } = &mut new.phase {
         *u = until;
     }
     store(tx, Table::Resources, &action.resource, &resource)?;
-    store(tx, Table::Actions, &action.key, &key)?;
+    write_key(tx, Some(&old), &new)?;
     Ok(Lease {
         until,
         ..lease.clone()
@@ -338,19 +284,18 @@ pub fn mark_uncertain(
     if !checked.attempt_live(lease) {
         return Err(Error::NotHolder);
     }
-    settle(
-        tx,
-        checked,
-        KeyState::Uncertain {
-            reason: reason.to_owned(),
-        },
-        false,
-    )
+    let phase = Phase::Uncertain {
+        reason: reason.to_owned(),
+    };
+    checked.settle(tx, phase, false)
 }
 
 fn uncertain_key(tx: &mut impl Txn, action: &Action) -> Result<Option<KeyRecord>, Error> {
     validate_action(action)?;
-    load(tx, Table::Actions, &action.key)
+    tx.get(Table::Actions, &action.key)?
+        .as_deref()
+        .map(KeyRecord::decode)
+        .transpose()
 }
 
 /// Claim the right to reconcile an uncertain key; one reconciler at a time.
@@ -360,21 +305,25 @@ pub fn begin_reconcile(
     ttl: u64,
 ) -> Result<ReconcileClaim, Error> {
     input::ttl(ttl)?;
-    let mut record = uncertain_key(tx, action)?.ok_or(Error::NotUncertain)?;
+    let old = uncertain_key(tx, action)?.ok_or(Error::NotUncertain)?;
     let now = tx.now();
-    if record.uncertain_reason(now).is_none() {
+    if old.uncertain_reason(now).is_none() {
         return Err(Error::NotUncertain);
     }
-    if record.reconcile.as_ref().is_some_and(|c| now < c.until) {
+    if old.reconcile.as_ref().is_some_and(|c| now < c.until) {
         return Err(Error::ReconcileTaken);
     }
-    let claim = ReconcileClaim {
-        claim: mint(tx),
-        until: now.saturating_add(ttl),
+    let (claim, claim_sha256) = mint(tx);
+    let until = now.saturating_add(ttl);
+    let new = KeyRecord {
+        reconcile: Some(Reconcile {
+            claim_sha256,
+            until,
+        }),
+        ..old.clone()
     };
-    record.reconcile = Some(claim.clone());
-    store(tx, Table::Actions, &action.key, &record)?;
-    Ok(claim)
+    write_key(tx, Some(&old), &new)?;
+    Ok(ReconcileClaim { claim, until })
 }
 
 /// Record a verdict from downstream facts. No fence check: the original
@@ -387,61 +336,47 @@ pub fn resolve_uncertain(
     if let Some(result) = &resolution.result {
         input::payload("result", result)?;
     }
-    let mut record = uncertain_key(tx, action)?.ok_or(Error::NotUncertain)?;
-    if let KeyState::Completed { result } = &record.state {
+    if let Some(claim) = &resolution.claim {
+        input::id("claim", claim)?;
+    }
+    let old = uncertain_key(tx, action)?.ok_or(Error::NotUncertain)?;
+    if let Phase::Completed { result, .. } = &old.phase {
         return Ok(Resolved::Replayed(result.clone()));
     }
     let now = tx.now();
-    if record.uncertain_reason(now).is_none() {
+    if old.uncertain_reason(now).is_none() {
         return Err(Error::NotUncertain);
     }
-    let resolved = if resolution.applied {
+    // A verdict given under a claim that is no longer the key's (taken over
+    // after it expired) rests on an investigation someone else redid.
+    if let Some(claim) = &resolution.claim
+        && old.reconcile.as_ref().map(|r| r.claim_sha256.as_str()) != Some(digest(claim).as_str())
+    {
+        return Err(Error::ReconcileTaken);
+    }
+    let (phase, resolved) = if resolution.applied {
         let result = resolution.result.clone().unwrap_or_default();
-        record.state = KeyState::Completed {
+        let phase = Phase::Completed {
             result: result.clone(),
+            at: now,
         };
-        Resolved::Replayed(result)
+        (phase, Resolved::Replayed(result))
     } else {
         // Retrying an unsafe effect that might have happened is exactly the
         // double application this kernel exists to prevent: only an explicit
         // override may reopen it.
-        if record.retry_safety == RetrySafety::Unsafe && !resolution.force_retryable {
+        if old.retry_safety == RetrySafety::Unsafe && !resolution.force_retryable {
             return Err(Error::UnsafeNotRetryable);
         }
-        record.state = KeyState::Cleared;
-        Resolved::Cleared
+        (Phase::Cleared, Resolved::Cleared)
     };
-    record.reconcile = None;
-    store(tx, Table::Actions, &action.key, &record)?;
+    let new = KeyRecord {
+        phase,
+        reconcile: None,
+        ..old.clone()
+    };
+    write_key(tx, Some(&old), &new)?;
     Ok(resolved)
-}
-
-/// A fenced sink's stored record.
-#[derive(Serialize, Deserialize)]
-struct SinkRecord {
-    resource: String,
-    seen_fence: u64,
-}
-
-/// The fence compare of a fenced sink; the host runs the body in the same
-/// transaction. Equal fences pass so one holder can write in batches.
-pub fn sink_advance(tx: &mut impl Txn, resource: &str, presented: u64) -> Result<(), Error> {
-    input::id("resource", resource)?;
-    input::number("fence", presented)?;
-    if presented < sink_seen(tx, resource)? {
-        return Err(Error::FenceStale);
-    }
-    let record = SinkRecord {
-        resource: resource.to_owned(),
-        seen_fence: presented,
-    };
-    store(tx, Table::Sinks, resource, &record)
-}
-
-/// The highest fence the sink has seen, 0 when never written.
-pub fn sink_seen(tx: &mut impl Txn, resource: &str) -> Result<u64, Error> {
-    input::id("resource", resource)?;
-    Ok(load::<SinkRecord>(tx, Table::Sinks, resource)?.map_or(0, |r| r.seen_fence))
 }
 
 #[cfg(test)]
