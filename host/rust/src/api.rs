@@ -6,7 +6,17 @@ use gak_rules::{
 };
 
 use crate::convert as c;
-use crate::kernel::{Downstream, Kernel, refusal};
+use crate::engine::retention::Pruned as WitPruned;
+use crate::kernel::{Downstream, Ending, Kernel, refusal};
+
+fn pruned_out(p: WitPruned) -> Pruned {
+    Pruned {
+        removed_keys: p.removed_keys,
+        removed_tasks: p.removed_tasks,
+        removed_runs: p.removed_runs,
+        more: p.more,
+    }
+}
 
 /// Run one export inside a transaction and map its refusal.
 macro_rules! export {
@@ -58,6 +68,18 @@ impl Kernel {
 }
 
 impl Retention<'_> {
+    /// What [`Retention::prune`] would remove now, without removing it: the
+    /// same call in a transaction that is rolled back.
+    pub fn prune_dry_run(&self, before: u64, limit: u32) -> Result<Pruned, Error> {
+        self.0.transact_as(Ending::RollBack, |inst| {
+            let (k, s) = (&inst.kernel, &mut inst.store);
+            Ok(k.gak_kernel_retention()
+                .call_prune(s, before, limit)?
+                .map(pruned_out)
+                .map_err(refusal))
+        })
+    }
+
     /// Remove at most `limit` (1-1000) records finished before `before`,
     /// oldest first: completed keys, done tasks no not-done task needs, runs
     /// with a terminal outcome. A retry of a pruned key runs its body again;
@@ -66,12 +88,7 @@ impl Retention<'_> {
         export!(
             self.0,
             |k, s| k.gak_kernel_retention().call_prune(s, before, limit),
-            |p| Pruned {
-                removed_keys: p.removed_keys,
-                removed_tasks: p.removed_tasks,
-                removed_runs: p.removed_runs,
-                more: p.more,
-            }
+            pruned_out
         )
     }
 }

@@ -24,7 +24,9 @@ mod bindings {
     });
 }
 
-pub(crate) use bindings::exports::gak::kernel::{checkpoint, commitgate, sideeffect, taskboard};
+pub(crate) use bindings::exports::gak::kernel::{
+    checkpoint, commitgate, retention, sideeffect, taskboard,
+};
 pub(crate) use bindings::gak::kernel::types::Error as WitError;
 use bindings::gak::kernel::{clock, store, types};
 

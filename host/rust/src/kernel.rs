@@ -104,6 +104,17 @@ impl Kernel {
     /// transaction whose earlier attempts were rolled back.
     pub(crate) fn transact<T>(
         &self,
+        call: impl FnMut(&mut Instance) -> wasmtime::Result<Result<T, Error>>,
+    ) -> Result<T, Error> {
+        self.transact_as(Ending::Commit, call)
+    }
+
+    /// Like [`Kernel::transact`], ending the transaction as `ending` says:
+    /// [`Ending::RollBack`] answers what the call would do and keeps the
+    /// store as it was (a dry run).
+    pub(crate) fn transact_as<T>(
+        &self,
+        ending: Ending,
         mut call: impl FnMut(&mut Instance) -> wasmtime::Result<Result<T, Error>>,
     ) -> Result<T, Error> {
         let mut inst = self.checkout()?;
@@ -140,6 +151,10 @@ impl Kernel {
                         .take()
                         .unwrap_or_else(|| "store conflicts persisted".into());
                     break Err(Error::Storage(why));
+                }
+                Ok(Ok(value)) if ending == Ending::RollBack => {
+                    state.session.rollback();
+                    break Ok(value);
                 }
                 Ok(Ok(value)) => match state.session.commit() {
                     Ok(()) => break Ok(value),
@@ -182,6 +197,15 @@ impl Kernel {
     ) -> Result<T, Error> {
         self.transact(|inst| Ok(Downstream::run(inst.store.data_mut(), &mut f)))
     }
+}
+
+/// How a call's transaction ends when the call succeeds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// Commit: the normal case.
+    Commit,
+    /// Roll back: a dry run.
+    RollBack,
 }
 
 /// Exponential backoff with jitter, 1 ms to ~0.5 s.

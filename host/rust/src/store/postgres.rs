@@ -2,7 +2,9 @@
 //!
 //! # Isolation: advisory locks, not SERIALIZABLE
 //! Every key a transaction reads or writes is first locked with
-//! `pg_advisory_xact_lock(hash(schema, table, key))`, then read in a *separate*
+//! `pg_advisory_xact_lock(hashtextextended('<schema>/<table>/<key>', 0))`
+//! (hashed by the server, so hosts in every language lock the same ids;
+//! schema and table names cannot contain `/`), then read in a *separate*
 //! statement under READ COMMITTED, so the read's snapshot is taken after the
 //! lock is held and sees the previous holder's commit. Unlike row locks
 //! (`SELECT … FOR UPDATE`), an advisory lock also covers a key whose row does
@@ -21,7 +23,6 @@
 //! plain identifier and never spliced from anything else. Each table is
 //! `key text primary key, value jsonb`: readable with `psql`, e.g.
 //! `SELECT key, value->>'state' FROM gak.tasks`.
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -301,8 +302,8 @@ impl PostgresSession {
         sql: &str,
         value: Option<&str>,
     ) -> Result<(), StoreFault> {
-        let lock_id = self.lock_id(table, key);
-        let lock = self.prepared("SELECT pg_advisory_xact_lock($1)")?;
+        let lock_id = self.lock_name(table, key);
+        let lock = self.prepared("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")?;
         let write = self.prepared(sql)?;
         let client = self.client()?;
         let lock_params: [&(dyn ToSql + Sync); 1] = [&lock_id];
@@ -331,10 +332,10 @@ impl PostgresSession {
         Ok(st)
     }
 
-    fn lock_id(&self, table: &str, key: &str) -> i64 {
-        let mut h = DefaultHasher::new();
-        (&self.backend.schema, table, key).hash(&mut h);
-        h.finish() as i64
+    /// What a key's advisory lock is named by; the server hashes it with
+    /// `hashtextextended(name, 0)` (see the module docs, `host/HOSTS.md`).
+    fn lock_name(&self, table: &str, key: &str) -> String {
+        format!("{}/{table}/{key}", self.backend.schema)
     }
 
     /// Drop a connection that failed mid-transaction: the server rolls the
@@ -377,12 +378,11 @@ impl Session for PostgresSession {
         &mut self,
         keys: &[(&'static str, &str)],
     ) -> Result<Vec<Option<String>>, StoreFault> {
-        let mut locks: Vec<i64> = keys.iter().map(|(t, k)| self.lock_id(t, k)).collect();
-        // One lock order for every transaction keeps deadlocks rare.
-        locks.sort_unstable();
-        locks.dedup();
-        let lock = self
-            .prepared("SELECT pg_advisory_xact_lock(x) FROM unnest($1::int8[]) AS x ORDER BY x")?;
+        let locks: Vec<String> = keys.iter().map(|(t, k)| self.lock_name(t, k)).collect();
+        // One lock order for every transaction (by lock id) keeps deadlocks rare.
+        let lock = self.prepared(
+            "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtextextended(x, 0) AS h FROM unnest($1::text[]) AS x) AS l ORDER BY h",
+        )?;
         let selects: Vec<Statement> = keys
             .iter()
             .map(|(t, _)| {
