@@ -3,7 +3,8 @@
 //!
 //! cargo run -p gak-examples --example embed [-- PATH.db]
 use anyhow::{Result, bail};
-use gak::{BodyError, Error, Kernel, Ran, Runner, TaskSeed};
+use gak::blocking::{Kernel, Runner};
+use gak::{BodyError, Error, Ran, TaskSeed};
 
 /// What happened, so the example's test can check it.
 #[derive(Debug, PartialEq, Eq)]
@@ -45,12 +46,10 @@ pub fn run(path: &str) -> Result<Seen> {
     // --- after a restart -------------------------------------------------
     let kernel = Kernel::open(&url)?;
     let runner = Runner::new(&kernel, 30_000);
-    let after_restart = runner
-        .run(&action, |_| {
-            emails_sent += 1;
-            Ok::<_, BodyError<Error>>(b"a second mail".to_vec())
-        })
-        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let after_restart = runner.run(&action, |_| {
+        emails_sent += 1;
+        Ok::<_, BodyError<Error>>(b"a second mail".to_vec())
+    })?;
     println!("after restart: {after_restart:?} (the mail was not sent again)");
     if emails_sent != 1 {
         bail!("the body ran {emails_sent} times");

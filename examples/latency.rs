@@ -7,7 +7,8 @@
 use std::time::Instant;
 
 use anyhow::Result;
-use gak::{Acquired, Action, Kernel, TaskSeed};
+use gak::blocking::Kernel;
+use gak::{Acquired, Action, TaskSeed};
 
 fn measure(label: &str, n: u32, mut op: impl FnMut(u32) -> Result<()>) -> Result<()> {
     for i in 0..n / 10 {
@@ -89,9 +90,9 @@ fn main() -> Result<()> {
     let schema = format!("gak_latency_{}", std::process::id());
     let url = format!("{dsn}?schema={schema}");
     match gak::store::postgres::PostgresBackend::parse(&url) {
-        Ok(pg) if pg.ensure_schema().is_ok() => {
+        Ok(pg) if gak::blocking::run_future(pg.ensure_schema()).is_ok() => {
             let r = run(&url, n / 5);
-            let _ = pg.drop_schema();
+            let _ = gak::blocking::run_future(pg.drop_schema());
             r?;
         }
         _ => println!("-- postgres: not reachable at {dsn}, skipped"),

@@ -30,6 +30,6 @@ pub mod taskboard;
 pub mod testing;
 mod txn;
 
-pub use error::Error;
+pub use error::{Error, StorageError};
 pub use model::*;
 pub use txn::{StoreFault, Table, Txn};

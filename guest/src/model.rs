@@ -140,8 +140,11 @@ pub struct Lease {
     pub until: u64,
 }
 
-/// The outcome of `acquire`.
+/// The outcome of `acquire`. New outcomes may be added in later versions:
+/// match with a wildcard arm that treats an unknown outcome as "do not run
+/// the body".
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Acquired {
     /// A fresh lease: run the effect.
     Granted(Lease),

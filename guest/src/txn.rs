@@ -60,12 +60,24 @@ pub enum StoreFault {
     Failure(String),
 }
 
+impl std::fmt::Display for StoreFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreFault::Conflict(m) => write!(f, "store conflict: {m}"),
+            StoreFault::Failure(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for StoreFault {}
+
 impl From<StoreFault> for Error {
     fn from(fault: StoreFault) -> Self {
-        match fault {
-            StoreFault::Conflict(m) => Error::Storage(format!("conflict: {m}")),
-            StoreFault::Failure(m) => Error::Storage(m),
-        }
+        let storage = crate::StorageError::new(fault.to_string());
+        Error::Storage(match fault {
+            StoreFault::Conflict(_) => storage.conflict().caused_by(fault),
+            StoreFault::Failure(_) => storage.caused_by(fault),
+        })
     }
 }
 
@@ -116,12 +128,12 @@ pub(crate) fn decode<T: DeserializeOwned>(table: Table, value: &str) -> Result<T
     serde_json::from_str(value).map_err(|e| {
         let why = e.to_string();
         if why.contains("missing field `v`") {
-            Error::Storage(format!(
+            Error::storage(format!(
                 "a record in {} has no format version: it was written by gak 0.1, a pre-release format this kernel does not read",
                 table.name()
             ))
         } else {
-            Error::Storage(format!("corrupt record in {}: {why}", table.name()))
+            Error::storage(format!("corrupt record in {}: {why}", table.name()))
         }
     })
 }
@@ -134,7 +146,7 @@ pub(crate) fn store<T: Serialize>(
     value: &T,
 ) -> Result<(), Error> {
     let json = serde_json::to_string(value)
-        .map_err(|e| Error::Storage(format!("cannot encode record: {e}")))?;
+        .map_err(|e| Error::storage(format!("cannot encode record: {e}")))?;
     Ok(tx.put(table, key, &json)?)
 }
 

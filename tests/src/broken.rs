@@ -1,11 +1,14 @@
 //! Negative controls: bindings that each break one promise of the store
 //! contract. The conformance suite must fail every one of them; if it
 //! passes one, the suite has lost its teeth.
+use std::any::Any;
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Barrier, Mutex};
 
 use gak::store::memory::MemoryBackend;
-use gak::store::{Backend, Session, StoreFault};
+use gak::store::{Backend, Session, StoreFuture, ready};
 
 /// How a wrapped memory binding misbehaves.
 #[derive(Clone, Copy, Debug)]
@@ -34,13 +37,16 @@ impl Defective {
 }
 
 impl Backend for Defective {
-    fn session(&self) -> Result<Box<dyn Session>, StoreFault> {
-        Ok(Box::new(DefectiveSession {
-            inner: self.inner.session()?,
-            defect: self.defect,
-            last: None,
-            sink_writes: Vec::new(),
-        }))
+    fn session(&self) -> StoreFuture<'_, Box<dyn Session>> {
+        Box::pin(async move {
+            let session: Box<dyn Session> = Box::new(DefectiveSession {
+                inner: self.inner.session().await?,
+                defect: self.defect,
+                last: None,
+                sink_writes: Vec::new(),
+            });
+            Ok(session)
+        })
     }
     fn describe(&self) -> String {
         format!("memory with {:?}", self.defect)
@@ -57,57 +63,72 @@ struct DefectiveSession {
 }
 
 impl Session for DefectiveSession {
-    fn begin(&mut self) -> Result<(), StoreFault> {
+    fn begin(&mut self) -> StoreFuture<'_, ()> {
         self.last = None;
         self.sink_writes.clear();
         self.inner.begin()
     }
-    fn get(&mut self, table: &'static str, key: &str) -> Result<Option<String>, StoreFault> {
-        self.inner.get(table, key)
+    fn get_many<'a>(
+        &'a mut self,
+        keys: &'a [(&'static str, &'a str)],
+    ) -> StoreFuture<'a, Vec<Option<String>>> {
+        self.inner.get_many(keys)
     }
-    fn put(&mut self, table: &'static str, key: &str, value: &str) -> Result<(), StoreFault> {
-        match self.defect {
-            Defect::DropLastWrite => {
-                if let Some((t, k, v)) = self.last.take() {
-                    self.inner.put(t, &k, &v)?;
+    fn put<'a>(
+        &'a mut self,
+        table: &'static str,
+        key: &'a str,
+        value: &'a str,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            match self.defect {
+                Defect::DropLastWrite => {
+                    if let Some((t, k, v)) = self.last.take() {
+                        self.inner.put(t, &k, &v).await?;
+                    }
+                    self.last = Some((table, key.to_owned(), value.to_owned()));
+                    Ok(())
                 }
-                self.last = Some((table, key.to_owned(), value.to_owned()));
-                Ok(())
-            }
-            Defect::SplitSink => {
-                if table == "sinks" {
-                    self.sink_writes
-                        .push((table, key.to_owned(), value.to_owned()));
+                Defect::SplitSink => {
+                    if table == "sinks" {
+                        self.sink_writes
+                            .push((table, key.to_owned(), value.to_owned()));
+                    }
+                    self.inner.put(table, key, value).await
                 }
-                self.inner.put(table, key, value)
             }
-        }
+        })
     }
-    fn delete(&mut self, table: &'static str, key: &str) -> Result<(), StoreFault> {
+    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
         self.inner.delete(table, key)
     }
-    fn scan(
-        &mut self,
+    fn scan<'a>(
+        &'a mut self,
         table: &'static str,
-        prefix: &str,
-        after: Option<&str>,
+        prefix: &'a str,
+        after: Option<&'a str>,
         limit: u32,
-    ) -> Result<Vec<(String, String)>, StoreFault> {
+    ) -> StoreFuture<'a, Vec<(String, String)>> {
         self.inner.scan(table, prefix, after, limit)
     }
-    fn commit(&mut self) -> Result<(), StoreFault> {
+    fn commit(&mut self) -> StoreFuture<'_, ()> {
         self.last = None;
         self.inner.commit()
     }
-    fn rollback(&mut self) {
-        self.inner.rollback();
-        let split: Vec<Write> = std::mem::take(&mut self.sink_writes);
-        if !split.is_empty() && self.inner.begin().is_ok() {
-            for (t, k, v) in split {
-                let _ = self.inner.put(t, &k, &v);
+    fn rollback(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            self.inner.rollback().await;
+            let split: Vec<Write> = std::mem::take(&mut self.sink_writes);
+            if !split.is_empty() && self.inner.begin().await.is_ok() {
+                for (t, k, v) in split {
+                    let _ = self.inner.put(t, &k, &v).await;
+                }
+                let _ = self.inner.commit().await;
             }
-            let _ = self.inner.commit();
-        }
+        })
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
     }
 }
 
@@ -144,12 +165,13 @@ impl NoIsolation {
 }
 
 impl Backend for NoIsolation {
-    fn session(&self) -> Result<Box<dyn Session>, StoreFault> {
-        Ok(Box::new(NoIsolationSession {
+    fn session(&self) -> StoreFuture<'_, Box<dyn Session>> {
+        let session: Box<dyn Session> = Box::new(NoIsolationSession {
             data: self.data.clone(),
             rendezvous: self.rendezvous.clone(),
             wrote: false,
-        }))
+        });
+        ready(Ok(session))
     }
     fn describe(&self) -> String {
         "memory without isolation".into()
@@ -168,15 +190,8 @@ impl NoIsolationSession {
     }
 }
 
-impl Session for NoIsolationSession {
-    fn begin(&mut self) -> Result<(), StoreFault> {
-        self.wrote = false;
-        Ok(())
-    }
-    fn get(&mut self, table: &'static str, key: &str) -> Result<Option<String>, StoreFault> {
-        Ok(self.map().get(&(table, key.to_owned())).cloned())
-    }
-    fn put(&mut self, table: &'static str, key: &str, value: &str) -> Result<(), StoreFault> {
+impl NoIsolationSession {
+    fn write(&mut self, table: &'static str, key: &str, value: &str) {
         if !self.wrote {
             self.wrote = true;
             let meet = self
@@ -189,20 +204,46 @@ impl Session for NoIsolationSession {
             }
         }
         self.map().insert((table, key.to_owned()), value.to_owned());
-        Ok(())
     }
-    fn delete(&mut self, table: &'static str, key: &str) -> Result<(), StoreFault> {
-        self.map().remove(&(table, key.to_owned()));
-        Ok(())
+}
+
+impl Session for NoIsolationSession {
+    fn begin(&mut self) -> StoreFuture<'_, ()> {
+        self.wrote = false;
+        ready(Ok(()))
     }
-    fn scan(
-        &mut self,
+    fn get_many<'a>(
+        &'a mut self,
+        keys: &'a [(&'static str, &'a str)],
+    ) -> StoreFuture<'a, Vec<Option<String>>> {
+        let map = self.map();
+        let found = keys
+            .iter()
+            .map(|(t, k)| map.get(&(*t, (*k).to_owned())).cloned())
+            .collect();
+        ready(Ok(found))
+    }
+    fn put<'a>(
+        &'a mut self,
         table: &'static str,
-        prefix: &str,
-        after: Option<&str>,
+        key: &'a str,
+        value: &'a str,
+    ) -> StoreFuture<'a, ()> {
+        self.write(table, key, value);
+        ready(Ok(()))
+    }
+    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
+        self.map().remove(&(table, key.to_owned()));
+        ready(Ok(()))
+    }
+    fn scan<'a>(
+        &'a mut self,
+        table: &'static str,
+        prefix: &'a str,
+        after: Option<&'a str>,
         limit: u32,
-    ) -> Result<Vec<(String, String)>, StoreFault> {
-        Ok(self
+    ) -> StoreFuture<'a, Vec<(String, String)>> {
+        let found = self
             .map()
             .iter()
             .filter(|((t, k), _)| {
@@ -210,10 +251,16 @@ impl Session for NoIsolationSession {
             })
             .take(limit as usize)
             .map(|((_, k), v)| (k.clone(), v.clone()))
-            .collect())
+            .collect();
+        ready(Ok(found))
     }
-    fn commit(&mut self) -> Result<(), StoreFault> {
-        Ok(())
+    fn commit(&mut self) -> StoreFuture<'_, ()> {
+        ready(Ok(()))
     }
-    fn rollback(&mut self) {}
+    fn rollback(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(std::future::ready(()))
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
 }

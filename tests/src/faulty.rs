@@ -13,9 +13,12 @@
 //! crate does not depend on `rusqlite` / `tokio-postgres`), so a fenced
 //! sink's body over it must use `Downstream::get` / `put`, which are counted
 //! store calls like any other.
+use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use gak::store::{Backend, Session, StoreFault};
+use gak::store::{Backend, Session, StoreFault, StoreFuture, ready};
 
 /// What the next transaction suffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -134,21 +137,28 @@ impl Faulty {
 }
 
 impl Backend for Faulty {
-    fn session(&self) -> Result<Box<dyn Session>, StoreFault> {
-        Ok(Box::new(FaultySession {
-            inner: self.inner.session()?,
-            plan: self.plan.clone(),
-            fault: Fault::None,
-            calls: 0,
-        }))
+    fn session(&self) -> StoreFuture<'_, Box<dyn Session>> {
+        Box::pin(async move {
+            let session: Box<dyn Session> = Box::new(FaultySession {
+                inner: self.inner.session().await?,
+                plan: self.plan.clone(),
+                fault: Fault::None,
+                calls: 0,
+            });
+            Ok(session)
+        })
     }
 
     fn describe(&self) -> String {
         format!("{} with fault injection", self.inner.describe())
     }
 
+    fn blocks_thread(&self) -> bool {
+        self.inner.blocks_thread()
+    }
+
     /// The inner binding's dump: reading the store never consumes the plan.
-    fn dump(&self) -> Result<Vec<(String, String, String)>, StoreFault> {
+    fn dump(&self) -> StoreFuture<'_, Vec<(String, String, String)>> {
         self.inner.dump()
     }
 }
@@ -188,7 +198,7 @@ impl FaultySession {
 }
 
 impl Session for FaultySession {
-    fn begin(&mut self) -> Result<(), StoreFault> {
+    fn begin(&mut self) -> StoreFuture<'_, ()> {
         self.calls = 0;
         {
             let mut state = self.plan.state();
@@ -199,62 +209,77 @@ impl Session for FaultySession {
             state.transactions += 1;
             if self.fault == Fault::Begin {
                 state.fired = true;
-                return Err(StoreFault::Failure("injected failure at begin".into()));
+                return ready(Err(StoreFault::Failure("injected failure at begin".into())));
             }
         }
         self.inner.begin()
     }
 
-    fn get(&mut self, table: &'static str, key: &str) -> Result<Option<String>, StoreFault> {
-        self.tick("get", table)?;
-        self.inner.get(table, key)
-    }
-
-    fn get_many(
-        &mut self,
-        keys: &[(&'static str, &str)],
-    ) -> Result<Vec<Option<String>>, StoreFault> {
+    fn get_many<'a>(
+        &'a mut self,
+        keys: &'a [(&'static str, &'a str)],
+    ) -> StoreFuture<'a, Vec<Option<String>>> {
         let tables: Vec<&str> = keys.iter().map(|(t, _)| *t).collect();
-        self.tick("get_many", &tables.join(","))?;
+        let call = if keys.len() == 1 { "get" } else { "get_many" };
+        if let Err(e) = self.tick(call, &tables.join(",")) {
+            return ready(Err(e));
+        }
         self.inner.get_many(keys)
     }
 
-    fn put(&mut self, table: &'static str, key: &str, value: &str) -> Result<(), StoreFault> {
-        self.tick("put", table)?;
+    fn put<'a>(
+        &'a mut self,
+        table: &'static str,
+        key: &'a str,
+        value: &'a str,
+    ) -> StoreFuture<'a, ()> {
+        if let Err(e) = self.tick("put", table) {
+            return ready(Err(e));
+        }
         self.inner.put(table, key, value)
     }
 
-    fn delete(&mut self, table: &'static str, key: &str) -> Result<(), StoreFault> {
-        self.tick("delete", table)?;
+    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
+        if let Err(e) = self.tick("delete", table) {
+            return ready(Err(e));
+        }
         self.inner.delete(table, key)
     }
 
-    fn scan(
-        &mut self,
+    fn scan<'a>(
+        &'a mut self,
         table: &'static str,
-        prefix: &str,
-        after: Option<&str>,
+        prefix: &'a str,
+        after: Option<&'a str>,
         limit: u32,
-    ) -> Result<Vec<(String, String)>, StoreFault> {
-        self.tick("scan", table)?;
+    ) -> StoreFuture<'a, Vec<(String, String)>> {
+        if let Err(e) = self.tick("scan", table) {
+            return ready(Err(e));
+        }
         self.inner.scan(table, prefix, after, limit)
     }
 
-    fn commit(&mut self) -> Result<(), StoreFault> {
-        if std::mem::take(&mut self.fault) == Fault::Commit {
-            self.plan.state().fired = true;
-            self.inner.rollback();
-            return Err(StoreFault::Failure("injected failure at commit".into()));
-        }
-        self.inner.commit()
+    fn commit(&mut self) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            if std::mem::take(&mut self.fault) == Fault::Commit {
+                self.plan.state().fired = true;
+                self.inner.rollback().await;
+                return Err(StoreFault::Failure("injected failure at commit".into()));
+            }
+            self.inner.commit().await
+        })
     }
 
-    fn rollback(&mut self) {
+    fn rollback(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         self.fault = Fault::None;
-        self.inner.rollback();
+        self.inner.rollback()
     }
 
-    fn now(&mut self) -> Option<Result<u64, StoreFault>> {
+    fn now(&mut self) -> Option<StoreFuture<'_, u64>> {
         self.inner.now()
+    }
+
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
     }
 }

@@ -2,7 +2,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};
 
-use gak::Kernel;
+use gak::blocking::Kernel;
 
 /// What all workers reported.
 #[derive(Debug, Default)]

@@ -3,8 +3,9 @@
 //! suites in `tests/tests/`.
 use std::sync::{Arc, Barrier, Mutex};
 
+use gak::blocking::Kernel;
 use gak::conformance::{self, Report, Target};
-use gak::{Error, Kernel, ManualClock, Task, TaskSeed};
+use gak::{Error, ManualClock, Task, TaskSeed};
 
 pub mod broken;
 pub mod faulty;
@@ -29,9 +30,13 @@ pub fn board(kernel: &Kernel) -> Result<Vec<Task>, Error> {
 /// A target made from a closure.
 pub struct FnTarget<F>(pub F);
 
-impl<F: FnMut(Arc<ManualClock>) -> Result<Kernel, String>> Target for FnTarget<F> {
-    fn fresh(&mut self, clock: Arc<ManualClock>) -> Result<Kernel, String> {
-        (self.0)(clock)
+impl<K, F> Target for FnTarget<F>
+where
+    K: Into<gak::Kernel>,
+    F: FnMut(Arc<ManualClock>) -> Result<K, String>,
+{
+    fn fresh(&mut self, clock: Arc<ManualClock>) -> Result<gak::Kernel, String> {
+        (self.0)(clock).map(Into::into)
     }
 }
 
@@ -58,12 +63,13 @@ impl Default for SqliteTarget {
 }
 
 impl Target for SqliteTarget {
-    fn fresh(&mut self, clock: Arc<ManualClock>) -> Result<Kernel, String> {
+    fn fresh(&mut self, clock: Arc<ManualClock>) -> Result<gak::Kernel, String> {
         self.count += 1;
         let path = self.dir.path().join(format!("s{}.db", self.count));
+        let url = format!("sqlite:{}", path.display());
         let backend =
-            gak::store::open(&format!("sqlite:{}", path.display())).map_err(|e| e.to_string())?;
-        Kernel::with_backend(backend, clock).map_err(|e| e.to_string())
+            gak::blocking::run_future(gak::store::open(&url)).map_err(|e| e.to_string())?;
+        gak::Kernel::with_backend(backend, clock).map_err(|e| e.to_string())
     }
 }
 

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use gak::ManualClock;
+use gak::blocking::{Kernel, run_future as run};
 use gak::store::postgres::PostgresBackend;
-use gak::{Kernel, ManualClock};
 
 const LOCAL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
@@ -15,7 +16,7 @@ pub fn dsn() -> Option<String> {
     let reachable = PostgresBackend::parse(&dsn)
         .map_err(|e| e.to_string())
         .and_then(|b| b.with_schema("gak_probe").map_err(|e| e.to_string()))
-        .and_then(|b| b.ensure_schema().map_err(|e| format!("{e:?}")));
+        .and_then(|b| run(b.ensure_schema()).map_err(|e| e.to_string()));
     match reachable {
         Ok(()) => Some(dsn),
         Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
@@ -49,8 +50,8 @@ impl Schema {
         );
         let base = PostgresBackend::parse(dsn).expect("dsn");
         let backend = base.with_schema(&name).expect("schema name");
-        backend.drop_schema().expect("drop stale schema");
-        backend.ensure_schema().expect("create schema");
+        run(backend.drop_schema()).expect("drop stale schema");
+        run(backend.ensure_schema()).expect("create schema");
         let sep = if dsn.contains('?') { '&' } else { '?' };
         Schema {
             url: format!("{dsn}{sep}schema={name}"),
@@ -72,6 +73,6 @@ impl Schema {
 
 impl Drop for Schema {
     fn drop(&mut self) {
-        let _ = self.backend.drop_schema();
+        let _ = run(self.backend.drop_schema());
     }
 }

@@ -18,13 +18,14 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use gak::blocking::Kernel;
 use gak::conformance::{self, UrlTarget};
 use gak::store::Backend;
 use gak::store::memory::MemoryBackend;
 use gak::store::postgres::PostgresBackend;
 use gak::{
-    Acquired, Action, Error, Kernel, Lease, ManualClock, Outcome, Resolution, Resolved,
-    RetrySafety, SinkError, Snapshot, Status, StepDef, Task, TaskSeed, TaskState,
+    Acquired, Action, Error, Lease, ManualClock, Outcome, Resolution, Resolved, RetrySafety,
+    SinkError, Snapshot, Status, StepDef, Task, TaskSeed, TaskState,
 };
 use gak_tests::pg;
 use proptest::collection::vec;
@@ -441,7 +442,7 @@ impl Side {
     }
 
     fn dump(&self) -> Vec<(String, String, String)> {
-        self.kernel.backend().dump().expect("dump the store")
+        self.kernel.dump().expect("dump the store")
     }
 
     fn fresh(&self) -> usize {
@@ -601,7 +602,8 @@ impl Drop for Env {
 fn fresh_sides() -> [Side; 2] {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("fuzz.db");
-    let sqlite = gak::store::open(&format!("sqlite:{}", path.display())).expect("sqlite");
+    let sqlite = gak::blocking::run_future(gak::store::open(&format!("sqlite:{}", path.display())))
+        .expect("sqlite");
     [
         Side::new("memory", Arc::new(MemoryBackend::default()), None),
         Side::new("sqlite", sqlite, Some(dir)),
@@ -680,7 +682,7 @@ fn exercise<P, T>(
             Err(e) => format!("err {e}"),
         };
         if let Err(Error::Storage(m)) = &got {
-            let trapped = if m.contains("trapped") {
+            let trapped = if m.message().contains("trapped") {
                 " — the component TRAPPED"
             } else {
                 ""
@@ -688,7 +690,7 @@ fn exercise<P, T>(
             return Err(TestCaseError::fail(format!(
                 "{op} on {}: storage{trapped}: {}",
                 side.name,
-                short(m)
+                short(m.message())
             )));
         }
         match (how.expect, &got) {
@@ -1593,8 +1595,11 @@ fn bindings() -> Vec<(
     Option<tempfile::TempDir>,
 )> {
     let dir = tempfile::tempdir().unwrap();
-    let sqlite =
-        gak::store::open(&format!("sqlite:{}", dir.path().join("n.db").display())).unwrap();
+    let sqlite = gak::blocking::run_future(gak::store::open(&format!(
+        "sqlite:{}",
+        dir.path().join("n.db").display()
+    )))
+    .unwrap();
     let mut out = Vec::new();
     for (name, backend, dir) in [
         (
@@ -1622,7 +1627,7 @@ fn invalid<T: fmt::Debug>(what: &str, r: Result<T, Error>) {
 fn numbers_at_or_above_2_pow_53_are_invalid_input() {
     for (name, k, _clock, _dir) in bindings() {
         populate(&k);
-        let before = k.backend().dump().unwrap();
+        let before = k.dump().unwrap();
         let snap = |seq, fence| Snapshot {
             run_id: "run-1".into(),
             seq,
@@ -1671,11 +1676,7 @@ fn numbers_at_or_above_2_pow_53_are_invalid_input() {
             invalid(&at, k.taskboard().claim("t-open", "w", n));
             invalid(&at, k.taskboard().renew("t-claimed", "x", n));
         }
-        assert_eq!(
-            k.backend().dump().unwrap(),
-            before,
-            "{name}: a refusal wrote"
-        );
+        assert_eq!(k.dump().unwrap(), before, "{name}: a refusal wrote");
     }
 }
 
@@ -1769,7 +1770,7 @@ fn a_clock_at_u64_max_does_not_trap_or_wrap() {
             Ok(Some(until)) if until <= now => {
                 problems.push(format!("{name} {call}: deadline wrapped to {until}"));
             }
-            Err(Error::Storage(m)) if m.contains("trapped") => {
+            Err(Error::Storage(m)) if m.message().contains("trapped") => {
                 problems.push(format!("{name} {call}: {m}"));
             }
             _ => {}
@@ -1821,7 +1822,7 @@ fn the_manual_clock_never_moves_backwards() {
 fn list_limits() {
     for (name, k, _clock, _dir) in bindings() {
         populate(&k);
-        let before = k.backend().dump().unwrap();
+        let before = k.dump().unwrap();
         let many: Vec<TaskSeed> = (0..10_001)
             .map(|i| TaskSeed::new(&format!("m{i}")))
             .collect();
@@ -1850,11 +1851,7 @@ fn list_limits() {
             fields: vec![],
         };
         invalid(name, k.checkpoint().save_if_newer(&snap));
-        assert_eq!(
-            k.backend().dump().unwrap(),
-            before,
-            "{name}: a refusal wrote"
-        );
+        assert_eq!(k.dump().unwrap(), before, "{name}: a refusal wrote");
     }
 }
 
@@ -1989,7 +1986,7 @@ fn injections_are_data(name: &str, k: &Kernel, strings: &[&str]) {
         2 * strings.len() + 1,
         "{name}"
     );
-    let dump = k.backend().dump().unwrap();
+    let dump = k.dump().unwrap();
     for table in gak::store::TABLES {
         assert!(
             dump.iter().any(|(t, _, _)| t == table),
@@ -2049,7 +2046,7 @@ fn nul_is_invalid_input_everywhere() {
         ));
     }
     for (name, k, _dir) in &kernels {
-        let before = k.backend().dump().unwrap();
+        let before = k.dump().unwrap();
         for s in ["\0", "a\0b"] {
             let seeded = k.taskboard().seed(&[TaskSeed::new(s)]);
             assert!(
@@ -2067,11 +2064,7 @@ fn nul_is_invalid_input_everywhere() {
                 "{name}: resource {s:?}"
             );
         }
-        assert_eq!(
-            k.backend().dump().unwrap(),
-            before,
-            "{name}: a refusal wrote"
-        );
+        assert_eq!(k.dump().unwrap(), before, "{name}: a refusal wrote");
     }
 }
 

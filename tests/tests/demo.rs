@@ -1,11 +1,16 @@
 //! The demo's promises, checked on every embedded binding.
 use std::sync::Arc;
 
-use gak::{Kernel, ManualClock};
+use gak::ManualClock;
+use gak::blocking::Kernel;
 
 fn run_demo(url: &str) -> (gak::demo::DemoReport, String) {
     let clock = Arc::new(ManualClock::at(1_700_000_000_000));
-    let kernel = Kernel::with_backend(gak::store::open(url).unwrap(), clock.clone()).unwrap();
+    let kernel = Kernel::with_backend(
+        gak::blocking::run_future(gak::store::open(url)).unwrap(),
+        clock.clone(),
+    )
+    .unwrap();
     let mut out = Vec::new();
     let report = gak::demo::run(&kernel, clock, &mut out).unwrap();
     (report, String::from_utf8(out).unwrap())

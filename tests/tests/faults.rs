@@ -13,11 +13,13 @@
 use std::any::Any;
 use std::sync::Arc;
 
+use gak::blocking::Kernel;
+use gak::blocking::run_future as run;
 use gak::store::Backend;
 use gak::store::memory::MemoryBackend;
 use gak::store::postgres::PostgresBackend;
 use gak::{
-    Acquired, Action, Error, Kernel, Lease, ManualClock, Outcome, Resolution, Resolved, SinkError,
+    Acquired, Action, Error, Lease, ManualClock, Outcome, Resolution, Resolved, SinkError,
     Snapshot, Status, TaskSeed,
 };
 use gak_tests::faulty::{Fault, FaultPlan, Faulty};
@@ -58,8 +60,11 @@ impl Binding {
             fresh: Box::new(move || {
                 count += 1;
                 let path = dir.path().join(format!("f{count}.db"));
-                let backend =
-                    gak::store::open(&format!("sqlite:{}", path.display())).expect("open sqlite");
+                let backend = gak::blocking::run_future(gak::store::open(&format!(
+                    "sqlite:{}",
+                    path.display()
+                )))
+                .expect("open sqlite");
                 (backend, Box::new(()))
             }),
         }
@@ -109,7 +114,7 @@ impl World {
     }
 
     fn dump(&self) -> Vec<(String, String, String)> {
-        self.backend.dump().expect("dump the store")
+        run(self.backend.dump()).expect("dump the store")
     }
 }
 
@@ -189,6 +194,7 @@ fn acquired(a: Acquired) -> String {
         Acquired::Uncertain(why) => format!("uncertain {why}"),
         Acquired::InFlight => "in-flight".into(),
         Acquired::Contended(until) => format!("contended until={until}"),
+        other => format!("unknown {other:?}"),
     }
 }
 
@@ -270,7 +276,7 @@ fn claimed(k: &Kernel, c: &ManualClock) -> Ctx {
     }
 }
 
-fn sink_body(d: &mut gak::Downstream<'_>) -> Result<(), Error> {
+fn sink_body(d: &mut gak::blocking::Downstream<'_, '_>) -> Result<(), Error> {
     let marker = d.get("mailbox")?.unwrap_or_default();
     d.put("mailbox", &format!("{marker}m"))
 }
@@ -1192,33 +1198,36 @@ fn a_conflict_inside_a_sink_body_is_rerun_sqlite() {
 #[test]
 fn the_wrapper_injects_what_it_is_told() {
     let (backend, plan) = Faulty::wrap(Arc::new(MemoryBackend::default()));
-    let mut s = backend.session().unwrap();
+    let mut s = run(backend.session()).unwrap();
+    let get = |s: &mut Box<dyn gak::store::Session>, key: &str| {
+        run(gak::store::get_one(&mut **s, "tasks", key))
+    };
     plan.arm(Fault::Call(2));
-    backend.dump().unwrap();
-    s.begin().unwrap();
-    s.put("tasks", "a", "1").unwrap();
-    assert!(s.get("tasks", "a").is_err());
+    run(backend.dump()).unwrap();
+    run(s.begin()).unwrap();
+    run(s.put("tasks", "a", "1")).unwrap();
+    assert!(get(&mut s, "a").is_err());
     assert!(plan.fired());
-    s.rollback();
-    s.begin().unwrap();
-    s.put("tasks", "a", "1").unwrap();
-    s.get("tasks", "a").unwrap();
-    s.get("tasks", "b").unwrap();
-    s.commit().unwrap();
+    run(s.rollback());
+    run(s.begin()).unwrap();
+    run(s.put("tasks", "a", "1")).unwrap();
+    get(&mut s, "a").unwrap();
+    get(&mut s, "b").unwrap();
+    run(s.commit()).unwrap();
     plan.disarm();
     assert!(!plan.fired());
     assert_eq!(plan.last_calls(), 3);
     assert_eq!(plan.last_trace(), ["put tasks", "get tasks", "get tasks"]);
     plan.arm(Fault::Commit);
-    s.begin().unwrap();
-    s.put("tasks", "b", "2").unwrap();
-    assert!(s.commit().is_err());
+    run(s.begin()).unwrap();
+    run(s.put("tasks", "b", "2")).unwrap();
+    assert!(run(s.commit()).is_err());
     assert_eq!(plan.last_fault(), Fault::Commit);
     assert_eq!(
-        backend.dump().unwrap(),
+        run(backend.dump()).unwrap(),
         [("tasks".to_string(), "a".to_string(), "1".to_string())]
     );
     // A rejected commit left no transaction open: the next begins.
-    s.begin().unwrap();
-    s.rollback();
+    run(s.begin()).unwrap();
+    run(s.rollback());
 }

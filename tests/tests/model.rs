@@ -52,9 +52,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
+use gak::blocking::Kernel;
 use gak::{
-    Acquired, Action, Clock, Error, Kernel, Lease, ManualClock, Outcome, Plan, Resolution,
-    Resolved, RetrySafety, Snapshot, Status, StepDef, Task, TaskSeed, TaskState,
+    Acquired, Action, Clock, Error, Lease, ManualClock, Outcome, Plan, Resolution, Resolved,
+    RetrySafety, Snapshot, Status, StepDef, Task, TaskSeed, TaskState,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
@@ -1772,6 +1773,7 @@ fn apply_real(k: &Kernel, clock: &ManualClock, call: &Call<String>) -> Out<Strin
                 Acquired::Uncertain(why) => AcqV::Uncertain(why),
                 Acquired::InFlight => AcqV::InFlight,
                 Acquired::Contended(until) => AcqV::Contended(until),
+                other => panic!("an acquire outcome the model does not know: {other:?}"),
             })
         }),
         Call::Complete {
@@ -1914,7 +1916,7 @@ fn observe_all() -> Vec<Op> {
 type Fresh<'a> = dyn Fn(Arc<ManualClock>) -> (Kernel, Box<dyn Any>) + 'a;
 
 fn fresh_memory(clock: Arc<ManualClock>) -> (Kernel, Box<dyn Any>) {
-    let backend = gak::store::open("memory:").expect("memory store");
+    let backend = gak::blocking::run_future(gak::store::open("memory:")).expect("memory store");
     (
         Kernel::with_backend(backend, clock).expect("kernel"),
         Box::new(()),
@@ -1924,7 +1926,7 @@ fn fresh_memory(clock: Arc<ManualClock>) -> (Kernel, Box<dyn Any>) {
 fn fresh_sqlite(clock: Arc<ManualClock>) -> (Kernel, Box<dyn Any>) {
     let dir = tempfile::tempdir().expect("temp dir");
     let url = format!("sqlite:{}", dir.path().join("model.db").display());
-    let backend = gak::store::open(&url).expect("sqlite store");
+    let backend = gak::blocking::run_future(gak::store::open(&url)).expect("sqlite store");
     (
         Kernel::with_backend(backend, clock).expect("kernel"),
         Box::new(dir),

@@ -1,6 +1,7 @@
 //! Several OS processes on one SQLite file get the semantics of one process:
 //! exactly one winner per claim epoch, at most one body execution per key.
-use gak::{Acquired, Action, Kernel, TaskSeed, TaskState};
+use gak::blocking::Kernel;
+use gak::{Acquired, Action, TaskSeed, TaskState};
 use gak_tests::hammer;
 
 const WORKERS: usize = 4;

@@ -2,7 +2,8 @@
 //! one of these tests fails, the suite has lost its teeth.
 use std::sync::Arc;
 
-use gak::{Kernel, ManualClock};
+use gak::ManualClock;
+use gak::blocking::Kernel;
 use gak_tests::broken::{Defect, Defective, NoIsolation};
 use gak_tests::{FnTarget, claim_race, claim_race_after, run_builtin};
 
@@ -28,8 +29,11 @@ fn no_isolation_is_caught_by_the_claim_race() {
 fn frozen_clock_is_caught_by_the_vectors() {
     let mut target = FnTarget(|_runner_clock| {
         let frozen = Arc::new(ManualClock::at(0));
-        Kernel::with_backend(gak::store::open("memory:").unwrap(), frozen)
-            .map_err(|e| e.to_string())
+        Kernel::with_backend(
+            gak::blocking::run_future(gak::store::open("memory:")).unwrap(),
+            frozen,
+        )
+        .map_err(|e| e.to_string())
     });
     let report = run_builtin(&mut target, None);
     let failures = report.failures();
@@ -86,7 +90,11 @@ fn split_sink_is_caught_by_the_vectors() {
 #[test]
 fn the_same_suite_passes_the_real_binding() {
     let mut target = FnTarget(|clock: Arc<ManualClock>| {
-        Kernel::with_backend(gak::store::open("memory:").unwrap(), clock).map_err(|e| e.to_string())
+        Kernel::with_backend(
+            gak::blocking::run_future(gak::store::open("memory:")).unwrap(),
+            clock,
+        )
+        .map_err(|e| e.to_string())
     });
     let report = run_builtin(&mut target, None);
     assert_eq!(report.failed(), 0, "\n{}", report.render());

@@ -81,7 +81,7 @@ fn eight_processes_on_one_postgres_schema() {
 }
 
 /// Rows of (text, number) through the kernel's own session (tests only).
-fn query(kernel: &gak::Kernel, sql: &str) -> Vec<(String, i64)> {
+fn query(kernel: &gak::blocking::Kernel, sql: &str) -> Vec<(String, i64)> {
     kernel
         .with_downstream(|d| d.postgres_query(sql, &[]).expect("postgres"))
         .unwrap()

@@ -2,8 +2,9 @@
 //! names, an unreachable server, and the database clock.
 use std::time::Instant;
 
+use gak::blocking::Kernel;
 use gak::store::postgres::{PostgresBackend, valid_schema};
-use gak::{Acquired, Action, Error, Kernel, SinkError, TaskSeed};
+use gak::{Acquired, Action, Error, SinkError, TaskSeed};
 use gak_tests::pg;
 
 /// The connection dies inside the transaction (after the fence compare and

@@ -1,5 +1,6 @@
 //! Real threads racing on one store: exactly one winner per decision.
-use gak::{Acquired, Action, Error, Kernel};
+use gak::blocking::Kernel;
+use gak::{Acquired, Action, Error};
 use gak_tests::claim_race;
 
 fn kernels() -> Vec<(Kernel, tempfile::TempDir)> {

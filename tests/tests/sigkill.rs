@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
-use gak::{Acquired, Action, Kernel, Outcome, Status, TaskSeed, TaskState};
+use gak::blocking::Kernel;
+use gak::{Acquired, Action, Outcome, Status, TaskSeed, TaskState};
 use gak_tests::pg;
 
 const BIN: &str = env!("CARGO_BIN_EXE_gak-crashy");

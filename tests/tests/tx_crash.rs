@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use gak::Kernel;
+use gak::blocking::Kernel;
 
 /// Run OPERATION in a child, kill it with SIGKILL at `at`, return the
 /// store's entries per table afterwards.
@@ -32,7 +32,7 @@ fn kill_at(op: &str, at: &str) -> (usize, usize, usize) {
 
     // A new process opens the file: SQLite recovers from the WAL.
     let kernel = Kernel::open(&format!("sqlite:{path}")).unwrap();
-    let dump = kernel.backend().dump().unwrap();
+    let dump = kernel.dump().unwrap();
     let count = |t: &str| dump.iter().filter(|(table, _, _)| table == t).count();
     (count("tasks"), count("resources"), count("actions"))
 }

@@ -23,7 +23,7 @@ pub fn prune(tx: &mut impl Txn, before: u64, limit: u32) -> Result<Pruned, Error
         let page = tx.scan(Table::Indexes, keys::RETENTION, after.as_deref(), PAGE)?;
         for (entry, _) in &page {
             let Some((at, kind, id)) = keys::parse_retention(entry) else {
-                return Err(Error::Storage(format!("corrupt retention entry {entry:?}")));
+                return Err(Error::storage(format!("corrupt retention entry {entry:?}")));
             };
             if at >= before {
                 break 'scan;
@@ -82,13 +82,13 @@ enum Removal {
 /// A completed key (the index is exact, so anything else is corruption).
 fn removable_key(tx: &mut impl Txn, key: &str) -> Result<Option<()>, Error> {
     let Some(value) = tx.get(Table::Actions, key)? else {
-        return Err(Error::Storage(format!(
+        return Err(Error::storage(format!(
             "retention lists missing key {key:?}"
         )));
     };
     match KeyRecord::decode(&value)?.phase {
         Phase::Completed { .. } => Ok(Some(())),
-        _ => Err(Error::Storage(format!(
+        _ => Err(Error::storage(format!(
             "retention lists key {key:?}, which is not completed"
         ))),
     }
@@ -98,13 +98,13 @@ fn removable_key(tx: &mut impl Txn, key: &str) -> Result<Option<()>, Error> {
 /// pruned dependency would block its dependents forever).
 fn removable_task(tx: &mut impl Txn, id: &str) -> Result<Option<TaskRecord>, Error> {
     let Some(value) = tx.get(Table::Tasks, id)? else {
-        return Err(Error::Storage(format!(
+        return Err(Error::storage(format!(
             "retention lists missing task {id:?}"
         )));
     };
     let task = decode_task(&value)?;
     if task.state != TaskState::Done {
-        return Err(Error::Storage(format!(
+        return Err(Error::storage(format!(
             "retention lists task {id:?}, which is not done"
         )));
     }

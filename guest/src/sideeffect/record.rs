@@ -129,7 +129,7 @@ mod optional_base64 {
 }
 
 fn missing(what: &str) -> Error {
-    Error::Storage(format!("corrupt record in actions: {what} is missing"))
+    Error::storage(format!("corrupt record in actions: {what} is missing"))
 }
 
 impl KeyRecord {

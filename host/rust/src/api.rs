@@ -1,13 +1,18 @@
-//! The four contracts as typed Rust calls, one accessor per WIT interface:
-//! `kernel.checkpoint()`, `.commitgate()`, `.sideeffect()`, `.taskboard()`.
+//! The five contracts as typed async Rust calls, one accessor per WIT
+//! interface: `kernel.checkpoint()`, `.commitgate()`, `.sideeffect()`,
+//! `.taskboard()`, `.retention()`. Each call is one transaction; the WIT
+//! files (`wit/*.wit`) hold the normative text each method summarises.
 use gak_rules::{
     Acquired, Action, Error, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned,
     ReconcileClaim, Resolution, Resolved, Snapshot, StepDef, Task, TaskPage, TaskSeed, TaskState,
 };
 
+use std::sync::{Arc, Mutex};
+
 use crate::convert as c;
+use crate::engine::Instance;
 use crate::engine::retention::Pruned as WitPruned;
-use crate::kernel::{Downstream, Ending, Kernel, refusal};
+use crate::kernel::{CallInfo, Downstream, Ending, Kernel, refusal};
 
 fn pruned_out(p: WitPruned) -> Pruned {
     Pruned {
@@ -18,14 +23,19 @@ fn pruned_out(p: WitPruned) -> Pruned {
     }
 }
 
-/// Run one export inside a transaction and map its refusal.
+/// Run one export inside a transaction and map its refusal. The listed
+/// borrowed arguments are copied first: the call may run on another thread
+/// (SQLite from async code) and may be re-run on a store conflict.
 macro_rules! export {
-    ($kernel:expr, |$k:ident, $s:ident| $call:expr, $out:expr) => {
-        $kernel.transact(|inst| {
-            let ($k, $s) = (&inst.kernel, &mut inst.store);
-            Ok($call?.map($out).map_err(refusal))
-        })
-    };
+    ($kernel:expr, $info:expr, [$($owned:ident),*], |$k:ident, $s:ident| $call:expr, $out:expr) => {{
+        $(let $owned = $owned.to_owned();)*
+        $kernel
+            .transact($info, Ending::Commit, async move |inst: &mut Instance| {
+                let ($k, $s) = (&inst.kernel, &mut inst.store);
+                Ok($call.await?.map($out).map_err(refusal))
+            })
+            .await
+    }};
 }
 
 /// Checkpoint: snapshots and resume plans (SPEC 3).
@@ -37,7 +47,7 @@ pub struct Commitgate<'k>(&'k Kernel);
 /// Side effects: the idempotency gate and fenced sinks (SPEC 5).
 #[derive(Debug)]
 pub struct Sideeffect<'k>(&'k Kernel);
-/// Taskboard: claims by token (SPEC 6).
+/// Taskboard: claims by token (SPEC 6, 9).
 #[derive(Debug)]
 pub struct Taskboard<'k>(&'k Kernel);
 /// Retention: bounded pruning of finished records (SPEC 9).
@@ -67,70 +77,77 @@ impl Kernel {
     }
 }
 
-impl Retention<'_> {
-    /// What [`Retention::prune`] would remove now, without removing it: the
-    /// same call in a transaction that is rolled back.
-    pub fn prune_dry_run(&self, before: u64, limit: u32) -> Result<Pruned, Error> {
-        self.0.transact_as(Ending::RollBack, |inst| {
-            let (k, s) = (&inst.kernel, &mut inst.store);
-            Ok(k.gak_kernel_retention()
-                .call_prune(s, before, limit)?
-                .map(pruned_out)
-                .map_err(refusal))
-        })
-    }
-
-    /// Remove at most `limit` (1-1000) records finished before `before`,
-    /// oldest first: completed keys, done tasks no not-done task needs, runs
-    /// with a terminal outcome. A retry of a pruned key runs its body again;
-    /// a pruned run id starts over. See WIT `retention.prune`.
-    pub fn prune(&self, before: u64, limit: u32) -> Result<Pruned, Error> {
-        export!(
-            self.0,
-            |k, s| k.gak_kernel_retention().call_prune(s, before, limit),
-            pruned_out
-        )
-    }
-}
-
 impl Checkpoint<'_> {
-    /// Write `snap` only if it is newer (see WIT `checkpoint.save-if-newer`).
-    pub fn save_if_newer(&self, snap: &Snapshot) -> Result<(), Error> {
-        let snap = c::snapshot_in(snap);
+    /// Write `snap` only if it is newer: the run is not terminal, its fence
+    /// is not below the persisted one, and its seq is strictly above.
+    ///
+    /// # Errors
+    /// `invalid-input`, `terminal`, `fence-stale`, `stale-seq` (checked in
+    /// that order; nothing written), or `storage`.
+    pub async fn save_if_newer(&self, snap: &Snapshot) -> Result<(), Error> {
+        let snap_in = c::snapshot_in(snap);
+        let info = CallInfo::new("checkpoint.save-if-newer", Some(&snap.run_id));
         export!(
             self.0,
-            |k, s| k.gak_kernel_checkpoint().call_save_if_newer(s, &snap),
+            info,
+            [],
+            |k, s| k.gak_kernel_checkpoint().call_save_if_newer(s, &snap_in),
             |()| ()
         )
     }
 
-    /// The persisted snapshot, or `not-found`.
-    pub fn load(&self, run_id: &str) -> Result<Snapshot, Error> {
+    /// The persisted snapshot of `run_id`.
+    ///
+    /// # Errors
+    /// `not-found` when the run never saved one (never an empty snapshot),
+    /// `invalid-input`, or `storage`.
+    pub async fn load(&self, run_id: &str) -> Result<Snapshot, Error> {
+        let info = CallInfo::new("checkpoint.load", Some(run_id));
         export!(
             self.0,
-            |k, s| k.gak_kernel_checkpoint().call_load(s, run_id),
+            info,
+            [run_id],
+            |k, s| k.gak_kernel_checkpoint().call_load(s, &run_id),
             c::snapshot_out
         )
     }
 
-    /// Validate the DAG and plan a resume. Pure: no store transaction.
-    pub fn build_plan(&self, steps: &[StepDef], snap: Option<&Snapshot>) -> Result<Plan, Error> {
+    /// Validate the step DAG and plan a resume from `snap`: only the trusted
+    /// completion set is skipped. Pure: no store transaction.
+    ///
+    /// # Errors
+    /// `invalid-plan` naming the first culprit (duplicate id, unknown
+    /// dependency, cycle), `invalid-input`, or `storage`.
+    pub async fn build_plan(
+        &self,
+        steps: &[StepDef],
+        snap: Option<&Snapshot>,
+    ) -> Result<Plan, Error> {
         let steps: Vec<_> = steps.iter().map(c::step_in).collect();
         let snap = snap.map(c::snapshot_in);
-        self.0.pure(|inst| {
-            let plan = inst.kernel.gak_kernel_checkpoint().call_build_plan(
-                &mut inst.store,
-                &steps,
-                snap.as_ref(),
-            )?;
-            Ok(plan.map(c::plan_out).map_err(refusal))
-        })
+        self.0
+            .pure(async |inst: &mut Instance| {
+                let plan = inst
+                    .kernel
+                    .gak_kernel_checkpoint()
+                    .call_build_plan(&mut inst.store, &steps, snap.as_ref())
+                    .await?;
+                Ok(plan.map(c::plan_out).map_err(refusal))
+            })
+            .await
     }
 }
 
 impl Commitgate<'_> {
-    /// Commit the terminal outcome of `(run_id, step)`; `None` is the run.
-    pub fn commit(
+    /// Commit the terminal outcome of `(run_id, step)`; `None` is the whole
+    /// run. The first accepted outcome wins and is returned again for an
+    /// identical re-commit.
+    ///
+    /// # Errors
+    /// `fence-stale` (a zombie owner), `terminal` (a step after the run's
+    /// commit), `already-committed` (a different outcome), `invalid-input`,
+    /// or `storage`.
+    pub async fn commit(
         &self,
         run_id: &str,
         step: Option<&str>,
@@ -138,169 +155,245 @@ impl Commitgate<'_> {
         outcome: &Outcome,
     ) -> Result<Outcome, Error> {
         let outcome = c::outcome_in(outcome);
+        let step = step.map(str::to_owned);
+        let info = CallInfo::new("commitgate.commit", Some(run_id)).fence(fence);
         export!(
             self.0,
-            |k, s| k
-                .gak_kernel_commitgate()
-                .call_commit(s, run_id, step, fence, &outcome),
+            info,
+            [run_id],
+            |k, s| k.gak_kernel_commitgate().call_commit(
+                s,
+                &run_id,
+                step.as_deref(),
+                fence,
+                &outcome
+            ),
             c::outcome_out
         )
     }
 
-    /// The recorded outcome, or `not-found`.
-    pub fn read(&self, run_id: &str, step: Option<&str>) -> Result<Outcome, Error> {
+    /// The recorded outcome of `(run_id, step)`.
+    ///
+    /// # Errors
+    /// `not-found`, `invalid-input`, or `storage`.
+    pub async fn read(&self, run_id: &str, step: Option<&str>) -> Result<Outcome, Error> {
+        let step = step.map(str::to_owned);
+        let info = CallInfo::new("commitgate.read", Some(run_id));
         export!(
             self.0,
-            |k, s| k.gak_kernel_commitgate().call_read(s, run_id, step),
+            info,
+            [run_id],
+            |k, s| k
+                .gak_kernel_commitgate()
+                .call_read(s, &run_id, step.as_deref()),
             c::outcome_out
         )
     }
 }
 
 impl Sideeffect<'_> {
-    /// The single atomic decision for `action`.
-    pub fn acquire(&self, action: &Action, ttl: u64) -> Result<Acquired, Error> {
+    /// The single atomic decision for `action`: `key-reused`, then replayed,
+    /// uncertain, in-flight, contended, granted (a lease valid for `ttl` ms).
+    ///
+    /// # Errors
+    /// `key-reused`, `invalid-input`, or `storage`.
+    pub async fn acquire(&self, action: &Action, ttl: u64) -> Result<Acquired, Error> {
         let a = c::action_in(action);
+        let info = CallInfo::new("sideeffect.acquire", Some(&action.key));
         export!(
             self.0,
+            info,
+            [],
             |k, s| k.gak_kernel_sideeffect().call_acquire(s, &a, ttl),
             c::acquired_out
         )
     }
 
-    /// Record the key completed; returns the first recorded result.
-    pub fn complete(
+    /// Record the key completed with `result`; returns the first recorded
+    /// result (completing a completed key is not an error).
+    ///
+    /// # Errors
+    /// The triple check (`resource-mismatch`, `fence-stale`, `not-holder`),
+    /// `invalid-input`, or `storage`.
+    pub async fn complete(
         &self,
         action: &Action,
         lease: &Lease,
         result: &[u8],
     ) -> Result<Vec<u8>, Error> {
         let (a, l) = (c::action_in(action), c::lease_in(lease));
+        let info = CallInfo::new("sideeffect.complete", Some(&action.key)).fence(lease.fence);
         export!(
             self.0,
-            |k, s| k.gak_kernel_sideeffect().call_complete(s, &a, &l, result),
+            info,
+            [result],
+            |k, s| k.gak_kernel_sideeffect().call_complete(s, &a, &l, &result),
             |r| r
         )
     }
 
-    /// Release the resource hold; the key's intent stays.
-    pub fn release(&self, action: &Action, lease: &Lease) -> Result<(), Error> {
+    /// Release the resource hold only; the key's intent stays, so an effect
+    /// applied by a holder that then died can never be granted again.
+    ///
+    /// # Errors
+    /// The triple check, `invalid-input`, or `storage`.
+    pub async fn release(&self, action: &Action, lease: &Lease) -> Result<(), Error> {
         let (a, l) = (c::action_in(action), c::lease_in(lease));
+        let info = CallInfo::new("sideeffect.release", Some(&action.key)).fence(lease.fence);
         export!(
             self.0,
+            info,
+            [],
             |k, s| k.gak_kernel_sideeffect().call_release(s, &a, &l),
             |()| ()
         )
     }
 
-    /// The attempt definitely did not apply.
-    pub fn abandon(&self, action: &Action, lease: &Lease, reason: &str) -> Result<(), Error> {
+    /// The attempt definitely did not apply: withdraw the intent and the
+    /// hold; the key may be granted again.
+    ///
+    /// # Errors
+    /// The triple check, `not-holder` for an attempt that is over,
+    /// `invalid-input`, or `storage`.
+    pub async fn abandon(&self, action: &Action, lease: &Lease, reason: &str) -> Result<(), Error> {
         let (a, l) = (c::action_in(action), c::lease_in(lease));
+        let info = CallInfo::new("sideeffect.abandon", Some(&action.key)).fence(lease.fence);
         export!(
             self.0,
-            |k, s| k.gak_kernel_sideeffect().call_abandon(s, &a, &l, reason),
+            info,
+            [reason],
+            |k, s| k.gak_kernel_sideeffect().call_abandon(s, &a, &l, &reason),
             |()| ()
         )
     }
 
-    /// Qualification check and extension.
-    pub fn renew(&self, action: &Action, lease: &Lease, ttl: u64) -> Result<Lease, Error> {
+    /// A qualification check, not a heartbeat: extend hold and intent to
+    /// `now + ttl` only if the lease is still the live holder's.
+    ///
+    /// # Errors
+    /// The triple check, `not-holder` (attempt over), `lease-expired`,
+    /// `invalid-input`, or `storage`.
+    pub async fn renew(&self, action: &Action, lease: &Lease, ttl: u64) -> Result<Lease, Error> {
         let (a, l) = (c::action_in(action), c::lease_in(lease));
+        let info = CallInfo::new("sideeffect.renew", Some(&action.key)).fence(lease.fence);
         export!(
             self.0,
+            info,
+            [],
             |k, s| k.gak_kernel_sideeffect().call_renew(s, &a, &l, ttl),
             c::lease_out
         )
     }
 
-    /// Mark the key uncertain (the hold stays: call `release`).
-    pub fn mark_uncertain(
+    /// Mark the key uncertain, withdrawing the intent; the hold stays (call
+    /// [`Sideeffect::release`]).
+    ///
+    /// # Errors
+    /// The triple check, `not-holder` (attempt over), `invalid-input`, or
+    /// `storage`.
+    pub async fn mark_uncertain(
         &self,
         action: &Action,
         lease: &Lease,
         reason: &str,
     ) -> Result<(), Error> {
         let (a, l) = (c::action_in(action), c::lease_in(lease));
+        let info = CallInfo::new("sideeffect.mark-uncertain", Some(&action.key)).fence(lease.fence);
         export!(
             self.0,
+            info,
+            [reason],
             |k, s| k
                 .gak_kernel_sideeffect()
-                .call_mark_uncertain(s, &a, &l, reason),
+                .call_mark_uncertain(s, &a, &l, &reason),
             |()| ()
         )
     }
 
-    /// Claim the right to reconcile an uncertain key.
-    pub fn begin_reconcile(&self, action: &Action, ttl: u64) -> Result<ReconcileClaim, Error> {
+    /// Claim the right to reconcile an uncertain key for `ttl` ms.
+    ///
+    /// # Errors
+    /// `not-uncertain`, `reconcile-taken` (a live claim exists),
+    /// `invalid-input`, or `storage`.
+    pub async fn begin_reconcile(
+        &self,
+        action: &Action,
+        ttl: u64,
+    ) -> Result<ReconcileClaim, Error> {
         let a = c::action_in(action);
+        let info = CallInfo::new("sideeffect.begin-reconcile", Some(&action.key));
         export!(
             self.0,
+            info,
+            [],
             |k, s| k.gak_kernel_sideeffect().call_begin_reconcile(s, &a, ttl),
-            |x| {
-                ReconcileClaim {
-                    claim: x.claim,
-                    until: x.until,
-                }
+            |x| ReconcileClaim {
+                claim: x.claim,
+                until: x.until,
             }
         )
     }
 
-    /// Record a reconciler's verdict.
-    pub fn resolve_uncertain(
+    /// Record a reconciler's verdict from downstream facts; the first
+    /// verdict wins.
+    ///
+    /// # Errors
+    /// `not-uncertain`, `reconcile-taken` (a claim that is not the key's),
+    /// `unsafe-not-retryable`, `invalid-input`, or `storage`.
+    pub async fn resolve_uncertain(
         &self,
         action: &Action,
         resolution: &Resolution,
     ) -> Result<Resolved, Error> {
         let (a, r) = (c::action_in(action), c::resolution_in(resolution));
+        let info = CallInfo::new("sideeffect.resolve-uncertain", Some(&action.key));
         export!(
             self.0,
+            info,
+            [],
             |k, s| k.gak_kernel_sideeffect().call_resolve_uncertain(s, &a, &r),
             c::resolved_out
         )
     }
 
-    /// A fenced downstream write: `body` runs in the same transaction as the
-    /// fence compare. `presented` below the highest fence the sink has seen
-    /// is `fence-stale` and `body` does not run; a failing body rolls
+    /// A fenced downstream write: `body` runs in the same transaction as
+    /// the fence compare. `presented` below the highest fence the sink has
+    /// seen is `fence-stale` and `body` does not run; a failing body rolls
     /// everything back (seen fence included) and its error comes back as
     /// [`SinkError::Body`]. `body` may run more than once if the store
     /// reports a conflict; only the last run's writes can commit.
-    pub fn write_fenced<E>(
+    ///
+    /// # Errors
+    /// [`SinkError::Kernel`] (`fence-stale`, `invalid-input`, `storage`) or
+    /// [`SinkError::Body`].
+    pub async fn write_fenced<E, B>(
         &self,
         resource: &str,
         presented: u64,
-        mut body: impl FnMut(&mut Downstream<'_>) -> Result<(), E>,
-    ) -> Result<(), SinkError<E>> {
-        let mut failure = None;
-        let result = self.0.transact(|inst| {
-            failure = None;
-            let compare = inst.kernel.gak_kernel_sideeffect().call_sink_advance(
-                &mut inst.store,
-                resource,
-                presented,
-            )?;
-            if let Err(e) = compare {
-                return Ok(Err(refusal(e)));
-            }
-            match Downstream::run(inst.store.data_mut(), &mut body) {
-                Ok(()) => Ok(Ok(())),
-                Err(e) => {
-                    failure = Some(e);
-                    Ok(Err(Error::WriteFailed))
-                }
-            }
-        });
-        match (result, failure) {
-            (Err(Error::WriteFailed), Some(e)) => Err(SinkError::Body(e)),
-            (r, _) => r.map_err(SinkError::Kernel),
-        }
+        body: B,
+    ) -> Result<(), SinkError<E>>
+    where
+        E: Send + 'static,
+        B: AsyncFnMut(&mut Downstream<'_>) -> Result<(), E> + Send + 'static,
+    {
+        let failure = Arc::new(Mutex::new(None));
+        let call = fenced_call!(resource.to_owned(), presented, body, failure.clone());
+        let info = CallInfo::new("sideeffect.write-fenced", Some(resource)).fence(presented);
+        let result = self.0.transact(info, Ending::Commit, call).await;
+        sink_outcome(result, &failure)
     }
 
     /// The highest fence the sink has seen (0 when never written).
-    pub fn sink_seen(&self, resource: &str) -> Result<u64, Error> {
+    ///
+    /// # Errors
+    /// `invalid-input` or `storage`.
+    pub async fn sink_seen(&self, resource: &str) -> Result<u64, Error> {
+        let info = CallInfo::new("sideeffect.sink-seen", Some(resource));
         export!(
             self.0,
-            |k, s| k.gak_kernel_sideeffect().call_sink_seen(s, resource),
+            info,
+            [resource],
+            |k, s| k.gak_kernel_sideeffect().call_sink_seen(s, &resource),
             |x| x
         )
     }
@@ -308,27 +401,86 @@ impl Sideeffect<'_> {
     /// One page of keys ordered by key, optionally of one state (an expired
     /// intent lists as `uncertain`), after the cursor `after`, at most
     /// `limit` (1-1000). Never a holder or reconcile claim.
-    pub fn list(
+    ///
+    /// # Errors
+    /// `invalid-input` (limit, cursor) or `storage`.
+    pub async fn list(
         &self,
         state: Option<KeyState>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<KeyPage, Error> {
         let state = state.map(c::key_state_in);
+        let after = after.map(str::to_owned);
+        let info = CallInfo::new("sideeffect.list", None);
         export!(
             self.0,
-            |k, s| k.gak_kernel_sideeffect().call_list(s, state, after, limit),
+            info,
+            [],
+            |k, s| k
+                .gak_kernel_sideeffect()
+                .call_list(s, state, after.as_deref(), limit),
             c::key_page_out
         )
     }
 
-    /// The key as `list` shows it, or `not-found`.
-    pub fn get(&self, key: &str) -> Result<KeyInfo, Error> {
+    /// The key as [`Sideeffect::list`] shows it.
+    ///
+    /// # Errors
+    /// `not-found`, `invalid-input`, or `storage`.
+    pub async fn get(&self, key: &str) -> Result<KeyInfo, Error> {
+        let info = CallInfo::new("sideeffect.get", Some(key));
         export!(
             self.0,
-            |k, s| k.gak_kernel_sideeffect().call_get(s, key),
+            info,
+            [key],
+            |k, s| k.gak_kernel_sideeffect().call_get(s, &key),
             c::key_info_out
         )
+    }
+}
+
+/// The call of a fenced write: the component's fence compare, then `body`
+/// in the same transaction; a body error is kept in `failure` and fails the
+/// call with `write-failed` (rolling everything back). A macro, not a
+/// function returning `impl AsyncFnMut`: an opaque closure would hide
+/// whether its future is `Send`, and async callers spawn these calls.
+macro_rules! fenced_call {
+    ($resource:expr, $presented:expr, $body:expr, $failure:expr) => {{
+        let (resource, presented, mut body, failure) = ($resource, $presented, $body, $failure);
+        async move |inst: &mut crate::engine::Instance| {
+            let compare = inst
+                .kernel
+                .gak_kernel_sideeffect()
+                .call_sink_advance(&mut inst.store, &resource, presented)
+                .await?;
+            if let Err(e) = compare {
+                return Ok(Err(crate::kernel::refusal(e)));
+            }
+            let outcome = crate::Downstream::run(inst.store.data_mut(), &mut body).await;
+            let mut slot = failure.lock().unwrap_or_else(|p| p.into_inner());
+            *slot = None;
+            Ok(match outcome {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    *slot = Some(e);
+                    Err(gak_rules::Error::WriteFailed)
+                }
+            })
+        }
+    }};
+}
+pub(crate) use fenced_call;
+
+/// A fenced write's answer: the body's own error when it failed.
+pub(crate) fn sink_outcome<E>(
+    result: Result<(), Error>,
+    failure: &Mutex<Option<E>>,
+) -> Result<(), SinkError<E>> {
+    let body_error = failure.lock().unwrap_or_else(|p| p.into_inner()).take();
+    match (result, body_error) {
+        (Err(Error::WriteFailed), Some(e)) => Err(SinkError::Body(e)),
+        (r, _) => r.map_err(SinkError::Kernel),
     }
 }
 
@@ -351,12 +503,38 @@ impl<E> SinkError<E> {
     }
 }
 
+impl<E: std::fmt::Display> std::fmt::Display for SinkError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SinkError::Kernel(e) => write!(f, "the fenced write was refused: {e}"),
+            SinkError::Body(e) => write!(f, "write-failed: the sink body failed: {e}"),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for SinkError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SinkError::Kernel(e) => Some(e),
+            SinkError::Body(e) => Some(e),
+        }
+    }
+}
+
 impl Taskboard<'_> {
-    /// Load topology.
-    pub fn seed(&self, tasks: &[TaskSeed]) -> Result<(), Error> {
+    /// Load topology. Re-seeding an id overwrites its content and clears its
+    /// lease but keeps its fence and its place in the claim order.
+    ///
+    /// # Errors
+    /// `invalid-input` (nothing written: duplicate ids, `claimed` state,
+    /// bad ids), or `storage`.
+    pub async fn seed(&self, tasks: &[TaskSeed]) -> Result<(), Error> {
         let tasks: Vec<_> = tasks.iter().map(c::seed_in).collect();
+        let info = CallInfo::new("taskboard.seed", None);
         export!(
             self.0,
+            info,
+            [],
             |k, s| k.gak_kernel_taskboard().call_seed(s, &tasks),
             |()| ()
         )
@@ -364,72 +542,163 @@ impl Taskboard<'_> {
 
     /// One page of the board ordered by id, optionally of one state, after
     /// the cursor `after`, at most `limit` (1-1000), without tokens.
-    pub fn list(
+    ///
+    /// # Errors
+    /// `invalid-input` (limit, cursor) or `storage`.
+    pub async fn list(
         &self,
         state: Option<TaskState>,
         after: Option<&str>,
         limit: u32,
     ) -> Result<TaskPage, Error> {
         let state = state.map(c::state_in);
+        let after = after.map(str::to_owned);
+        let info = CallInfo::new("taskboard.list", None);
         export!(
             self.0,
-            |k, s| k.gak_kernel_taskboard().call_list(s, state, after, limit),
+            info,
+            [],
+            |k, s| k
+                .gak_kernel_taskboard()
+                .call_list(s, state, after.as_deref(), limit),
             c::task_page_out
         )
     }
 
-    /// The task without its token, or `not-found`.
-    pub fn get(&self, id: &str) -> Result<Task, Error> {
+    /// The task without its token.
+    ///
+    /// # Errors
+    /// `not-found`, `invalid-input`, or `storage`.
+    pub async fn get(&self, id: &str) -> Result<Task, Error> {
+        let info = CallInfo::new("taskboard.get", Some(id));
         export!(
             self.0,
-            |k, s| k.gak_kernel_taskboard().call_get(s, id),
+            info,
+            [id],
+            |k, s| k.gak_kernel_taskboard().call_get(s, &id),
             c::task_out
         )
     }
 
-    /// Claim the first-seeded ready task for `agent`; none when no task is
-    /// ready. Same effects and answer as `claim` on that task.
-    pub fn claim_next(&self, agent: &str, ttl: u64) -> Result<Option<Task>, Error> {
+    /// Claim `id` for `agent` for `ttl` ms; the returned task carries the
+    /// token (only the caller ever sees it). Of N concurrent claimers
+    /// exactly one wins; an expired claim is taken over with a higher fence.
+    ///
+    /// # Errors
+    /// `not-found`, `terminal`, `deps-pending`, `taken` (in that order),
+    /// `invalid-input`, or `storage`.
+    pub async fn claim(&self, id: &str, agent: &str, ttl: u64) -> Result<Task, Error> {
+        let info = CallInfo::new("taskboard.claim", Some(id));
         export!(
             self.0,
-            |k, s| k.gak_kernel_taskboard().call_claim_next(s, agent, ttl),
+            info,
+            [id, agent],
+            |k, s| k.gak_kernel_taskboard().call_claim(s, &id, &agent, ttl),
+            c::task_out
+        )
+    }
+
+    /// Claim the first-seeded ready task for `agent`; `None` when no task
+    /// is ready. Same effects and answer as [`Taskboard::claim`] on it.
+    ///
+    /// # Errors
+    /// `invalid-input` or `storage`.
+    pub async fn claim_next(&self, agent: &str, ttl: u64) -> Result<Option<Task>, Error> {
+        let info = CallInfo::new("taskboard.claim-next", None);
+        export!(
+            self.0,
+            info,
+            [agent],
+            |k, s| k.gak_kernel_taskboard().call_claim_next(s, &agent, ttl),
             |t| t.map(c::task_out)
         )
     }
 
-    /// Claim a task; the returned task carries the token.
-    pub fn claim(&self, id: &str, agent: &str, ttl: u64) -> Result<Task, Error> {
+    /// Return a claimed task to open (fence kept).
+    ///
+    /// # Errors
+    /// `lease-lost` (not the current token), `not-found`, `invalid-input`,
+    /// or `storage`.
+    pub async fn release(&self, id: &str, token: &str) -> Result<(), Error> {
+        let info = CallInfo::new("taskboard.release", Some(id));
         export!(
             self.0,
-            |k, s| k.gak_kernel_taskboard().call_claim(s, id, agent, ttl),
-            c::task_out
-        )
-    }
-
-    /// Return a claimed task to open.
-    pub fn release(&self, id: &str, token: &str) -> Result<(), Error> {
-        export!(
-            self.0,
-            |k, s| k.gak_kernel_taskboard().call_release(s, id, token),
+            info,
+            [id, token],
+            |k, s| k.gak_kernel_taskboard().call_release(s, &id, &token),
             |()| ()
         )
     }
 
-    /// Mark a claimed task done.
-    pub fn complete(&self, id: &str, token: &str) -> Result<(), Error> {
+    /// Mark a claimed task done; idempotent for the token that completed it.
+    /// Tasks waiting on it become claimable.
+    ///
+    /// # Errors
+    /// `lease-lost`, `not-found`, `invalid-input`, or `storage`.
+    pub async fn complete(&self, id: &str, token: &str) -> Result<(), Error> {
+        let info = CallInfo::new("taskboard.complete", Some(id));
         export!(
             self.0,
-            |k, s| k.gak_kernel_taskboard().call_complete(s, id, token),
+            info,
+            [id, token],
+            |k, s| k.gak_kernel_taskboard().call_complete(s, &id, &token),
             |()| ()
         )
     }
 
-    /// Extend a live claim.
-    pub fn renew(&self, id: &str, token: &str, ttl: u64) -> Result<Task, Error> {
+    /// Extend a live claim to `now + ttl` (token and fence kept).
+    ///
+    /// # Errors
+    /// `lease-lost` (not current, or expired), `not-found`,
+    /// `invalid-input`, or `storage`.
+    pub async fn renew(&self, id: &str, token: &str, ttl: u64) -> Result<Task, Error> {
+        let info = CallInfo::new("taskboard.renew", Some(id));
         export!(
             self.0,
-            |k, s| k.gak_kernel_taskboard().call_renew(s, id, token, ttl),
+            info,
+            [id, token],
+            |k, s| k.gak_kernel_taskboard().call_renew(s, &id, &token, ttl),
             c::task_out
         )
+    }
+}
+
+impl Retention<'_> {
+    /// Remove at most `limit` (1-1000) records finished before `before`,
+    /// oldest first: completed keys, done tasks no not-done task needs, runs
+    /// with a terminal outcome. A retry of a pruned key runs its body again;
+    /// a pruned run id starts over.
+    ///
+    /// # Errors
+    /// `invalid-input` or `storage`.
+    pub async fn prune(&self, before: u64, limit: u32) -> Result<Pruned, Error> {
+        let info = CallInfo::new("retention.prune", None);
+        export!(
+            self.0,
+            info,
+            [],
+            |k, s| k.gak_kernel_retention().call_prune(s, before, limit),
+            pruned_out
+        )
+    }
+
+    /// What [`Retention::prune`] would remove now, without removing it: the
+    /// same call in a transaction that is rolled back.
+    ///
+    /// # Errors
+    /// As [`Retention::prune`].
+    pub async fn prune_dry_run(&self, before: u64, limit: u32) -> Result<Pruned, Error> {
+        let info = CallInfo::new("retention.prune-dry-run", None);
+        self.0
+            .transact(info, Ending::RollBack, async move |inst: &mut Instance| {
+                Ok(inst
+                    .kernel
+                    .gak_kernel_retention()
+                    .call_prune(&mut inst.store, before, limit)
+                    .await?
+                    .map(pruned_out)
+                    .map_err(refusal))
+            })
+            .await
     }
 }

@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Arc, Barrier, Mutex};
 
+use crate::blocking::{Committer, Kernel, Runner};
 use crate::{
-    Acquired, Action, BodyError, Clock, Committer, Error, Kernel, ManualClock, Outcome, Ran,
-    Resolution, RunError, Runner, Status, StepDef, TaskSeed,
+    Acquired, Action, BodyError, Clock, Error, ManualClock, Outcome, Ran, Resolution, RunError,
+    Status, StepDef, TaskSeed,
 };
 
 /// What the demo observed, for tests to check.
@@ -45,7 +46,7 @@ struct Demo<'a> {
 }
 
 fn storage(e: std::io::Error) -> Error {
-    Error::Storage(format!("cannot write demo output: {e}"))
+    Error::storage(format!("cannot write demo output: {e}"))
 }
 
 impl Demo<'_> {
@@ -75,7 +76,7 @@ impl Demo<'_> {
         });
         let result = match ran {
             Ok(Ran::Applied(r) | Ran::Replayed(r)) => r,
-            Ok(other) => return Err(Error::Storage(format!("{step}: unexpected {other:?}"))),
+            Ok(other) => return Err(Error::storage(format!("{step}: unexpected {other:?}"))),
             Err(RunError::Kernel(e)) => return Err(e),
             Err(RunError::Uncertain(e) | RunError::NotApplied(e)) => return Err(e),
         };
@@ -119,7 +120,7 @@ impl Demo<'_> {
         // Worker B takes the run over once A's claim expires, and resumes.
         match board.claim(&self.run_id, "worker-b", LEASE) {
             Err(Error::Taken) => {}
-            other => return Err(Error::Storage(format!("expected taken, got {other:?}"))),
+            other => return Err(Error::storage(format!("expected taken, got {other:?}"))),
         }
         self.clock.advance(LEASE);
         let claim_b = board.claim(&self.run_id, "worker-b", LEASE)?;

@@ -1,6 +1,11 @@
 //! The wasmtime embedding: one `bindgen!`, one engine and compiled component
 //! per process, and the host side of the `store` and `clock` imports.
 //!
+//! Imports and exports are async: a store call awaits its binding (a
+//! PostgreSQL round trip suspends the component on a fiber instead of
+//! blocking the thread). Bindings that never wait return ready futures, so
+//! they cost a fiber switch, not a thread hop.
+//!
 //! Compiling the component with Cranelift takes ~0.1 s in a release host and
 //! over a second in a debug one, so the compiled artifact is cached on disk
 //! (keyed by the component bytes and the engine's compatibility hash) and
@@ -21,6 +26,8 @@ mod bindings {
     wasmtime::component::bindgen!({
         path: "../../wit",
         world: "kernel",
+        imports: { default: async },
+        exports: { default: async },
     });
 }
 
@@ -52,7 +59,7 @@ fn compile() -> Result<Compiled, String> {
     let engine = Engine::new(&config).map_err(|e| format!("wasmtime engine: {e}"))?;
     let component = load_component(&engine)?;
     let mut linker = Linker::<HostState>::new(&engine);
-    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| format!("wasi linker: {e}"))?;
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| format!("wasi linker: {e}"))?;
     bindings::Kernel::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
         .map_err(|e| format!("kernel linker: {e}"))?;
     let pre = linker
@@ -62,9 +69,20 @@ fn compile() -> Result<Compiled, String> {
     Ok(Compiled { engine, pre })
 }
 
-/// Where compiled artifacts are cached: `$GAK_CACHE_DIR`, else the user's
-/// cache dir, else the temp dir.
+/// A cache dir chosen by `Builder::cache_dir` before the first compile.
+static CACHE_DIR: OnceLock<PathBuf> = OnceLock::new();
+
+/// Use `dir` for the compiled-component cache, if nothing was compiled yet.
+pub(crate) fn set_cache_dir(dir: PathBuf) {
+    let _ = CACHE_DIR.set(dir);
+}
+
+/// Where compiled artifacts are cached: the builder's choice, else
+/// `$GAK_CACHE_DIR`, else the user's cache dir, else the temp dir.
 fn cache_dir() -> PathBuf {
+    if let Some(dir) = CACHE_DIR.get() {
+        return dir.clone();
+    }
     if let Some(dir) = std::env::var_os("GAK_CACHE_DIR") {
         return PathBuf::from(dir);
     }
@@ -114,6 +132,10 @@ fn load_component(engine: &Engine) -> Result<Component, String> {
 
 /// Per-worker host state: the worker's store session (its connection) and
 /// the clock. Imports act on the session's open transaction.
+///
+/// The clock is read once per call and kept (`now`): a decision sees one
+/// instant, and a database clock costs one round trip per call, not one per
+/// read.
 pub(crate) struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
@@ -125,10 +147,17 @@ pub(crate) struct HostState {
     /// Set when an import failed in a way the component cannot see (the
     /// database clock could not be read): the call ends with `storage`.
     pub failure: Option<String>,
+    /// How many store rows this instance's calls have read (entries
+    /// returned by `get`, `get-many` and `scan`): for tests proving bounded
+    /// reads and for tracing.
+    pub rows_read: u64,
 }
 
 impl HostState {
-    fn fault<T>(&mut self, r: Result<T, StoreFault>) -> Result<T, store::StoreError> {
+    fn fault<T: Rows>(&mut self, r: Result<T, StoreFault>) -> Result<T, store::StoreError> {
+        if let Ok(found) = &r {
+            self.rows_read += found.rows();
+        }
         r.map_err(|f| match f {
             StoreFault::Conflict(m) => {
                 self.conflict = true;
@@ -136,6 +165,29 @@ impl HostState {
             }
             StoreFault::Failure(m) => store::StoreError::Failure(m),
         })
+    }
+}
+
+/// How many rows a store answer carries.
+trait Rows {
+    fn rows(&self) -> u64;
+}
+
+impl Rows for () {
+    fn rows(&self) -> u64 {
+        0
+    }
+}
+
+impl Rows for Vec<Option<String>> {
+    fn rows(&self) -> u64 {
+        self.iter().flatten().count() as u64
+    }
+}
+
+impl Rows for Vec<(String, String)> {
+    fn rows(&self) -> u64 {
+        self.len() as u64
     }
 }
 
@@ -147,7 +199,7 @@ pub(crate) struct Instance {
 }
 
 impl Instance {
-    pub fn new(
+    pub async fn new(
         compiled: &Compiled,
         session: Box<dyn Session>,
         clock: Arc<dyn Clock>,
@@ -159,11 +211,13 @@ impl Instance {
             clock,
             conflict: false,
             failure: None,
+            rows_read: 0,
         };
         let mut store = Store::new(&compiled.engine, state);
         let kernel = compiled
             .pre
-            .instantiate(&mut store)
+            .instantiate_async(&mut store)
+            .await
             .map_err(|e| format!("instantiating the component: {e}"))?;
         Ok(Instance { store, kernel })
     }
@@ -194,18 +248,20 @@ fn table(t: store::Table) -> Table {
 impl types::Host for HostState {}
 
 impl clock::Host for HostState {
-    fn now(&mut self) -> u64 {
+    async fn now(&mut self) -> u64 {
         let now = match self.session.now() {
             None => self.clock.now(),
-            Some(Ok(now)) => now,
-            Some(Err(fault)) => {
-                if let StoreFault::Conflict(_) = fault {
-                    self.conflict = true;
+            Some(read) => match read.await {
+                Ok(now) => now,
+                Err(fault) => {
+                    if let StoreFault::Conflict(_) = fault {
+                        self.conflict = true;
+                    }
+                    self.failure = Some(format!("reading the database clock: {fault}"));
+                    // The call will be failed whatever the component decides.
+                    self.clock.now()
                 }
-                self.failure = Some(format!("reading the database clock: {fault:?}"));
-                // The call will be failed whatever the component decides.
-                self.clock.now()
-            }
+            },
         };
         // Every number stays below 2^53; a clock past that is broken, and
         // deadlines computed from it would be meaningless.
@@ -217,12 +273,17 @@ impl clock::Host for HostState {
 }
 
 impl store::Host for HostState {
-    fn get(&mut self, t: store::Table, key: String) -> Result<Option<String>, store::StoreError> {
-        let r = self.session.get(table(t).name(), &key);
-        self.fault(r)
+    async fn get(
+        &mut self,
+        t: store::Table,
+        key: String,
+    ) -> Result<Option<String>, store::StoreError> {
+        let keys = [(table(t).name(), key.as_str())];
+        let r = self.session.get_many(&keys).await;
+        self.fault(r).map(|mut found| found.pop().flatten())
     }
 
-    fn get_many(
+    async fn get_many(
         &mut self,
         keys: Vec<(store::Table, String)>,
     ) -> Result<Vec<Option<String>>, store::StoreError> {
@@ -230,26 +291,26 @@ impl store::Host for HostState {
             .iter()
             .map(|(t, k)| (table(*t).name(), k.as_str()))
             .collect();
-        let r = self.session.get_many(&keys);
+        let r = self.session.get_many(&keys).await;
         self.fault(r)
     }
 
-    fn put(
+    async fn put(
         &mut self,
         t: store::Table,
         key: String,
         value: String,
     ) -> Result<(), store::StoreError> {
-        let r = self.session.put(table(t).name(), &key, &value);
+        let r = self.session.put(table(t).name(), &key, &value).await;
         self.fault(r)
     }
 
-    fn delete(&mut self, t: store::Table, key: String) -> Result<(), store::StoreError> {
-        let r = self.session.delete(table(t).name(), &key);
+    async fn delete(&mut self, t: store::Table, key: String) -> Result<(), store::StoreError> {
+        let r = self.session.delete(table(t).name(), &key).await;
         self.fault(r)
     }
 
-    fn scan(
+    async fn scan(
         &mut self,
         t: store::Table,
         prefix: String,
@@ -258,7 +319,8 @@ impl store::Host for HostState {
     ) -> Result<Vec<(String, String)>, store::StoreError> {
         let r = self
             .session
-            .scan(table(t).name(), &prefix, after.as_deref(), limit);
+            .scan(table(t).name(), &prefix, after.as_deref(), limit)
+            .await;
         self.fault(r)
     }
 }

@@ -1,37 +1,50 @@
-//! [`Kernel`]: the typed Rust API over the component.
+//! [`Kernel`]: the core every API — async and blocking — runs through.
 //!
 //! Every call checks out a worker (a component instance with its own store
-//! session), runs the export inside one session transaction, commits on
-//! success and rolls back on refusal. Workers are pooled and reused: an
-//! instance is created once per concurrent caller, not per call.
-use std::sync::{Arc, Mutex};
-use std::thread;
+//! session) from a bounded pool, runs the export inside one session
+//! transaction, commits on success and rolls back on refusal, re-running
+//! the whole call on a store conflict. Instances are created once per
+//! concurrent caller, never per call.
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use gak_rules::{Error, StoreFault};
+use gak_rules::{Error, StorageError, StoreFault};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::Instrument;
 
 use crate::OpenError;
 use crate::clock::{Clock, SystemClock};
 use crate::engine::{self, Compiled, Instance};
 use crate::store::{self, Backend, Session};
 
-/// How many times one call is re-run after store conflicts before giving up
-/// with `storage`. Each re-run is a fresh decision (the component is
-/// deterministic given its reads), never a partial one.
-const MAX_ATTEMPTS: u32 = 10;
+pub use crate::builder::{Builder, Retry};
 
 /// A handle to the kernel over one store. Cheap to clone; share it between
-/// threads.
+/// tasks. Every method is `async` and never blocks a runtime worker (SQLite
+/// calls run on tokio's blocking pool). For code without a runtime, see
+/// [`crate::blocking::Kernel`].
 #[derive(Clone)]
 pub struct Kernel {
     inner: Arc<Inner>,
+    /// The caller's own thread may block (the blocking API): calls of a
+    /// thread-blocking binding run right here instead of on tokio's pool.
+    inline: bool,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     compiled: Arc<Compiled>,
     backend: Arc<dyn Backend>,
     clock: Arc<dyn Clock>,
+    pool: Pool,
+    retry: Retry,
+}
+
+/// Idle instances, and permits bounding how many exist at once (each holds
+/// a connection).
+struct Pool {
     idle: Mutex<Vec<Instance>>,
+    permits: Arc<Semaphore>,
+    wait: Duration,
 }
 
 impl std::fmt::Debug for Kernel {
@@ -42,160 +55,27 @@ impl std::fmt::Debug for Kernel {
     }
 }
 
-impl Kernel {
-    /// Open a kernel on a store URL (`memory:`, `sqlite:PATH`) with the
-    /// system clock.
-    pub fn open(url: &str) -> Result<Kernel, OpenError> {
-        Kernel::with_backend(store::open(url)?, Arc::new(SystemClock::default()))
-    }
+/// What a call is about, for its tracing span (never a token, holder or
+/// claim).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallInfo<'a> {
+    pub op: &'static str,
+    pub subject: Option<&'a str>,
+    pub fence: Option<u64>,
+}
 
-    /// A kernel over any binding and clock.
-    pub fn with_backend(
-        backend: Arc<dyn Backend>,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Kernel, OpenError> {
-        let compiled = engine::compiled().map_err(OpenError::Component)?;
-        Ok(Kernel {
-            inner: Arc::new(Inner {
-                compiled,
-                backend,
-                clock,
-                idle: Mutex::new(Vec::new()),
-            }),
-        })
-    }
-
-    /// The store binding.
-    pub fn backend(&self) -> &Arc<dyn Backend> {
-        &self.inner.backend
-    }
-
-    /// The clock judging expiry.
-    pub fn clock(&self) -> &Arc<dyn Clock> {
-        &self.inner.clock
-    }
-
-    fn checkout(&self) -> Result<Instance, Error> {
-        if let Some(inst) = self
-            .inner
-            .idle
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop()
-        {
-            return Ok(inst);
-        }
-        let session = self.inner.backend.session().map_err(Error::from)?;
-        Instance::new(&self.inner.compiled, session, self.inner.clock.clone())
-            .map_err(Error::Storage)
-    }
-
-    fn checkin(&self, inst: Instance) {
-        self.inner
-            .idle
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(inst);
-    }
-
-    /// Run `call` inside one store transaction, re-running it on conflicts.
-    ///
-    /// `call` MUST be re-runnable: it may run several times, each in a fresh
-    /// transaction whose earlier attempts were rolled back.
-    pub(crate) fn transact<T>(
-        &self,
-        call: impl FnMut(&mut Instance) -> wasmtime::Result<Result<T, Error>>,
-    ) -> Result<T, Error> {
-        self.transact_as(Ending::Commit, call)
-    }
-
-    /// Like [`Kernel::transact`], ending the transaction as `ending` says:
-    /// [`Ending::RollBack`] answers what the call would do and keeps the
-    /// store as it was (a dry run).
-    pub(crate) fn transact_as<T>(
-        &self,
-        ending: Ending,
-        mut call: impl FnMut(&mut Instance) -> wasmtime::Result<Result<T, Error>>,
-    ) -> Result<T, Error> {
-        let mut inst = self.checkout()?;
-        let mut attempt = 0;
-        let result = loop {
-            attempt += 1;
-            let retry = attempt < MAX_ATTEMPTS;
-            inst.store.data_mut().conflict = false;
-            inst.store.data_mut().failure = None;
-            match inst.store.data_mut().session.begin() {
-                Ok(()) => {}
-                Err(StoreFault::Conflict(_)) if retry => {
-                    backoff(attempt);
-                    continue;
-                }
-                Err(fault) => break Err(fault.into()),
-            }
-            let out = call(&mut inst);
-            let state = inst.store.data_mut();
-            match out {
-                Err(trap) => {
-                    state.session.rollback();
-                    // A trapped instance may hold broken state: drop it.
-                    return Err(Error::Storage(format!("component trapped: {trap:#}")));
-                }
-                Ok(_) if state.conflict && retry => {
-                    state.session.rollback();
-                    backoff(attempt);
-                }
-                Ok(_) if state.failure.is_some() || state.conflict => {
-                    state.session.rollback();
-                    let why = state
-                        .failure
-                        .take()
-                        .unwrap_or_else(|| "store conflicts persisted".into());
-                    break Err(Error::Storage(why));
-                }
-                Ok(Ok(value)) if ending == Ending::RollBack => {
-                    state.session.rollback();
-                    break Ok(value);
-                }
-                Ok(Ok(value)) => match state.session.commit() {
-                    Ok(()) => break Ok(value),
-                    Err(StoreFault::Conflict(_)) if retry => backoff(attempt),
-                    Err(fault) => break Err(fault.into()),
-                },
-                Ok(Err(refusal)) => {
-                    state.session.rollback();
-                    break Err(refusal);
-                }
-            }
-        };
-        self.checkin(inst);
-        result
-    }
-
-    /// Call a pure export (one that MUST NOT touch the store, such as
-    /// `checkpoint.build-plan`) without opening a transaction. Should it
-    /// touch the store anyway, the binding refuses (no open transaction) and
-    /// the call fails with `storage`.
-    pub(crate) fn pure<T>(
-        &self,
-        call: impl FnOnce(&mut Instance) -> wasmtime::Result<Result<T, Error>>,
-    ) -> Result<T, Error> {
-        let mut inst = self.checkout()?;
-        match call(&mut inst) {
-            Ok(result) => {
-                self.checkin(inst);
-                result
-            }
-            Err(trap) => Err(Error::Storage(format!("component trapped: {trap:#}"))),
+impl<'a> CallInfo<'a> {
+    pub fn new(op: &'static str, subject: Option<&'a str>) -> Self {
+        CallInfo {
+            op,
+            subject,
+            fence: None,
         }
     }
 
-    /// Run `f` on a worker's session in a transaction of its own, without
-    /// the component: for reading (or seeding) a sink's downstream data.
-    pub fn with_downstream<T>(
-        &self,
-        mut f: impl FnMut(&mut Downstream<'_>) -> Result<T, Error>,
-    ) -> Result<T, Error> {
-        self.transact(|inst| Ok(Downstream::run(inst.store.data_mut(), &mut f)))
+    pub fn fence(mut self, fence: u64) -> Self {
+        self.fence = Some(fence);
+        self
     }
 }
 
@@ -208,17 +88,353 @@ pub(crate) enum Ending {
     RollBack,
 }
 
-/// Exponential backoff with jitter, 1 ms to ~0.5 s.
-fn backoff(attempt: u32) {
-    let base = 1u64 << attempt.min(9);
-    let jitter = u64::from(std::process::id() ^ attempt.wrapping_mul(2_654_435_761)) % base.max(1);
-    thread::sleep(Duration::from_millis(base / 2 + jitter / 2));
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Kernel {
+    /// Open a kernel on a store URL (`memory:`, `sqlite:PATH`,
+    /// `postgres://…`) with the system clock and default settings; see
+    /// [`Kernel::builder`] for the rest.
+    ///
+    /// # Errors
+    /// [`OpenError`] when the URL names no binding, an option is malformed,
+    /// the store cannot be reached, or the component cannot be loaded.
+    pub async fn open(url: &str) -> Result<Kernel, OpenError> {
+        Kernel::builder().store(url).open().await
+    }
+
+    /// Settings beyond the URL: clock, pool size, timeouts, retries, TLS.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// A kernel over any binding and clock, with default settings.
+    ///
+    /// # Errors
+    /// [`OpenError::Component`] when the component cannot be loaded.
+    pub fn with_backend(
+        backend: Arc<dyn Backend>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Kernel, OpenError> {
+        Kernel::builder().backend(backend).clock(clock).build()
+    }
+
+    pub(crate) fn assemble(
+        backend: Arc<dyn Backend>,
+        clock: Arc<dyn Clock>,
+        max_instances: usize,
+        wait: Duration,
+        retry: Retry,
+    ) -> Result<Kernel, OpenError> {
+        let compiled = engine::compiled().map_err(OpenError::Component)?;
+        Ok(Kernel {
+            inner: Arc::new(Inner {
+                compiled,
+                backend,
+                clock,
+                pool: Pool {
+                    idle: Mutex::new(Vec::new()),
+                    permits: Arc::new(Semaphore::new(max_instances)),
+                    wait,
+                },
+                retry,
+            }),
+            inline: false,
+        })
+    }
+
+    /// The same kernel for a caller whose thread may block.
+    pub(crate) fn inline(&self) -> Kernel {
+        Kernel {
+            inner: self.inner.clone(),
+            inline: true,
+        }
+    }
+
+    /// The same kernel for async callers.
+    pub(crate) fn detached(&self) -> Kernel {
+        Kernel {
+            inner: self.inner.clone(),
+            inline: false,
+        }
+    }
+
+    /// The store binding.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.inner.backend
+    }
+
+    /// The clock judging expiry.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    /// An instance and the permit it exists under: an idle one, else a new
+    /// one while the pool has room, else wait up to the configured time.
+    async fn checkout(&self) -> Result<(Instance, OwnedSemaphorePermit), Error> {
+        let pool = &self.inner.pool;
+        let permit = match pool.permits.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => tokio::time::timeout(pool.wait, pool.permits.clone().acquire_owned())
+                .await
+                .map_err(|_| {
+                    Error::Storage(StorageError::new(format!(
+                        "no connection to {} became free within {} ms (the pool is at its maximum; raise Builder::max_connections or the wait)",
+                        self.inner.backend.describe(),
+                        pool.wait.as_millis()
+                    )))
+                })?
+                .map_err(|_| Error::storage("the kernel's pool was closed"))?,
+        };
+        if let Some(inst) = lock(&pool.idle).pop() {
+            return Ok((inst, permit));
+        }
+        let session = self.inner.backend.session().await.map_err(Error::from)?;
+        let inst = Instance::new(&self.inner.compiled, session, self.inner.clock.clone())
+            .await
+            .map_err(Error::storage)?;
+        Ok((inst, permit))
+    }
+
+    fn checkin(&self, inst: Instance) {
+        lock(&self.inner.pool.idle).push(inst);
+    }
+
+    /// Run `call` inside one store transaction, re-running it on conflicts,
+    /// ending the transaction as `ending` says when it succeeds. From async
+    /// code, a binding that blocks its thread runs on tokio's blocking pool.
+    ///
+    /// `call` MUST be re-runnable: it may run several times, each in a fresh
+    /// transaction whose earlier attempts were rolled back.
+    pub(crate) async fn transact<T, C>(
+        &self,
+        info: CallInfo<'_>,
+        ending: Ending,
+        call: C,
+    ) -> Result<T, Error>
+    where
+        T: Send + 'static,
+        C: AsyncFnMut(&mut Instance) -> wasmtime::Result<Result<T, Error>> + Send + 'static,
+    {
+        traced(info, async move {
+            let (inst, permit) = self.checkout().await?;
+            let (result, inst) = self.on_some_thread(inst, ending, call).await;
+            self.finish(inst, permit);
+            result
+        })
+        .await
+    }
+
+    /// [`Kernel::transact`] on the calling thread, for callers whose thread
+    /// may block (the blocking API) and whose `call` borrows from them.
+    pub(crate) async fn transact_local<T, C>(
+        &self,
+        info: CallInfo<'_>,
+        ending: Ending,
+        call: C,
+    ) -> Result<T, Error>
+    where
+        C: AsyncFnMut(&mut Instance) -> wasmtime::Result<Result<T, Error>>,
+    {
+        traced(info, async move {
+            let (mut inst, permit) = self.checkout().await?;
+            let (result, usable) = self.attempts(&mut inst, ending, call).await;
+            self.finish(usable.then_some(inst), permit);
+            result
+        })
+        .await
+    }
+
+    /// Return a usable instance to the pool; drop a trapped one.
+    fn finish(&self, inst: Option<Instance>, permit: OwnedSemaphorePermit) {
+        if let Some(inst) = inst {
+            self.checkin(inst);
+        }
+        drop(permit);
+    }
+
+    /// Run the attempts here, or — for a binding that blocks its thread,
+    /// called from async code — on tokio's blocking pool. Returns the
+    /// instance unless it trapped.
+    async fn on_some_thread<T, C>(
+        &self,
+        mut inst: Instance,
+        ending: Ending,
+        call: C,
+    ) -> (Result<T, Error>, Option<Instance>)
+    where
+        T: Send + 'static,
+        C: AsyncFnMut(&mut Instance) -> wasmtime::Result<Result<T, Error>> + Send + 'static,
+    {
+        let runtime = tokio::runtime::Handle::try_current();
+        match runtime {
+            Ok(handle) if !self.inline && self.inner.backend.blocks_thread() => {
+                let kernel = self.clone();
+                let span = tracing::Span::current();
+                let joined = tokio::task::spawn_blocking(move || {
+                    let _runtime = handle.enter();
+                    let _span = span.enter();
+                    let (result, usable) =
+                        futures_executor::block_on(kernel.attempts(&mut inst, ending, call));
+                    (result, usable.then_some(inst))
+                })
+                .await;
+                joined.unwrap_or_else(|e| {
+                    (
+                        Err(Error::storage(format!("the blocking call failed: {e}"))),
+                        None,
+                    )
+                })
+            }
+            _ => {
+                let (result, usable) = self.attempts(&mut inst, ending, call).await;
+                (result, usable.then_some(inst))
+            }
+        }
+    }
+
+    /// The retry loop. Returns the answer and whether the instance may be
+    /// reused (a trapped one may hold broken state).
+    async fn attempts<T, C>(
+        &self,
+        inst: &mut Instance,
+        ending: Ending,
+        mut call: C,
+    ) -> (Result<T, Error>, bool)
+    where
+        C: AsyncFnMut(&mut Instance) -> wasmtime::Result<Result<T, Error>>,
+    {
+        let retry = &self.inner.retry;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            tracing::Span::current().record("attempts", attempt);
+            let may_retry = attempt < retry.attempts;
+            let state = inst.store.data_mut();
+            state.conflict = false;
+            state.failure = None;
+            match state.session.begin().await {
+                Ok(()) => {}
+                Err(StoreFault::Conflict(why)) if may_retry => {
+                    tracing::warn!(attempt, %why, "store busy at begin; re-running the call");
+                    retry.pause(attempt).await;
+                    continue;
+                }
+                Err(fault) => return (Err(fault.into()), true),
+            }
+            let out = call(inst).await;
+            let state = inst.store.data_mut();
+            match out {
+                Err(trap) => {
+                    state.session.rollback().await;
+                    return (
+                        Err(Error::storage(format!("component trapped: {trap:#}"))),
+                        false,
+                    );
+                }
+                Ok(_) if state.conflict && may_retry => {
+                    state.session.rollback().await;
+                    tracing::warn!(attempt, "store conflict; re-running the call");
+                    retry.pause(attempt).await;
+                }
+                Ok(_) if state.failure.is_some() || state.conflict => {
+                    state.session.rollback().await;
+                    let error = match state.failure.take() {
+                        Some(why) => StorageError::new(why),
+                        None => StorageError::new(format!(
+                            "store conflicts persisted through {attempt} attempts"
+                        ))
+                        .conflict(),
+                    };
+                    return (Err(Error::Storage(error)), true);
+                }
+                Ok(Ok(value)) if ending == Ending::RollBack => {
+                    state.session.rollback().await;
+                    return (Ok(value), true);
+                }
+                Ok(Ok(value)) => match state.session.commit().await {
+                    Ok(()) => return (Ok(value), true),
+                    // A conflict at COMMIT means it did not commit (SQLite
+                    // busy, PostgreSQL serialization failure): safe to re-run.
+                    Err(StoreFault::Conflict(why)) if may_retry => {
+                        tracing::warn!(attempt, %why, "store conflict at commit; re-running the call");
+                        retry.pause(attempt).await;
+                    }
+                    // Anything else may have committed: never re-run as if it
+                    // had not. The contract's rules judge what later calls see.
+                    Err(fault) => return (Err(fault.into()), true),
+                },
+                Ok(Err(refusal)) => {
+                    state.session.rollback().await;
+                    return (Err(refusal), true);
+                }
+            }
+        }
+    }
+
+    /// Call a pure export (one that MUST NOT touch the store, such as
+    /// `checkpoint.build-plan`) without opening a transaction. Should it
+    /// touch the store anyway, the binding refuses (no open transaction) and
+    /// the call fails with `storage`.
+    pub(crate) async fn pure<T>(
+        &self,
+        call: impl AsyncFnOnce(&mut Instance) -> wasmtime::Result<Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let (mut inst, _permit) = self.checkout().await?;
+        match call(&mut inst).await {
+            Ok(result) => {
+                self.checkin(inst);
+                result
+            }
+            Err(trap) => Err(Error::storage(format!("component trapped: {trap:#}"))),
+        }
+    }
+
+    /// Run `f` on a worker's session in a transaction of its own, without
+    /// the component: for reading (or seeding) a sink's downstream data.
+    ///
+    /// # Errors
+    /// What `f` returns, or `storage` when the transaction fails.
+    pub async fn with_downstream<T, F>(&self, f: F) -> Result<T, Error>
+    where
+        T: Send + 'static,
+        F: AsyncFnMut(&mut Downstream<'_>) -> Result<T, Error> + Send + 'static,
+    {
+        let mut f = f;
+        let info = CallInfo::new("downstream", None);
+        let call = async move |inst: &mut Instance| {
+            Ok(Downstream::run(inst.store.data_mut(), &mut f).await)
+        };
+        self.transact(info, Ending::Commit, call).await
+    }
+
+    /// How many store rows this kernel's idle instances have read so far
+    /// (entries returned by `get`, `get-many` and `scan`): for tests that
+    /// prove a call's reads are bounded.
+    pub fn rows_read(&self) -> u64 {
+        lock(&self.inner.pool.idle)
+            .iter()
+            .map(|i| i.store.data().rows_read)
+            .sum()
+    }
+}
+
+/// The call that runs `f` on the open transaction's downstream access.
+pub(crate) fn downstream_call<T, F>(
+    mut f: F,
+) -> impl AsyncFnMut(&mut Instance) -> wasmtime::Result<Result<T, Error>>
+where
+    F: AsyncFnMut(&mut Downstream<'_>) -> Result<T, Error>,
+{
+    async move |inst: &mut Instance| Ok(Downstream::run(inst.store.data_mut(), &mut f).await)
 }
 
 /// The open transaction of a fenced sink's body (or of `with_downstream`).
 ///
 /// Everything written through it commits or rolls back together with the
-/// sink's fence compare.
+/// sink's fence compare. Each binding adds its own accessor (`sqlite()`,
+/// `postgres()`) in its module, so this type names no database.
 pub struct Downstream<'a> {
     session: &'a mut dyn Session,
     /// A store conflict passed through here: the whole call is re-run.
@@ -226,66 +442,47 @@ pub struct Downstream<'a> {
 }
 
 impl Downstream<'_> {
-    fn track<T>(&mut self, r: Result<T, StoreFault>) -> Result<T, Error> {
+    pub(crate) fn track<T>(&mut self, r: Result<T, StoreFault>) -> Result<T, Error> {
         if let Err(StoreFault::Conflict(_)) = &r {
             self.conflict = true;
         }
         r.map_err(Error::from)
     }
 
+    /// The binding's session, if it is an `S`.
+    pub(crate) fn session_as<S: 'static>(&mut self) -> Option<&mut S> {
+        self.session.as_any().downcast_mut::<S>()
+    }
+
     /// Read a key of the binding's `downstream` table.
-    pub fn get(&mut self, key: &str) -> Result<Option<String>, Error> {
-        let r = self.session.get("downstream", key);
+    ///
+    /// # Errors
+    /// `storage` when the store fails (a conflict re-runs the whole call).
+    pub async fn get(&mut self, key: &str) -> Result<Option<String>, Error> {
+        let r = store::get_one(&mut *self.session, "downstream", key).await;
         self.track(r)
     }
 
     /// Write a key of the binding's `downstream` table.
-    pub fn put(&mut self, key: &str, value: &str) -> Result<(), Error> {
-        let r = self.session.put("downstream", key, value);
+    ///
+    /// # Errors
+    /// `storage` when the store fails (a conflict re-runs the whole call).
+    pub async fn put(&mut self, key: &str, value: &str) -> Result<(), Error> {
+        let r = self.session.put("downstream", key, value).await;
         self.track(r)
-    }
-
-    /// The SQLite connection inside the same transaction, when the binding
-    /// is SQLite: write your own tables here and they commit atomically with
-    /// the fence compare.
-    pub fn sqlite(&mut self) -> Option<&rusqlite::Connection> {
-        self.session.sqlite()
-    }
-
-    /// Run a statement inside the same transaction, when the binding is
-    /// PostgreSQL (`None` otherwise). Parameters only: never splice data
-    /// into `sql`.
-    pub fn postgres_execute(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-    ) -> Option<Result<u64, Error>> {
-        let r = self.session.execute(sql, params)?;
-        Some(self.track(r))
-    }
-
-    /// Run a query inside the same transaction, when the binding is
-    /// PostgreSQL; every column must be `text` (cast in SQL).
-    pub fn postgres_query(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-    ) -> Option<Result<Vec<Vec<Option<String>>>, Error>> {
-        let r = self.session.query_text(sql, params)?;
-        Some(self.track(r))
     }
 
     /// Run `body` on the open transaction of `state`'s session; a conflict
     /// seen by the body marks the call for a re-run.
-    pub(crate) fn run<T>(
+    pub(crate) async fn run<T>(
         state: &mut crate::engine::HostState,
-        body: impl FnOnce(&mut Downstream<'_>) -> T,
+        body: &mut impl AsyncFnMut(&mut Downstream<'_>) -> T,
     ) -> T {
         let mut down = Downstream {
             session: &mut *state.session,
             conflict: false,
         };
-        let out = body(&mut down);
+        let out = body(&mut down).await;
         state.conflict |= down.conflict;
         out
     }
@@ -313,6 +510,38 @@ pub(crate) fn refusal(e: engine::WitError) -> Error {
         W::DepsPending => Error::DepsPending,
         W::LeaseLost => Error::LeaseLost,
         W::InvalidInput(m) => Error::InvalidInput(m),
-        W::Storage(m) => Error::Storage(m),
+        W::Storage(m) => Error::storage(m),
     }
+}
+
+/// Run one call inside its tracing span, recording its outcome; storage
+/// failures are logged at `warn`.
+async fn traced<T>(
+    info: CallInfo<'_>,
+    call: impl std::future::Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    let span = tracing::debug_span!(
+        "gak.call",
+        op = info.op,
+        subject = info.subject,
+        fence = info.fence,
+        outcome = tracing::field::Empty,
+        attempts = tracing::field::Empty,
+    );
+    let result = call.instrument(span.clone()).await;
+    let outcome = match &result {
+        Ok(_) => "ok",
+        Err(e) => e.name(),
+    };
+    span.record("outcome", outcome);
+    if let Err(Error::Storage(e)) = &result {
+        let _inside = span.enter();
+        tracing::warn!(op = info.op, error = %e, "storage failure");
+    }
+    result
+}
+
+/// The clock default.
+pub(crate) fn system_clock() -> Arc<dyn Clock> {
+    Arc::new(SystemClock::default())
 }

@@ -3,28 +3,36 @@
 //! When a process dies in the middle of a run, the run **resumes; it is not
 //! redone**. Every judgement lives in one WebAssembly component (built from
 //! `guest/`); this crate hosts it with wasmtime and binds its store import to
-//! SQLite or memory.
+//! memory, SQLite or PostgreSQL.
+//!
+//! [`Kernel`] is async (tokio) and never blocks a runtime worker;
+//! [`blocking::Kernel`] is the same core for code without a runtime.
 //!
 //! ```
 //! use gak::{Action, Acquired, Kernel, TaskSeed};
 //!
-//! let kernel = Kernel::open("memory:")?;
-//! kernel.taskboard().seed(&[TaskSeed::new("send-invoice")])?;
-//! let task = kernel.taskboard().claim("send-invoice", "worker-1", 30_000)?;
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let kernel = Kernel::open("memory:").await?;
+//! kernel.taskboard().seed(&[TaskSeed::new("send-invoice")]).await?;
+//! let task = kernel.taskboard().claim("send-invoice", "worker-1", 30_000).await?;
 //! assert_eq!(task.fence, 1);
 //!
 //! let action = Action::new("invoice-42/email", "smtp");
-//! let Acquired::Granted(lease) = kernel.sideeffect().acquire(&action, 30_000)? else {
+//! let Acquired::Granted(lease) = kernel.sideeffect().acquire(&action, 30_000).await? else {
 //!     panic!("a fresh key is granted");
 //! };
-//! kernel.sideeffect().complete(&action, &lease, b"sent")?;
+//! kernel.sideeffect().complete(&action, &lease, b"sent").await?;
 //! // The same key again only replays: the e-mail is never sent twice.
-//! assert_eq!(kernel.sideeffect().acquire(&action, 30_000)?, Acquired::Replayed(b"sent".to_vec()));
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! let again = kernel.sideeffect().acquire(&action, 30_000).await?;
+//! assert_eq!(again, Acquired::Replayed(b"sent".to_vec()));
+//! # Ok(()) }
 //! ```
 #![deny(missing_docs)]
 
 mod api;
+pub mod blocking;
+mod builder;
 pub mod clock;
 mod committer;
 pub mod conformance;
@@ -36,16 +44,20 @@ mod runner;
 pub mod store;
 
 pub use api::{Checkpoint, Commitgate, Retention, Sideeffect, SinkError, Taskboard};
+pub use builder::{Builder, DEFAULT_CONNECTION_WAIT, DEFAULT_MAX_CONNECTIONS, Retry};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use committer::Committer;
 pub use engine::COMPONENT_WASM;
 pub use gak_rules::{
     Acquired, Action, Error, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned,
-    ReconcileClaim, Resolution, Resolved, RetrySafety, Snapshot, Status, StepDef, Task, TaskPage,
-    TaskSeed, TaskState,
+    ReconcileClaim, Resolution, Resolved, RetrySafety, Snapshot, Status, StepDef, StorageError,
+    Task, TaskPage, TaskSeed, TaskState,
 };
 pub use kernel::{Downstream, Kernel};
-pub use runner::{BodyError, Ran, RunError, Runner};
+pub use runner::{BodyError, Heartbeat, Ran, RunError, Runner};
+/// The drivers the API exposes, re-exported so embedders use the versions
+/// this crate was built with.
+pub use {rusqlite, tokio_postgres};
 
 /// Why a kernel could not be opened.
 #[derive(Debug)]
@@ -71,16 +83,23 @@ impl std::fmt::Display for OpenError {
                 )
             }
             OpenError::BadOption(o) => write!(f, "bad store option {o:?}"),
-            OpenError::Store(fault) => write!(f, "cannot open the store: {fault:?}"),
+            OpenError::Store(fault) => write!(f, "cannot open the store: {fault}"),
             OpenError::Component(m) => write!(f, "cannot load the kernel component: {m}"),
         }
     }
 }
 
-impl std::error::Error for OpenError {}
+impl std::error::Error for OpenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            OpenError::Store(fault) => Some(fault),
+            _ => None,
+        }
+    }
+}
 
 impl From<OpenError> for Error {
     fn from(e: OpenError) -> Self {
-        Error::Storage(e.to_string())
+        Error::Storage(StorageError::new(e.to_string()).caused_by(e))
     }
 }

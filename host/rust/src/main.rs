@@ -4,9 +4,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
+use gak::blocking::Kernel;
 use gak::clock::{Clock, ManualClock, SystemClock};
 use gak::conformance::{self, UrlTarget};
-use gak::{Kernel, store};
+use gak::store;
 
 const USAGE: &str = "\
 gak — a crash-safe coordination kernel
@@ -79,7 +80,8 @@ fn demo(args: Args) -> Result<ExitCode> {
     // The demo moves time by hand (to let a dead worker's lease expire
     // without waiting), starting from the wall clock.
     let clock = Arc::new(ManualClock::at(SystemClock::default().now()));
-    let backend = store::open(&url).with_context(|| format!("opening {url}"))?;
+    let backend =
+        gak::blocking::run_future(store::open(&url)).with_context(|| format!("opening {url}"))?;
     println!("gak demo on {}", backend.describe());
     let kernel = Kernel::with_backend(backend, clock.clone())?;
     let report = gak::demo::run(&kernel, clock, &mut std::io::stdout())?;

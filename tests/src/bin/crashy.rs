@@ -29,9 +29,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
-use gak::{
-    Action, BodyError, Committer, Error, Kernel, Outcome, Ran, Resolution, Runner, Status, StepDef,
-};
+use gak::blocking::{Committer, Kernel, Runner};
+use gak::{Action, BodyError, Error, Outcome, Ran, Resolution, Status, StepDef};
 
 /// The task claim's ttl: a dead worker's claim is taken over after this.
 const CLAIM_TTL: u64 = 300;
@@ -253,7 +252,7 @@ impl Worker {
                 self.pause_at("before-effect", step);
                 apply(&self.effects, &lease.key).map_err(BodyError::Failed)?;
                 self.pause_at("after-effect", step);
-                Ok(applied_result.clone())
+                Ok::<_, BodyError<anyhow::Error>>(applied_result.clone())
             });
             match ran {
                 Ok(Ran::Applied(r) | Ran::Replayed(r)) => return Ok(r),
@@ -266,6 +265,7 @@ impl Worker {
                     self.keep_claim()?;
                     std::thread::sleep(POLL);
                 }
+                Ok(other) => bail!("{}: unknown outcome {other:?}", action.key),
                 Err(e) => bail!("{}: {e:?}", action.key),
             }
         }

@@ -9,7 +9,8 @@
 //! worker write `LEDGER_SCHEMA.ledger` through one fenced sink with its own
 //! fences.
 use anyhow::{Context, Result, bail};
-use gak::{Action, BodyError, Error, Kernel, Ran, RunError, Runner, SinkError};
+use gak::blocking::{Kernel, Runner};
+use gak::{Action, BodyError, Error, Ran, RunError, SinkError};
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -65,7 +66,7 @@ fn effects(kernel: &Kernel, worker: &str, keys: usize, ledger: Option<&str>) -> 
                         .sideeffect()
                         .write_fenced(&format!("effect-{key}"), lease.fence, |down| {
                             down.postgres_execute(&sql, &[&key, &worker, &fence])
-                                .unwrap_or_else(|| Err(Error::Storage("not postgres".into())))
+                                .unwrap_or_else(|| Err(Error::storage("not postgres")))
                                 .map(drop)
                         })
                         .map_err(|e| BodyError::Failed(e.contract_error()))?;
@@ -99,7 +100,7 @@ fn sink_writes(kernel: &Kernel, worker: &str, rounds: usize, schema: &str) -> Re
         let fence = 1 + i * 8 + index;
         let written = kernel.sideeffect().write_fenced("ledger", fence, |down| {
             down.postgres_execute(&sql, &[&(fence as i64), &worker])
-                .unwrap_or_else(|| Err(Error::Storage("not postgres".into())))
+                .unwrap_or_else(|| Err(Error::storage("not postgres")))
                 .map(drop)
         });
         match written {

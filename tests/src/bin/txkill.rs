@@ -3,11 +3,14 @@
 //! where it is, and waits to be killed.
 //!
 //! usage: gak-txkill SQLITE_PATH before-commit|after-commit OPERATION
+use std::any::Any;
+use std::future::Future;
 use std::io::{BufRead, Write};
+use std::pin::Pin;
 use std::sync::Arc;
 
 use anyhow::{Result, bail};
-use gak::store::{Backend, Session, StoreFault};
+use gak::store::{Backend, Session, StoreFuture};
 use gak::{Action, ManualClock, TaskSeed};
 
 /// Wraps a binding: every commit announces itself and blocks on stdin.
@@ -30,11 +33,14 @@ fn pause(at: &str) {
 }
 
 impl Backend for Pausing {
-    fn session(&self) -> Result<Box<dyn Session>, StoreFault> {
-        Ok(Box::new(PausingSession {
-            inner: self.inner.session()?,
-            after: self.after,
-        }))
+    fn session(&self) -> StoreFuture<'_, Box<dyn Session>> {
+        Box::pin(async move {
+            let session: Box<dyn Session> = Box::new(PausingSession {
+                inner: self.inner.session().await?,
+                after: self.after,
+            });
+            Ok(session)
+        })
     }
     fn describe(&self) -> String {
         self.inner.describe()
@@ -42,37 +48,45 @@ impl Backend for Pausing {
 }
 
 impl Session for PausingSession {
-    fn begin(&mut self) -> Result<(), StoreFault> {
+    fn begin(&mut self) -> StoreFuture<'_, ()> {
         self.inner.begin()
     }
-    fn get(&mut self, t: &'static str, k: &str) -> Result<Option<String>, StoreFault> {
-        self.inner.get(t, k)
+    fn get_many<'a>(
+        &'a mut self,
+        keys: &'a [(&'static str, &'a str)],
+    ) -> StoreFuture<'a, Vec<Option<String>>> {
+        self.inner.get_many(keys)
     }
-    fn put(&mut self, t: &'static str, k: &str, v: &str) -> Result<(), StoreFault> {
+    fn put<'a>(&'a mut self, t: &'static str, k: &'a str, v: &'a str) -> StoreFuture<'a, ()> {
         self.inner.put(t, k, v)
     }
-    fn delete(&mut self, t: &'static str, k: &str) -> Result<(), StoreFault> {
+    fn delete<'a>(&'a mut self, t: &'static str, k: &'a str) -> StoreFuture<'a, ()> {
         self.inner.delete(t, k)
     }
-    fn scan(
-        &mut self,
+    fn scan<'a>(
+        &'a mut self,
         t: &'static str,
-        prefix: &str,
-        after: Option<&str>,
+        prefix: &'a str,
+        after: Option<&'a str>,
         limit: u32,
-    ) -> Result<Vec<(String, String)>, StoreFault> {
+    ) -> StoreFuture<'a, Vec<(String, String)>> {
         self.inner.scan(t, prefix, after, limit)
     }
-    fn commit(&mut self) -> Result<(), StoreFault> {
-        if !self.after {
-            pause("before-commit");
-        }
-        self.inner.commit()?;
-        pause("after-commit");
-        Ok(())
+    fn commit(&mut self) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            if !self.after {
+                pause("before-commit");
+            }
+            self.inner.commit().await?;
+            pause("after-commit");
+            Ok(())
+        })
     }
-    fn rollback(&mut self) {
+    fn rollback(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         self.inner.rollback()
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
     }
 }
 
@@ -81,12 +95,12 @@ fn main() -> Result<()> {
     let [path, at, op] = args.as_slice() else {
         bail!("usage: gak-txkill SQLITE_PATH before-commit|after-commit OPERATION");
     };
-    let inner = gak::store::open(&format!("sqlite:{path}"))?;
+    let inner = gak::blocking::run_future(gak::store::open(&format!("sqlite:{path}")))?;
     let backend = Arc::new(Pausing {
         inner,
         after: at == "after-commit",
     });
-    let kernel = gak::Kernel::with_backend(backend, Arc::new(ManualClock::at(1_000)))?;
+    let kernel = gak::blocking::Kernel::with_backend(backend, Arc::new(ManualClock::at(1_000)))?;
     match op.as_str() {
         // Many writes in one transaction: 200 tasks.
         "seed" => {

@@ -273,26 +273,31 @@ fn null<T>(r: Result<T, Error>) -> Result<Value, Error> {
 
 /// Run one vector call. `Err` is a malformed step (it fails the scenario);
 /// `Ok(Err(e))` is the kernel's refusal.
-pub(super) fn dispatch(
+pub(super) async fn dispatch(
     k: &Kernel,
     name: &str,
     args: &Value,
 ) -> Result<Result<Value, Error>, String> {
-    match call(k, name, args) {
+    match call(k, name, args).await {
         Ok(result) => Ok(result),
         Err(Arg::Invalid(why)) => Ok(Err(Error::InvalidInput(why))),
         Err(Arg::Malformed(why)) => Err(format!("{name}: bad args: {why}")),
     }
 }
 
-fn call(k: &Kernel, name: &str, a: &Value) -> A<Result<Value, Error>> {
+async fn call(k: &Kernel, name: &str, a: &Value) -> A<Result<Value, Error>> {
     let cp = k.checkpoint();
     let cg = k.commitgate();
     let se = k.sideeffect();
     let tb = k.taskboard();
     Ok(match name {
-        "checkpoint.save-if-newer" => null(cp.save_if_newer(&snapshot(object(a, "snapshot")?)?)),
-        "checkpoint.load" => cp.load(&string_or_empty(a, "run-id")?).map(snapshot_json),
+        "checkpoint.save-if-newer" => {
+            null(cp.save_if_newer(&snapshot(object(a, "snapshot")?)?).await)
+        }
+        "checkpoint.load" => cp
+            .load(&string_or_empty(a, "run-id")?)
+            .await
+            .map(snapshot_json),
         "checkpoint.build-plan" => {
             let steps = match field(a, "steps") {
                 Some(Value::Array(items)) => items
@@ -309,6 +314,7 @@ fn call(k: &Kernel, name: &str, a: &Value) -> A<Result<Value, Error>> {
             };
             let snap = field(a, "snapshot").map(snapshot).transpose()?;
             cp.build_plan(&steps, snap.as_ref())
+                .await
                 .map(|p| json!({ "skip": p.skip, "run": p.run, "untrusted": p.untrusted }))
         }
         "commitgate.commit" => {
@@ -324,35 +330,46 @@ fn call(k: &Kernel, name: &str, a: &Value) -> A<Result<Value, Error>> {
                 opt_number(a, "fence")?.unwrap_or(0),
                 &outcome,
             )
+            .await
             .map(outcome_json)
         }
         "commitgate.read" => {
             let step = opt_string(a, "step")?;
             cg.read(&string_or_empty(a, "run-id")?, step.as_deref())
+                .await
                 .map(outcome_json)
         }
-        "sideeffect.acquire" => se.acquire(&action(a)?, number(a, "ttl")?).map(|x| match x {
-            Acquired::Granted(l) => json!({ "granted": lease_json(l) }),
-            Acquired::Replayed(r) => json!({ "replayed": text(&r) }),
-            Acquired::Uncertain(why) => json!({ "uncertain": why }),
-            Acquired::InFlight => json!({ "in-flight": {} }),
-            Acquired::Contended(until) => json!({ "contended": { "until": until } }),
-        }),
+        "sideeffect.acquire" => se
+            .acquire(&action(a)?, number(a, "ttl")?)
+            .await
+            .map(|x| match x {
+                Acquired::Granted(l) => json!({ "granted": lease_json(l) }),
+                Acquired::Replayed(r) => json!({ "replayed": text(&r) }),
+                Acquired::Uncertain(why) => json!({ "uncertain": why }),
+                Acquired::InFlight => json!({ "in-flight": {} }),
+                Acquired::Contended(until) => json!({ "contended": { "until": until } }),
+                other => json!({ "unknown": format!("{other:?}") }),
+            }),
         "sideeffect.complete" => se
             .complete(&action(a)?, &lease(a)?, &bytes(a, "result")?)
+            .await
             .map(|r| text(&r)),
-        "sideeffect.release" => null(se.release(&action(a)?, &lease(a)?)),
-        "sideeffect.abandon" => {
-            null(se.abandon(&action(a)?, &lease(a)?, &string_or_empty(a, "reason")?))
-        }
+        "sideeffect.release" => null(se.release(&action(a)?, &lease(a)?).await),
+        "sideeffect.abandon" => null(
+            se.abandon(&action(a)?, &lease(a)?, &string_or_empty(a, "reason")?)
+                .await,
+        ),
         "sideeffect.renew" => se
             .renew(&action(a)?, &lease(a)?, number(a, "ttl")?)
+            .await
             .map(lease_json),
-        "sideeffect.mark-uncertain" => {
-            null(se.mark_uncertain(&action(a)?, &lease(a)?, &string_or_empty(a, "reason")?))
-        }
+        "sideeffect.mark-uncertain" => null(
+            se.mark_uncertain(&action(a)?, &lease(a)?, &string_or_empty(a, "reason")?)
+                .await,
+        ),
         "sideeffect.begin-reconcile" => se
             .begin_reconcile(&action(a)?, number(a, "ttl")?)
+            .await
             .map(|c| json!({ "claim": c.claim, "until": c.until })),
         "sideeffect.resolve-uncertain" => {
             let r = object(a, "resolution")?;
@@ -363,6 +380,7 @@ fn call(k: &Kernel, name: &str, a: &Value) -> A<Result<Value, Error>> {
                 claim: opt_string(r, "claim")?,
             };
             se.resolve_uncertain(&action(a)?, &resolution)
+                .await
                 .map(|x| match x {
                     Resolved::Replayed(r) => json!({ "replayed": text(&r) }),
                     Resolved::Cleared => json!({ "cleared": {} }),
@@ -373,21 +391,34 @@ fn call(k: &Kernel, name: &str, a: &Value) -> A<Result<Value, Error>> {
             let fail = boolean(a, "fail")?;
             // The reference body: append "m" to the resource's marker, then
             // fail if asked to — the append must then vanish with the rest.
-            let written = se.write_fenced(&resource, number(a, "fence")?, |down| {
-                let marker = down.get(&resource).map_err(|_| ())?.unwrap_or_default();
-                down.put(&resource, &format!("{marker}m")).map_err(|_| ())?;
+            let fence = number(a, "fence")?;
+            let key = resource.clone();
+            let body = async move |down: &mut crate::Downstream<'_>| {
+                let marker = down.get(&key).await.map_err(|_| ())?.unwrap_or_default();
+                down.put(&key, &format!("{marker}m"))
+                    .await
+                    .map_err(|_| ())?;
                 if fail { Err(()) } else { Ok(()) }
-            });
-            written
+            };
+            se.write_fenced(&resource, fence, body)
+                .await
                 .map(|()| Value::Null)
                 .map_err(|e| e.contract_error())
         }
         "sink.read" => {
             let resource = string_or_empty(a, "resource")?;
-            se.sink_seen(&resource).and_then(|seen| {
-                let marker = k.with_downstream(|down| down.get(&resource))?;
-                Ok(json!({ "seen-fence": seen, "marker": marker.unwrap_or_default() }))
-            })
+            match se.sink_seen(&resource).await {
+                Ok(seen) => {
+                    let key = resource.clone();
+                    let marker = k
+                        .with_downstream(async move |down: &mut crate::Downstream<'_>| {
+                            down.get(&key).await
+                        })
+                        .await;
+                    marker.map(|m| json!({ "seen-fence": seen, "marker": m.unwrap_or_default() }))
+                }
+                Err(e) => Err(e),
+            }
         }
         "taskboard.seed" => {
             let tasks = match field(a, "tasks") {
@@ -405,7 +436,7 @@ fn call(k: &Kernel, name: &str, a: &Value) -> A<Result<Value, Error>> {
                 None => Vec::new(),
                 Some(other) => return Err(Arg::Malformed(format!("tasks: got {other}"))),
             };
-            null(tb.seed(&tasks))
+            null(tb.seed(&tasks).await)
         }
         // Without `limit`: the whole board as an array (the 0.1 form of the
         // call, which vector files may still use), read page by page.
@@ -414,7 +445,7 @@ fn call(k: &Kernel, name: &str, a: &Value) -> A<Result<Value, Error>> {
             let mut all = Vec::new();
             let mut after: Option<String> = None;
             loop {
-                match tb.list(state, after.as_deref(), 1000) {
+                match tb.list(state, after.as_deref(), 1000).await {
                     Ok(page) => {
                         all.extend(page.items.into_iter().map(task_json));
                         after = page.next;
@@ -429,21 +460,25 @@ fn call(k: &Kernel, name: &str, a: &Value) -> A<Result<Value, Error>> {
         "taskboard.list" => {
             let after = opt_string(a, "after")?;
             tb.list(state(a)?, after.as_deref(), limit(a)?)
+                .await
                 .map(|p| page_json(p.items.into_iter().map(task_json).collect(), p.next))
         }
-        "taskboard.get" => tb.get(&string_or_empty(a, "id")?).map(task_json),
+        "taskboard.get" => tb.get(&string_or_empty(a, "id")?).await.map(task_json),
         "taskboard.claim-next" => tb
             .claim_next(&string_or_empty(a, "agent")?, number(a, "ttl")?)
+            .await
             .map(|t| t.map_or(Value::Null, task_json)),
         "sideeffect.list" => {
             let after = opt_string(a, "after")?;
             se.list(key_state(a)?, after.as_deref(), limit(a)?)
+                .await
                 .map(|p| page_json(p.items.into_iter().map(key_info_json).collect(), p.next))
         }
-        "sideeffect.get" => se.get(&string_or_empty(a, "key")?).map(key_info_json),
+        "sideeffect.get" => se.get(&string_or_empty(a, "key")?).await.map(key_info_json),
         "retention.prune" => k
             .retention()
             .prune(number(a, "before")?, limit(a)?)
+            .await
             .map(|p| {
                 json!({
                     "removed-keys": p.removed_keys, "removed-tasks": p.removed_tasks,
@@ -456,19 +491,23 @@ fn call(k: &Kernel, name: &str, a: &Value) -> A<Result<Value, Error>> {
                 &string_or_empty(a, "agent")?,
                 number(a, "ttl")?,
             )
+            .await
             .map(task_json),
-        "taskboard.release" => {
-            null(tb.release(&string_or_empty(a, "id")?, &string_or_empty(a, "token")?))
-        }
-        "taskboard.complete" => {
-            null(tb.complete(&string_or_empty(a, "id")?, &string_or_empty(a, "token")?))
-        }
+        "taskboard.release" => null(
+            tb.release(&string_or_empty(a, "id")?, &string_or_empty(a, "token")?)
+                .await,
+        ),
+        "taskboard.complete" => null(
+            tb.complete(&string_or_empty(a, "id")?, &string_or_empty(a, "token")?)
+                .await,
+        ),
         "taskboard.renew" => tb
             .renew(
                 &string_or_empty(a, "id")?,
                 &string_or_empty(a, "token")?,
                 number(a, "ttl")?,
             )
+            .await
             .map(task_json),
         other => return Err(Arg::Malformed(format!("unknown call {other:?}"))),
     })

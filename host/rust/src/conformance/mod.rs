@@ -32,6 +32,12 @@ pub trait Target {
     fn fresh(&mut self, clock: Arc<ManualClock>) -> Result<Kernel, String>;
 }
 
+impl<T: Target + ?Sized> Target for &mut T {
+    fn fresh(&mut self, clock: Arc<ManualClock>) -> Result<Kernel, String> {
+        (**self).fresh(clock)
+    }
+}
+
 /// A target from a store URL: `memory:`; `sqlite:PATH` (each scenario a
 /// new database file next to PATH, removed afterwards); `postgres://…`
 /// (each scenario a new schema, dropped afterwards).
@@ -64,7 +70,7 @@ impl UrlTarget {
             remove_db(&path);
         }
         if let Some(schema) = self.last_schema.take() {
-            let _ = schema.drop_schema();
+            let _ = crate::blocking::run(schema.drop_schema());
         }
     }
 
@@ -72,8 +78,11 @@ impl UrlTarget {
         let base = PostgresBackend::parse(&self.url).map_err(|e| e.to_string())?;
         let name = format!("{}_c{}_{}", base.schema(), std::process::id(), self.count);
         let backend = base.with_schema(&name).map_err(|e| e.to_string())?;
-        backend.drop_schema().map_err(|e| format!("{e:?}"))?;
-        backend.ensure_schema().map_err(|e| format!("{e:?}"))?;
+        crate::blocking::run(async {
+            backend.drop_schema().await?;
+            backend.ensure_schema().await
+        })
+        .map_err(|e| e.to_string())?;
         self.last_schema = Some(base.with_schema(&name).map_err(|e| e.to_string())?);
         Kernel::with_backend(Arc::new(backend), clock).map_err(|e| e.to_string())
     }
@@ -114,7 +123,7 @@ impl Target for UrlTarget {
             }
             None => self.url.clone(),
         };
-        let backend = crate::store::open(&url).map_err(|e| e.to_string())?;
+        let backend = crate::blocking::run(crate::store::open(&url)).map_err(|e| e.to_string())?;
         Kernel::with_backend(backend, clock).map_err(|e| e.to_string())
     }
 }
@@ -183,8 +192,19 @@ impl Report {
     }
 }
 
-/// Run every scenario of the given files (name, JSON text) on `target`.
+/// Run every scenario of the given files (name, JSON text) on `target`,
+/// blocking: each call runs on this thread.
 pub fn run(target: &mut dyn Target, files: &[(String, String)]) -> Report {
+    crate::blocking::run(run_all(target, files, true))
+}
+
+/// Run every scenario through the async API from the caller's runtime (a
+/// SQLite target's calls then go through tokio's blocking pool).
+pub async fn run_async(target: &mut dyn Target, files: &[(String, String)]) -> Report {
+    run_all(target, files, false).await
+}
+
+async fn run_all(target: &mut dyn Target, files: &[(String, String)], inline: bool) -> Report {
     let mut report = Report::default();
     for (name, text) in files {
         match parse_file(text) {
@@ -195,7 +215,16 @@ pub fn run(target: &mut dyn Target, files: &[(String, String)]) -> Report {
             Ok(scenarios) => {
                 for (i, scenario) in scenarios.iter().enumerate() {
                     let label = scenario.name.clone().unwrap_or_else(|| format!("#{i}"));
-                    let failure = vector::run_scenario(target, scenario, name, i).err();
+                    let clock = Arc::new(ManualClock::at(0));
+                    let failure = match target.fresh(clock.clone()) {
+                        Err(e) => Some(format!("cannot open a fresh store: {e}")),
+                        Ok(kernel) => {
+                            let kernel = if inline { kernel.inline() } else { kernel };
+                            vector::run_scenario(&kernel, &clock, scenario, name, i)
+                                .await
+                                .err()
+                        }
+                    };
                     report.verdicts.push(Verdict {
                         name: format!("{name} :: {label}"),
                         failure,

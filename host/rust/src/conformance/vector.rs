@@ -1,11 +1,10 @@
 //! Parsing, substitution, matching and binding for vector scenarios.
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::{Target, calls};
-use crate::clock::{Clock, ManualClock};
+use super::calls;
+use crate::clock::ManualClock;
 
 /// One scenario of a vector file.
 #[derive(Debug, Clone)]
@@ -46,17 +45,15 @@ pub fn parse_file(text: &str) -> Result<Vec<Scenario>, String> {
         .collect()
 }
 
-/// Run one scenario on a fresh store; `Err` says which step failed and why.
-pub(super) fn run_scenario(
-    target: &mut dyn Target,
+/// Run one scenario on a fresh store (`kernel`, driven by `clock` at 0);
+/// `Err` says which step failed and why.
+pub(super) async fn run_scenario(
+    kernel: &crate::Kernel,
+    clock: &ManualClock,
     scenario: &Scenario,
     file: &str,
     index: usize,
 ) -> Result<(), String> {
-    let clock = Arc::new(ManualClock::at(0));
-    let kernel = target
-        .fresh(clock.clone())
-        .map_err(|e| format!("cannot open a fresh store: {e}"))?;
     let mut binds: HashMap<String, Value> = HashMap::new();
     for (i, step) in scenario.steps.iter().enumerate() {
         let at = |why: String| format!("step {i} ({file}: $[{index}].steps[{i}]): {why}");
@@ -83,15 +80,13 @@ pub(super) fn run_scenario(
                     .ok_or_else(|| at("advance: expected ms".into()))?;
                 clock.advance(by);
             }
-            _ => call_step(&kernel, step, &mut binds).map_err(at)?,
+            _ => call_step(kernel, step, &mut binds).await.map_err(at)?,
         }
     }
-    // Keep the clock alive for the whole scenario (the kernel holds it too).
-    let _ = clock.now();
     Ok(())
 }
 
-fn call_step(
+async fn call_step(
     kernel: &crate::Kernel,
     step: &Map<String, Value>,
     binds: &mut HashMap<String, Value>,
@@ -111,7 +106,7 @@ fn call_step(
             return Err(format!("{name}: unknown error variant {e:?}"));
         }
     }
-    let actual = calls::dispatch(kernel, name, &args)?;
+    let actual = calls::dispatch(kernel, name, &args).await?;
     match (expected_ok, expected_err, &actual) {
         (Some(want), _, Ok(got)) => {
             if !matches(want, Some(got), binds)? {

@@ -1,22 +1,35 @@
 //! The in-memory binding: one map, one writer at a time.
 //!
 //! A transaction takes the store-wide lock at `begin` and keeps its writes in
-//! an overlay until `commit`, so it is serializable and all-or-nothing.
+//! an overlay until `commit`, so it is serializable and all-or-nothing. The
+//! lock is an async semaphore: a transaction whose sink body awaits (holding
+//! the lock) never blocks the thread other callers need to make progress.
+use std::any::Any;
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::ops::Bound;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use gak_rules::StoreFault;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::{Backend, Session};
+use super::{Backend, Session, StoreFuture, ready};
 
 type Key = (&'static str, String);
 
-#[derive(Default)]
 struct Shared {
     data: Mutex<BTreeMap<Key, String>>,
-    busy: Mutex<bool>,
-    free: Condvar,
+    writer: Arc<Semaphore>,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared {
+            data: Mutex::default(),
+            writer: Arc::new(Semaphore::new(1)),
+        }
+    }
 }
 
 /// An in-memory store shared by every session made from it.
@@ -27,7 +40,7 @@ pub struct MemoryBackend {
 
 impl MemoryBackend {
     /// Every entry, for tests that compare store states.
-    pub fn dump(&self) -> BTreeMap<(String, String), String> {
+    pub fn entries(&self) -> BTreeMap<(String, String), String> {
         lock(&self.shared.data)
             .iter()
             .map(|((t, k), v)| (((*t).to_owned(), k.clone()), v.clone()))
@@ -42,54 +55,36 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Backend for MemoryBackend {
-    fn session(&self) -> Result<Box<dyn Session>, StoreFault> {
-        Ok(Box::new(MemorySession {
+    fn session(&self) -> StoreFuture<'_, Box<dyn Session>> {
+        let session: Box<dyn Session> = Box::new(MemorySession {
             shared: self.shared.clone(),
-            overlay: None,
-        }))
+            tx: None,
+        });
+        ready(Ok(session))
     }
     fn describe(&self) -> String {
         "memory".into()
     }
 }
 
+/// An open transaction: the writer permit and the pending writes
+/// (`None` = delete).
+struct Tx {
+    _writer: OwnedSemaphorePermit,
+    overlay: BTreeMap<Key, Option<String>>,
+}
+
 struct MemorySession {
     shared: Arc<Shared>,
-    /// Some while a transaction is open: its pending writes (None = delete).
-    overlay: Option<BTreeMap<Key, Option<String>>>,
+    tx: Option<Tx>,
 }
 
 impl MemorySession {
     fn overlay(&mut self) -> Result<&mut BTreeMap<Key, Option<String>>, StoreFault> {
-        self.overlay
+        self.tx
             .as_mut()
+            .map(|tx| &mut tx.overlay)
             .ok_or_else(|| StoreFault::Failure("no open transaction".into()))
-    }
-
-    fn end(&mut self) {
-        if self.overlay.take().is_some() {
-            *lock(&self.shared.busy) = false;
-            self.shared.free.notify_one();
-        }
-    }
-}
-
-impl Session for MemorySession {
-    fn begin(&mut self) -> Result<(), StoreFault> {
-        if self.overlay.is_some() {
-            return Err(StoreFault::Failure("transaction already open".into()));
-        }
-        let mut busy = lock(&self.shared.busy);
-        while *busy {
-            busy = self
-                .shared
-                .free
-                .wait(busy)
-                .unwrap_or_else(|p| p.into_inner());
-        }
-        *busy = true;
-        self.overlay = Some(BTreeMap::new());
-        Ok(())
     }
 
     fn get(&mut self, table: &'static str, key: &str) -> Result<Option<String>, StoreFault> {
@@ -100,18 +95,7 @@ impl Session for MemorySession {
         Ok(lock(&self.shared.data).get(&k).cloned())
     }
 
-    fn put(&mut self, table: &'static str, key: &str, value: &str) -> Result<(), StoreFault> {
-        self.overlay()?
-            .insert((table, key.to_owned()), Some(value.to_owned()));
-        Ok(())
-    }
-
-    fn delete(&mut self, table: &'static str, key: &str) -> Result<(), StoreFault> {
-        self.overlay()?.insert((table, key.to_owned()), None);
-        Ok(())
-    }
-
-    fn scan(
+    fn range(
         &mut self,
         table: &'static str,
         prefix: &str,
@@ -146,29 +130,86 @@ impl Session for MemorySession {
             .take(limit as usize)
             .collect())
     }
-
-    fn commit(&mut self) -> Result<(), StoreFault> {
-        let overlay = self.overlay()?.clone();
-        {
-            let mut data = lock(&self.shared.data);
-            for (k, v) in overlay {
-                match v {
-                    Some(v) => data.insert(k, v),
-                    None => data.remove(&k),
-                };
-            }
-        }
-        self.end();
-        Ok(())
-    }
-
-    fn rollback(&mut self) {
-        self.end();
-    }
 }
 
-impl Drop for MemorySession {
-    fn drop(&mut self) {
-        self.end();
+impl Session for MemorySession {
+    fn begin(&mut self) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            if self.tx.is_some() {
+                return Err(StoreFault::Failure("transaction already open".into()));
+            }
+            let writer = self
+                .shared
+                .writer
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| StoreFault::Failure("the memory store was closed".into()))?;
+            self.tx = Some(Tx {
+                _writer: writer,
+                overlay: BTreeMap::new(),
+            });
+            Ok(())
+        })
+    }
+
+    fn get_many<'a>(
+        &'a mut self,
+        keys: &'a [(&'static str, &'a str)],
+    ) -> StoreFuture<'a, Vec<Option<String>>> {
+        ready(keys.iter().map(|(t, k)| self.get(t, k)).collect())
+    }
+
+    fn put<'a>(
+        &'a mut self,
+        table: &'static str,
+        key: &'a str,
+        value: &'a str,
+    ) -> StoreFuture<'a, ()> {
+        let r = self
+            .overlay()
+            .map(|o| drop(o.insert((table, key.to_owned()), Some(value.to_owned()))));
+        ready(r)
+    }
+
+    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
+        let r = self
+            .overlay()
+            .map(|o| drop(o.insert((table, key.to_owned()), None)));
+        ready(r)
+    }
+
+    fn scan<'a>(
+        &'a mut self,
+        table: &'static str,
+        prefix: &'a str,
+        after: Option<&'a str>,
+        limit: u32,
+    ) -> StoreFuture<'a, Vec<(String, String)>> {
+        ready(self.range(table, prefix, after, limit))
+    }
+
+    fn commit(&mut self) -> StoreFuture<'_, ()> {
+        let Some(tx) = self.tx.take() else {
+            return ready(Err(StoreFault::Failure("no open transaction".into())));
+        };
+        let mut data = lock(&self.shared.data);
+        for (k, v) in tx.overlay {
+            match v {
+                Some(v) => data.insert(k, v),
+                None => data.remove(&k),
+            };
+        }
+        // The writer permit is released here, after the data is in place.
+        ready(Ok(()))
+    }
+
+    fn rollback(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        self.tx = None;
+        Box::pin(std::future::ready(()))
+    }
+
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
     }
 }

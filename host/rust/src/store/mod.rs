@@ -19,6 +19,9 @@
 //!
 //! The negative controls in `tests/` are bindings that break one of these
 //! promises each; the conformance suite must catch every one.
+use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 pub use gak_rules::StoreFault;
@@ -62,109 +65,126 @@ pub fn prefix_end(prefix: &str) -> Option<String> {
     None
 }
 
+/// What every store call returns: a boxed future, so bindings can be
+/// chosen at run time (`Box<dyn Session>`). Bindings that never wait
+/// (memory, SQLite) return futures that are ready at once.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreFault>> + Send + 'a>>;
+
+/// A future that is ready at once with `value`: what synchronous bindings
+/// return.
+pub fn ready<'a, T: Send + 'a>(value: Result<T, StoreFault>) -> StoreFuture<'a, T> {
+    Box::pin(std::future::ready(value))
+}
+
 /// A database (or map) the kernel can run against.
 pub trait Backend: Send + Sync + 'static {
-    /// A new session for one worker.
-    fn session(&self) -> Result<Box<dyn Session>, StoreFault>;
+    /// A new session (connection) for one worker.
+    fn session(&self) -> StoreFuture<'_, Box<dyn Session>>;
     /// A human description, without secrets.
     fn describe(&self) -> String;
+    /// Whether this binding's calls block the calling thread (SQLite waits
+    /// for the disk and for other writers): the async API then runs each
+    /// call on tokio's blocking pool instead of a runtime worker.
+    fn blocks_thread(&self) -> bool {
+        false
+    }
 
     /// Every entry of every table, as (table, key, value), in one
     /// transaction: for operators, and for tests comparing store states.
-    fn dump(&self) -> Result<Vec<(String, String, String)>, StoreFault> {
-        let mut session = self.session()?;
-        session.begin()?;
-        let mut all = Vec::new();
-        for table in TABLES {
-            let mut after: Option<String> = None;
-            loop {
-                let page = match session.scan(table, "", after.as_deref(), 1000) {
-                    Ok(page) => page,
-                    Err(e) => {
-                        session.rollback();
-                        return Err(e);
-                    }
-                };
-                let full = page.len() == 1000;
-                after = page.last().map(|(k, _)| k.clone());
-                all.extend(page.into_iter().map(|(k, v)| (table.to_owned(), k, v)));
-                if !full {
-                    break;
-                }
-            }
-        }
-        session.rollback();
-        Ok(all)
+    fn dump(&self) -> StoreFuture<'_, Vec<(String, String, String)>> {
+        Box::pin(async move {
+            let mut session = self.session().await?;
+            session.begin().await?;
+            let all = dump_tables(&mut *session).await;
+            session.rollback().await;
+            all
+        })
     }
 }
 
+async fn dump_tables(
+    session: &mut dyn Session,
+) -> Result<Vec<(String, String, String)>, StoreFault> {
+    let mut all = Vec::new();
+    for table in TABLES {
+        let mut after: Option<String> = None;
+        loop {
+            let page = session.scan(table, "", after.as_deref(), 1000).await?;
+            let full = page.len() == 1000;
+            after = page.last().map(|(k, _)| k.clone());
+            all.extend(page.into_iter().map(|(k, v)| (table.to_owned(), k, v)));
+            if !full {
+                break;
+            }
+        }
+    }
+    Ok(all)
+}
+
 /// One worker's connection. At most one transaction is open at a time.
+///
+/// Every call but `begin` acts inside the open transaction; a call without
+/// one fails (never silently autocommits).
 pub trait Session: Send + 'static {
     /// Open a transaction, taking what it needs to write up front.
-    fn begin(&mut self) -> Result<(), StoreFault>;
-    /// Read a key.
-    fn get(&mut self, table: &'static str, key: &str) -> Result<Option<String>, StoreFault>;
-    /// Read several keys in order.
-    fn get_many(
-        &mut self,
-        keys: &[(&'static str, &str)],
-    ) -> Result<Vec<Option<String>>, StoreFault> {
-        keys.iter().map(|(t, k)| self.get(t, k)).collect()
-    }
+    fn begin(&mut self) -> StoreFuture<'_, ()>;
+    /// Read several keys in order, serialized against every transaction that
+    /// writes them (see the contract above).
+    fn get_many<'a>(
+        &'a mut self,
+        keys: &'a [(&'static str, &'a str)],
+    ) -> StoreFuture<'a, Vec<Option<String>>>;
     /// Insert or overwrite.
-    fn put(&mut self, table: &'static str, key: &str, value: &str) -> Result<(), StoreFault>;
+    fn put<'a>(
+        &'a mut self,
+        table: &'static str,
+        key: &'a str,
+        value: &'a str,
+    ) -> StoreFuture<'a, ()>;
     /// Remove if present.
-    fn delete(&mut self, table: &'static str, key: &str) -> Result<(), StoreFault>;
+    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()>;
     /// At most `limit` entries whose key starts with `prefix` and sorts
     /// strictly after `after`, ordered by key bytes, served from the key
     /// index (never a filter over the table). A snapshot read: it need not
     /// lock the range.
-    fn scan(
-        &mut self,
+    fn scan<'a>(
+        &'a mut self,
         table: &'static str,
-        prefix: &str,
-        after: Option<&str>,
+        prefix: &'a str,
+        after: Option<&'a str>,
         limit: u32,
-    ) -> Result<Vec<(String, String)>, StoreFault>;
-    /// Make the transaction's writes durable and visible.
-    fn commit(&mut self) -> Result<(), StoreFault>;
+    ) -> StoreFuture<'a, Vec<(String, String)>>;
+    /// Make the transaction's writes durable and visible. An error means the
+    /// outcome is unknown unless the binding knows the commit never reached
+    /// the database.
+    fn commit(&mut self) -> StoreFuture<'_, ()>;
     /// Discard the transaction's writes. Never fails: a binding that cannot
     /// roll back must drop its connection.
-    fn rollback(&mut self);
-    /// The SQLite connection, when the session is one, so a fenced sink's
-    /// body can write its own tables in the same transaction.
-    fn sqlite(&mut self) -> Option<&rusqlite::Connection> {
-        None
-    }
+    fn rollback(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
     /// The database's clock, when the binding judges expiry by it.
-    fn now(&mut self) -> Option<Result<u64, StoreFault>> {
+    fn now(&mut self) -> Option<StoreFuture<'_, u64>> {
         None
     }
-    /// Run a statement inside the open transaction, when the session is a
-    /// PostgreSQL one (for fenced sink bodies writing their own tables).
-    fn execute(
-        &mut self,
-        _sql: &str,
-        _params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-    ) -> Option<Result<u64, StoreFault>> {
-        None
-    }
-    /// Run a query inside the open transaction, when the session is a
-    /// PostgreSQL one; every column must be `text` (cast in SQL).
-    fn query_text(
-        &mut self,
-        _sql: &str,
-        _params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-    ) -> Option<Result<Vec<Vec<Option<String>>>, StoreFault>> {
-        None
-    }
+    /// The binding's own session type, for the accessors each binding adds
+    /// to [`crate::Downstream`] (the SQLite connection, the PostgreSQL
+    /// client) without this trait naming any database.
+    fn as_any(&mut self) -> &mut dyn Any;
+}
+
+/// Read one key (a convenience over [`Session::get_many`]).
+pub async fn get_one(
+    session: &mut dyn Session,
+    table: &'static str,
+    key: &str,
+) -> Result<Option<String>, StoreFault> {
+    Ok(session.get_many(&[(table, key)]).await?.pop().flatten())
 }
 
 /// Open a backend from a store URL: `memory:`, `sqlite:PATH` (or a bare
 /// path ending in `.db`), `postgres://user@host:port/db?schema=NAME&clock=db`.
-pub fn open(url: &str) -> Result<Arc<dyn Backend>, crate::OpenError> {
+pub async fn open(url: &str) -> Result<Arc<dyn Backend>, crate::OpenError> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Ok(Arc::new(postgres::PostgresBackend::open(url)?));
+        return Ok(Arc::new(postgres::PostgresBackend::open(url).await?));
     }
     if url == "memory" || url == "memory:" {
         return Ok(Arc::new(memory::MemoryBackend::default()));

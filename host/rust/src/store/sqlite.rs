@@ -8,14 +8,17 @@
 //!
 //! Each kernel table is `gak_<name>(key TEXT PRIMARY KEY, value TEXT)`
 //! holding JSON, readable with `sqlite3` and its `->>` operator.
+use std::any::Any;
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::thread;
 use std::time::Duration;
 
 use gak_rules::StoreFault;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension};
 
-use super::{Backend, Session, TABLES};
+use super::{Backend, Session, StoreFuture, TABLES, ready};
 
 /// How long one `BEGIN IMMEDIATE` waits for another writer before the
 /// binding reports a conflict (the kernel then retries, with backoff).
@@ -138,20 +141,44 @@ fn with_busy_retry<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::R
 }
 
 impl Backend for SqliteBackend {
-    fn session(&self) -> Result<Box<dyn Session>, StoreFault> {
-        Ok(Box::new(SqliteSession {
-            conn: self.connect()?,
-            open: false,
+    fn session(&self) -> StoreFuture<'_, Box<dyn Session>> {
+        ready(self.connect().map(|conn| {
+            let session: Box<dyn Session> = Box::new(SqliteSession { conn, open: false });
+            session
         }))
     }
     fn describe(&self) -> String {
         format!("sqlite:{}", self.path.display())
     }
+    fn blocks_thread(&self) -> bool {
+        true
+    }
 }
 
-struct SqliteSession {
+/// A connection of the SQLite binding. Its calls do their work before
+/// returning (the futures are ready at once): SQLite blocks the thread on
+/// disk and on other writers, so the async API runs them on tokio's
+/// blocking pool.
+pub struct SqliteSession {
     conn: Connection,
     open: bool,
+}
+
+impl SqliteSession {
+    /// The connection, while a transaction is open: a fenced sink's body
+    /// writes its own tables here, committed or rolled back with the fence.
+    pub fn connection(&self) -> Option<&Connection> {
+        self.open.then_some(&self.conn)
+    }
+}
+
+impl crate::Downstream<'_> {
+    /// The SQLite connection inside the same transaction, when the binding
+    /// is SQLite (`None` otherwise): write your own tables here and they
+    /// commit atomically with the fence compare.
+    pub fn sqlite(&mut self) -> Option<&Connection> {
+        self.session_as::<SqliteSession>()?.connection()
+    }
 }
 
 /// `table` comes from the fixed set (`&'static str` chosen by code, checked
@@ -174,7 +201,7 @@ impl SqliteSession {
     }
 }
 
-impl Session for SqliteSession {
+impl SqliteSession {
     fn begin(&mut self) -> Result<(), StoreFault> {
         if self.open {
             return Err(StoreFault::Failure("transaction already open".into()));
@@ -264,8 +291,46 @@ impl Session for SqliteSession {
             self.open = false;
         }
     }
+}
 
-    fn sqlite(&mut self) -> Option<&rusqlite::Connection> {
-        self.open.then_some(&self.conn)
+impl Session for SqliteSession {
+    fn begin(&mut self) -> StoreFuture<'_, ()> {
+        ready(SqliteSession::begin(self))
+    }
+    fn get_many<'a>(
+        &'a mut self,
+        keys: &'a [(&'static str, &'a str)],
+    ) -> StoreFuture<'a, Vec<Option<String>>> {
+        ready(keys.iter().map(|(t, k)| self.get(t, k)).collect())
+    }
+    fn put<'a>(
+        &'a mut self,
+        table: &'static str,
+        key: &'a str,
+        value: &'a str,
+    ) -> StoreFuture<'a, ()> {
+        ready(SqliteSession::put(self, table, key, value))
+    }
+    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
+        ready(SqliteSession::delete(self, table, key))
+    }
+    fn scan<'a>(
+        &'a mut self,
+        table: &'static str,
+        prefix: &'a str,
+        after: Option<&'a str>,
+        limit: u32,
+    ) -> StoreFuture<'a, Vec<(String, String)>> {
+        ready(SqliteSession::scan(self, table, prefix, after, limit))
+    }
+    fn commit(&mut self) -> StoreFuture<'_, ()> {
+        ready(SqliteSession::commit(self))
+    }
+    fn rollback(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        SqliteSession::rollback(self);
+        Box::pin(std::future::ready(()))
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
     }
 }

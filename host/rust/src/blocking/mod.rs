@@ -1,0 +1,197 @@
+//! The kernel for code without an async runtime: scripts, CLIs, tests,
+//! thread-per-worker runtimes. Every call blocks the calling thread until
+//! its answer is in. It is a thin layer over the async core — same rules,
+//! same bindings, same pool — not a second implementation.
+//!
+//! ```
+//! use gak::blocking::Kernel;
+//! use gak::TaskSeed;
+//!
+//! let kernel = Kernel::open("memory:")?;
+//! kernel.taskboard().seed(&[TaskSeed::new("send-invoice")])?;
+//! let task = kernel.taskboard().claim("send-invoice", "worker-1", 30_000)?;
+//! assert_eq!(task.fence, 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! PostgreSQL connections are driven by one small runtime shared by the
+//! process (one thread, `gak-io`). Calling the blocking API from inside an
+//! async task blocks that task's worker thread: use [`crate::Kernel`] there.
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread};
+
+use tokio::runtime::Runtime;
+
+mod api;
+mod runner;
+
+pub use api::{Checkpoint, Commitgate, Downstream, Retention, Sideeffect, Taskboard};
+pub use runner::{Committer, Runner};
+
+/// The process's runtime for blocking kernels: it drives PostgreSQL
+/// connections and the timers of retries and pool waits.
+fn runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("gak-io")
+            .enable_all()
+            .build()
+            .expect("cannot start the gak-io runtime thread")
+    })
+}
+
+/// Wakes a parked thread.
+struct Unpark(Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Drive `fut` to completion on this thread, parking between polls. The
+/// runtime is entered so the future may use its timers and spawn
+/// connection tasks. Unlike `block_on` of tokio or futures this may nest
+/// (a fenced sink's synchronous body makes store calls while the outer call
+/// is being driven): every inner future depends only on the runtime's own
+/// thread, never on the outer one.
+pub(crate) fn run<F: Future>(fut: F) -> F::Output {
+    let _runtime = runtime().enter();
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = pin!(fut);
+    loop {
+        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+        thread::park();
+    }
+}
+
+/// Drive any of this crate's futures (an admin call such as
+/// `PostgresBackend::drop_schema`, `store::open`) to completion on this
+/// thread.
+pub fn run_future<F: Future>(fut: F) -> F::Output {
+    run(fut)
+}
+
+/// A blocking handle to the kernel over one store. Cheap to clone; share it
+/// between threads.
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    core: crate::Kernel,
+}
+
+impl From<crate::Kernel> for Kernel {
+    fn from(core: crate::Kernel) -> Kernel {
+        Kernel {
+            core: core.inline(),
+        }
+    }
+}
+
+impl From<Kernel> for crate::Kernel {
+    fn from(kernel: Kernel) -> crate::Kernel {
+        kernel.as_async()
+    }
+}
+
+impl Kernel {
+    /// Open a kernel on a store URL (`memory:`, `sqlite:PATH`,
+    /// `postgres://…`) with the system clock; see [`crate::Builder`] and
+    /// [`crate::Builder::open_blocking`] for the rest.
+    ///
+    /// # Errors
+    /// [`crate::OpenError`] when the URL names no binding, an option is
+    /// malformed, the store cannot be reached, or the component cannot be
+    /// loaded.
+    pub fn open(url: &str) -> Result<Kernel, crate::OpenError> {
+        run(crate::Kernel::open(url)).map(Kernel::from)
+    }
+
+    /// A kernel over any binding and clock.
+    ///
+    /// # Errors
+    /// [`crate::OpenError::Component`] when the component cannot be loaded.
+    pub fn with_backend(
+        backend: Arc<dyn crate::store::Backend>,
+        clock: Arc<dyn crate::Clock>,
+    ) -> Result<Kernel, crate::OpenError> {
+        crate::Kernel::with_backend(backend, clock).map(Kernel::from)
+    }
+
+    /// The async kernel over the same pool, for code that mixes both.
+    pub fn as_async(&self) -> crate::Kernel {
+        self.core.detached()
+    }
+
+    /// The store binding.
+    pub fn backend(&self) -> &Arc<dyn crate::store::Backend> {
+        self.core.backend()
+    }
+
+    /// The clock judging expiry.
+    pub fn clock(&self) -> &Arc<dyn crate::Clock> {
+        self.core.clock()
+    }
+
+    /// Store rows read so far by this kernel's idle instances.
+    pub fn rows_read(&self) -> u64 {
+        self.core.rows_read()
+    }
+
+    /// Every entry of every table (see [`crate::store::Backend::dump`]).
+    ///
+    /// # Errors
+    /// The binding's failure.
+    pub fn dump(&self) -> Result<Vec<(String, String, String)>, crate::store::StoreFault> {
+        run(self.core.backend().dump())
+    }
+
+    /// Checkpoint calls.
+    pub fn checkpoint(&self) -> Checkpoint<'_> {
+        Checkpoint(&self.core)
+    }
+    /// Commitgate calls.
+    pub fn commitgate(&self) -> Commitgate<'_> {
+        Commitgate(&self.core)
+    }
+    /// Side-effect calls.
+    pub fn sideeffect(&self) -> Sideeffect<'_> {
+        Sideeffect(&self.core)
+    }
+    /// Taskboard calls.
+    pub fn taskboard(&self) -> Taskboard<'_> {
+        Taskboard(&self.core)
+    }
+    /// Retention calls.
+    pub fn retention(&self) -> Retention<'_> {
+        Retention(&self.core)
+    }
+
+    /// Run `f` on a worker's session in a transaction of its own, without
+    /// the component: for reading (or seeding) a sink's downstream data.
+    ///
+    /// # Errors
+    /// What `f` returns, or `storage` when the transaction fails.
+    pub fn with_downstream<T>(
+        &self,
+        mut f: impl FnMut(&mut Downstream<'_, '_>) -> Result<T, crate::Error>,
+    ) -> Result<T, crate::Error> {
+        let call = crate::kernel::downstream_call(async |down: &mut crate::Downstream<'_>| {
+            f(&mut Downstream(down))
+        });
+        let info = crate::kernel::CallInfo::new("downstream", None);
+        run(self
+            .core
+            .transact_local(info, crate::kernel::Ending::Commit, call))
+    }
+}
