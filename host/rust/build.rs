@@ -1,6 +1,14 @@
-//! Builds the kernel component (`guest/component`) for `wasm32-wasip2` and
-//! hands its path to the host as `GAK_COMPONENT_WASM`, so `cargo build` /
-//! `cargo test` on a fresh checkout need no manual step.
+//! Supplies the kernel component to the host as `GAK_COMPONENT_WASM`.
+//!
+//! Two modes:
+//! - **In the repository** (`../../guest/component` exists): build the
+//!   component from source for `wasm32-wasip2`, so `cargo build` / `cargo
+//!   test` on a fresh checkout need no manual step, and publish it at
+//!   `<target>/component/gak.wasm` for hosts in other languages. The build
+//!   remaps source paths, so the bytes do not depend on where the checkout
+//!   lives; a test compares them with the committed `component/gak.wasm`.
+//! - **From the published crate** (no guest sources): use the committed
+//!   `component/gak.wasm`; nothing is built, nothing is installed.
 //!
 //! The inner build uses its own target dir (an outer `--release` build would
 //! otherwise wait forever on the outer target dir's lock) and a clean
@@ -13,11 +21,26 @@ const TARGET: &str = "wasm32-wasip2";
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
-    let root = manifest
-        .ancestors()
-        .nth(2)
-        .expect("host/rust/ sits two levels below the root")
-        .to_path_buf();
+    embed_vectors(&manifest.join("vectors"));
+    println!("cargo:rerun-if-changed={}", manifest.join("wit").display());
+    println!("cargo:rerun-if-env-changed=GAK_COMPONENT_WASM_OVERRIDE");
+    if let Ok(path) = env::var("GAK_COMPONENT_WASM_OVERRIDE") {
+        println!("cargo:rustc-env=GAK_COMPONENT_WASM={path}");
+        return;
+    }
+    let root = manifest.ancestors().nth(2).map(Path::to_path_buf);
+    match root.filter(|r| r.join("guest/component/Cargo.toml").exists()) {
+        Some(root) => build_from_source(&root),
+        None => {
+            let shipped = manifest.join("component/gak.wasm");
+            println!("cargo:rerun-if-changed={}", shipped.display());
+            assert!(shipped.exists(), "the crate ships no {}", shipped.display());
+            println!("cargo:rustc-env=GAK_COMPONENT_WASM={}", shipped.display());
+        }
+    }
+}
+
+fn build_from_source(root: &Path) {
     for watched in [
         "wit",
         "guest/src",
@@ -28,13 +51,6 @@ fn main() {
     ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
-    embed_vectors(&root.join("tests/vectors"));
-    println!("cargo:rerun-if-env-changed=GAK_COMPONENT_WASM_OVERRIDE");
-    if let Ok(path) = env::var("GAK_COMPONENT_WASM_OVERRIDE") {
-        println!("cargo:rustc-env=GAK_COMPONENT_WASM={path}");
-        return;
-    }
-
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     ensure_target();
     let target_root = env::var_os("CARGO_TARGET_DIR")
@@ -51,7 +67,6 @@ fn main() {
         .stderr(Stdio::piped());
     for var in [
         "RUSTFLAGS",
-        "CARGO_ENCODED_RUSTFLAGS",
         "CARGO_BUILD_TARGET",
         "CARGO_BUILD_RUSTFLAGS",
         "CARGO_TARGET_DIR",
@@ -60,6 +75,18 @@ fn main() {
     ] {
         build.env_remove(var);
     }
+    // Reproducible bytes wherever the checkout and the cargo home live.
+    let mut remap = vec![format!("--remap-path-prefix={}=/gak", root.display())];
+    if let Some(home) = env::var_os("CARGO_HOME") {
+        remap.push(format!(
+            "--remap-path-prefix={}=/cargo",
+            Path::new(&home).display()
+        ));
+    } else if let Some(home) = env::var_os("HOME") {
+        let home = Path::new(&home).join(".cargo");
+        remap.push(format!("--remap-path-prefix={}=/cargo", home.display()));
+    }
+    build.env("CARGO_ENCODED_RUSTFLAGS", remap.join("\u{1f}"));
     let out = build
         .output()
         .expect("cannot run cargo for the guest build");
@@ -114,7 +141,8 @@ fn ensure_target() {
     }
 }
 
-/// Embed `tests/vectors/*.json` as the built-in conformance suite.
+/// Embed `vectors/*.json` (the repository's `tests/vectors`) as the
+/// built-in conformance suite.
 fn embed_vectors(dir: &Path) {
     println!("cargo:rerun-if-changed={}", dir.display());
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)

@@ -70,6 +70,7 @@ impl Retry {
 pub struct Builder {
     url: Option<String>,
     backend: Option<Arc<dyn Backend>>,
+    #[cfg(feature = "postgres")]
     postgres: Option<(tokio_postgres::Config, String)>,
     clock: Option<Arc<dyn Clock>>,
     max_connections: Option<usize>,
@@ -111,6 +112,7 @@ impl Builder {
 
     /// PostgreSQL from an existing connection configuration (host, user,
     /// password, `ssl_mode`, …) and the schema to use.
+    #[cfg(feature = "postgres")]
     pub fn postgres(mut self, config: tokio_postgres::Config, schema: &str) -> Self {
         self.postgres = Some((config, schema.to_owned()));
         self
@@ -173,6 +175,15 @@ impl Builder {
         self.build()
     }
 
+    #[cfg(not(feature = "postgres"))]
+    async fn open_store(&mut self) -> Result<Arc<dyn Backend>, OpenError> {
+        match self.url.as_deref() {
+            Some(url) => store::open(url).await,
+            None => Err(OpenError::BadOption("no store given".into())),
+        }
+    }
+
+    #[cfg(feature = "postgres")]
     async fn open_store(&mut self) -> Result<Arc<dyn Backend>, OpenError> {
         use store::postgres::PostgresBackend;
         let pg = match (self.postgres.take(), self.url.as_deref()) {

@@ -24,7 +24,7 @@ use gak_rules::{StoreFault, Table};
 
 mod bindings {
     wasmtime::component::bindgen!({
-        path: "../../wit",
+        path: "wit",
         world: "kernel",
         imports: { default: async },
         exports: { default: async },

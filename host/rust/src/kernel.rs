@@ -450,6 +450,7 @@ impl Downstream<'_> {
     }
 
     /// The binding's session, if it is an `S`.
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
     pub(crate) fn session_as<S: 'static>(&mut self) -> Option<&mut S> {
         self.session.as_any().downcast_mut::<S>()
     }

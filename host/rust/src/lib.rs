@@ -55,9 +55,14 @@ pub use gak_rules::{
 };
 pub use kernel::{Downstream, Kernel};
 pub use runner::{BodyError, Heartbeat, Ran, RunError, Runner};
-/// The drivers the API exposes, re-exported so embedders use the versions
-/// this crate was built with.
-pub use {rusqlite, tokio_postgres};
+/// The SQLite driver the API exposes (`Downstream::sqlite`), re-exported
+/// so embedders use the version this crate was built with.
+#[cfg(feature = "sqlite")]
+pub use rusqlite;
+/// The PostgreSQL driver the API exposes (`Builder::postgres`,
+/// `Downstream::postgres`), re-exported likewise.
+#[cfg(feature = "postgres")]
+pub use tokio_postgres;
 
 /// Why a kernel could not be opened.
 #[derive(Debug)]

@@ -144,7 +144,7 @@ impl Sideeffect<'_> {
 /// [`crate::Downstream`].
 pub struct Downstream<'a, 'b>(pub(super) &'a mut crate::Downstream<'b>);
 
-impl Downstream<'_, '_> {
+impl<'b> Downstream<'_, 'b> {
     /// Read a key of the binding's `downstream` table.
     ///
     /// # Errors
@@ -161,29 +161,9 @@ impl Downstream<'_, '_> {
         run(self.0.put(key, value))
     }
 
-    /// The SQLite connection inside the same transaction, when the binding
-    /// is SQLite.
-    pub fn sqlite(&mut self) -> Option<&rusqlite::Connection> {
-        self.0.sqlite()
-    }
-
-    /// Run a statement inside the same transaction, when the binding is
-    /// PostgreSQL; parameters only.
-    pub fn postgres_execute(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-    ) -> Option<Result<u64, Error>> {
-        run(self.0.postgres_execute(sql, params))
-    }
-
-    /// Run a query inside the same transaction, when the binding is
-    /// PostgreSQL; every column must be `text` (cast in SQL).
-    pub fn postgres_query(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-    ) -> Option<Result<Vec<Vec<Option<String>>>, Error>> {
-        run(self.0.postgres_query(sql, params))
+    /// The async view of the same transaction (what each binding's
+    /// accessor is defined on).
+    pub fn as_async(&mut self) -> &mut crate::Downstream<'b> {
+        self.0
     }
 }

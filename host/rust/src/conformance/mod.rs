@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::clock::ManualClock;
+#[cfg(feature = "postgres")]
 use crate::store::postgres::PostgresBackend;
 use crate::{Kernel, OpenError};
 
@@ -45,6 +46,7 @@ pub struct UrlTarget {
     url: String,
     count: usize,
     last: Option<PathBuf>,
+    #[cfg(feature = "postgres")]
     last_schema: Option<PostgresBackend>,
 }
 
@@ -53,6 +55,7 @@ impl UrlTarget {
     pub fn new(url: &str) -> Result<Self, OpenError> {
         let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
         if postgres {
+            #[cfg(feature = "postgres")]
             PostgresBackend::parse(url)?;
         } else if !(url == "memory" || url == "memory:" || url.starts_with("sqlite:")) {
             return Err(OpenError::UnknownStore(url.to_owned()));
@@ -61,6 +64,7 @@ impl UrlTarget {
             url: url.to_owned(),
             count: 0,
             last: None,
+            #[cfg(feature = "postgres")]
             last_schema: None,
         })
     }
@@ -69,11 +73,13 @@ impl UrlTarget {
         if let Some(path) = self.last.take() {
             remove_db(&path);
         }
+        #[cfg(feature = "postgres")]
         if let Some(schema) = self.last_schema.take() {
             let _ = crate::blocking::run(schema.drop_schema());
         }
     }
 
+    #[cfg(feature = "postgres")]
     fn fresh_postgres(&mut self, clock: Arc<ManualClock>) -> Result<Kernel, String> {
         let base = PostgresBackend::parse(&self.url).map_err(|e| e.to_string())?;
         let name = format!("{}_c{}_{}", base.schema(), std::process::id(), self.count);
@@ -98,6 +104,7 @@ impl Target for UrlTarget {
     fn fresh(&mut self, clock: Arc<ManualClock>) -> Result<Kernel, String> {
         self.cleanup();
         self.count += 1;
+        #[cfg(feature = "postgres")]
         if self.url.starts_with("postgres") {
             return self.fresh_postgres(clock);
         }

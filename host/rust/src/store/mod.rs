@@ -27,7 +27,9 @@ use std::sync::Arc;
 pub use gak_rules::StoreFault;
 
 pub mod memory;
+#[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 
 /// The tables a binding must provide: the kernel's eight, plus
@@ -184,16 +186,26 @@ pub async fn get_one(
 /// path ending in `.db`), `postgres://user@host:port/db?schema=NAME&clock=db`.
 pub async fn open(url: &str) -> Result<Arc<dyn Backend>, crate::OpenError> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        #[cfg(feature = "postgres")]
         return Ok(Arc::new(postgres::PostgresBackend::open(url).await?));
+        #[cfg(not(feature = "postgres"))]
+        return Err(crate::OpenError::BadOption(
+            "this build of gak has no PostgreSQL binding (cargo feature `postgres`)".into(),
+        ));
     }
     if url == "memory" || url == "memory:" {
         return Ok(Arc::new(memory::MemoryBackend::default()));
     }
-    if let Some(path) = url.strip_prefix("sqlite:") {
+    let sqlite_path = url
+        .strip_prefix("sqlite:")
+        .or((url.ends_with(".db") || url.ends_with(".sqlite")).then_some(url));
+    if let Some(path) = sqlite_path {
+        #[cfg(feature = "sqlite")]
         return Ok(Arc::new(sqlite::SqliteBackend::open(path)?));
-    }
-    if url.ends_with(".db") || url.ends_with(".sqlite") {
-        return Ok(Arc::new(sqlite::SqliteBackend::open(url)?));
+        #[cfg(not(feature = "sqlite"))]
+        return Err(crate::OpenError::BadOption(format!(
+            "this build of gak has no SQLite binding (cargo feature `sqlite`) for {path}"
+        )));
     }
     Err(crate::OpenError::UnknownStore(url.to_owned()))
 }

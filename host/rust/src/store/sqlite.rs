@@ -181,6 +181,14 @@ impl crate::Downstream<'_> {
     }
 }
 
+impl crate::blocking::Downstream<'_, '_> {
+    /// The SQLite connection inside the same transaction, when the binding
+    /// is SQLite (`None` otherwise).
+    pub fn sqlite(&mut self) -> Option<&Connection> {
+        self.as_async().sqlite()
+    }
+}
+
 /// `table` comes from the fixed set (`&'static str` chosen by code, checked
 /// here), never from data; keys and values are always bound parameters.
 fn checked(table: &'static str) -> Result<&'static str, StoreFault> {

@@ -657,3 +657,25 @@ impl crate::Downstream<'_> {
         Some(self.track(r))
     }
 }
+
+impl crate::blocking::Downstream<'_, '_> {
+    /// Run a statement inside the same transaction, when the binding is
+    /// PostgreSQL (`None` otherwise); parameters only.
+    pub fn postgres_execute(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Option<Result<u64, gak_rules::Error>> {
+        crate::blocking::run(self.as_async().postgres_execute(sql, params))
+    }
+
+    /// Run a query inside the same transaction, when the binding is
+    /// PostgreSQL; every column must be `text` (cast in SQL).
+    pub fn postgres_query(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Option<Result<Vec<Vec<Option<String>>>, gak_rules::Error>> {
+        crate::blocking::run(self.as_async().postgres_query(sql, params))
+    }
+}

@@ -1,0 +1,151 @@
+//! The published crates carry what they need to build offline: the
+//! component (committed, and checked against the sources it was built
+//! from), the WIT contract and the built-in vectors.
+//!
+//! After changing the guest or the WIT, refresh the committed component:
+//! `GAK_BLESS=1 cargo test -p gak-tests --test packaging`.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the root")
+        .to_path_buf()
+}
+
+/// Every file the component is built from, in a stable order.
+fn sources(root: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.expect("dir entry").path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                walk(&path, out);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for dir in ["guest/src", "guest/component/src", "wit"] {
+        walk(&root.join(dir), &mut files);
+    }
+    for file in [
+        "guest/Cargo.toml",
+        "guest/component/Cargo.toml",
+        "guest/component/Cargo.lock",
+        "rust-toolchain.toml",
+    ] {
+        files.push(root.join(file));
+    }
+    files
+}
+
+fn sources_digest(root: &Path) -> String {
+    let mut hasher = Sha256::new();
+    for path in sources(root) {
+        let relative = path.strip_prefix(root).expect("under the root");
+        hasher.update(relative.to_string_lossy().as_bytes());
+        hasher.update([0]);
+        hasher.update(std::fs::read(&path).expect("readable source"));
+        hasher.update([0]);
+    }
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The committed component was built from the sources as they are now; a
+/// guest or WIT change without a refreshed component fails here.
+#[test]
+fn the_committed_component_matches_its_sources() {
+    let root = root();
+    let shipped = root.join("host/rust/component/gak.wasm");
+    let stamp = root.join("host/rust/component/gak.wasm.sources");
+    let digest = sources_digest(&root);
+    if std::env::var_os("GAK_BLESS").is_some() {
+        std::fs::write(&shipped, gak::COMPONENT_WASM).expect("write the component");
+        std::fs::write(&stamp, format!("{digest}\n")).expect("write the stamp");
+    }
+    let recorded = std::fs::read_to_string(&stamp).unwrap_or_default();
+    assert_eq!(
+        recorded.trim(),
+        digest,
+        "host/rust/component/gak.wasm is stale: the guest or the WIT changed since it was built.\n\
+         Refresh it: GAK_BLESS=1 cargo test -p gak-tests --test packaging"
+    );
+    let bytes = std::fs::read(&shipped).expect("the committed component");
+    assert!(
+        bytes.starts_with(b"\0asm"),
+        "not a WebAssembly binary: {}",
+        shipped.display()
+    );
+}
+
+fn package_list(package: &str) -> Vec<String> {
+    let out = Command::new(env!("CARGO"))
+        .args(["package", "--list", "--allow-dirty", "-p", package])
+        .current_dir(root())
+        .output()
+        .expect("run cargo package --list");
+    assert!(
+        out.status.success(),
+        "cargo package --list -p {package} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `cargo package` ships everything the crate needs to build offline.
+#[test]
+fn the_packages_carry_what_they_build_from() {
+    let gak = package_list("gak");
+    let mut required: Vec<String> = [
+        "build.rs",
+        "Cargo.toml",
+        "README.md",
+        "LICENSE",
+        "component/gak.wasm",
+        "src/lib.rs",
+        "src/main.rs",
+        "vectors/README.md",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    for dir in ["wit", "tests/vectors"] {
+        for entry in std::fs::read_dir(root().join(dir)).expect("dir") {
+            let name = entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            let shipped_dir = if dir == "wit" { "wit" } else { "vectors" };
+            if name.ends_with(".wit") || name.ends_with(".json") {
+                required.push(format!("{shipped_dir}/{name}"));
+            }
+        }
+    }
+    for file in &required {
+        assert!(gak.contains(file), "the gak package lacks {file}: {gak:?}");
+    }
+    let rules = package_list("gak-rules");
+    for file in ["Cargo.toml", "README.md", "LICENSE", "src/lib.rs"] {
+        assert!(
+            rules.iter().any(|f| f == file),
+            "gak-rules lacks {file}: {rules:?}"
+        );
+    }
+}
