@@ -93,6 +93,14 @@ export class SqliteBackend {
 }
 
 function ensureTables(db) {
+  // A database that has every table needs no write lock: opening one that
+  // busy writers share would otherwise wait in SQLite's busy handler, which
+  // is not fair and can starve a newcomer for seconds.
+  const present = db
+    .prepare(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN (${TABLES.map(() => '?').join(', ')})`)
+    .pluck()
+    .get(...TABLES.map((t) => `gak_${t}`));
+  if (present === TABLES.length) return;
   // Busy can be returned without waiting (WAL recovery): a few more tries.
   for (let attempt = 0; ; attempt++) {
     try {
