@@ -135,10 +135,7 @@ fn install() -> Result<(), String> {
     let node = toolchain().as_ref().map_err(Clone::clone)?;
     let mut hasher = std::hash::DefaultHasher::new();
     std::hash::Hash::hash(&lock, &mut hasher);
-    let stamp_text = format!(
-        "{:016x} node {node}\n",
-        std::hash::Hasher::finish(&hasher)
-    );
+    let stamp_text = format!("{:016x} node {node}\n", std::hash::Hasher::finish(&hasher));
     let stamp = pkg.join("node_modules/.gak-npm-ci-stamp");
     if std::fs::read_to_string(&stamp).is_ok_and(|s| s == stamp_text) {
         return Ok(());
@@ -317,7 +314,8 @@ fn sqlite_shared_with_rust() -> Result<(), Failed> {
     let fail = |e: gak::Error| Failed::from(format!("rust host: {e}"));
     let dir = scratch("shared");
     let rust_db = dir.join("rust.db");
-    let kernel = Kernel::open(&format!("sqlite:{}", rust_db.display())).map_err(|e| Failed::from(e.to_string()))?;
+    let kernel = Kernel::open(&format!("sqlite:{}", rust_db.display()))
+        .map_err(|e| Failed::from(e.to_string()))?;
     let board = kernel.taskboard();
     board
         .seed(&[TaskSeed::new("t1"), TaskSeed::new("t2")])
@@ -365,7 +363,8 @@ fn sqlite_shared_with_rust() -> Result<(), Failed> {
 
 /// The first ```js block under "## Embed it from JavaScript" in README.md.
 fn readme_snippet() -> Result<(), Failed> {
-    let readme = std::fs::read_to_string(repo().join("README.md")).map_err(|e| Failed::from(e.to_string()))?;
+    let readme = std::fs::read_to_string(repo().join("README.md"))
+        .map_err(|e| Failed::from(e.to_string()))?;
     let section = readme
         .split_once("## Embed it from JavaScript")
         .ok_or("README.md has no \"Embed it from JavaScript\" section")?
@@ -378,7 +377,8 @@ fn readme_snippet() -> Result<(), Failed> {
     // Inside the package (so `import … from 'gak'` resolves to it), in an
     // ignored folder; run from a scratch dir (the snippet writes gak.db).
     let file = package().join("gen/readme/snippet.mjs");
-    std::fs::create_dir_all(file.parent().expect("a folder")).map_err(|e| Failed::from(e.to_string()))?;
+    std::fs::create_dir_all(file.parent().expect("a folder"))
+        .map_err(|e| Failed::from(e.to_string()))?;
     std::fs::write(&file, code).map_err(|e| Failed::from(e.to_string()))?;
     let dir = scratch("readme");
     node(&[&file.display().to_string()], Some(&dir))?;
