@@ -2,6 +2,7 @@
 // `gak.mjs conformance [--store URL] [--component FILE] [FILE_OR_DIR…]`.
 import { builtin, loadPaths, render, run, UrlTarget } from './conformance/index.js';
 import { runDemo } from './demo.js';
+import { loadComponent } from './component.js';
 
 const USAGE = `gak (JavaScript host) — a crash-safe coordination kernel
 
@@ -38,6 +39,8 @@ function parse(rest) {
 }
 
 async function conformance(args) {
+  // A missing component is one error, not a failure per scenario.
+  await loadComponent(args.component);
   const target = new UrlTarget(args.store ?? 'memory:', args.component);
   const files = args.paths.length === 0 ? builtin() : loadPaths(args.paths);
   const verdicts = await run(target, files);

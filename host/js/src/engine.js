@@ -128,7 +128,21 @@ const idle = new WeakMap();
 /** An idle instance of `component`, or a new one. */
 function checkout(component) {
   const pool = idle.get(component);
-  return pool?.pop() ?? new Instance(component);
+  const instance = pool?.pop();
+  if (instance) return instance;
+  try {
+    return new Instance(component);
+  } catch (e) {
+    throw new GakError('storage', `cannot instantiate the component: ${e.message}`, { cause: e });
+  }
+}
+
+/**
+ * Instantiate `component` once now (and keep the instance for the first
+ * call), so a component this host cannot link fails at open, not later.
+ */
+export function prepare(component) {
+  checkin(component, checkout(component));
 }
 
 function checkin(component, instance) {

@@ -3,7 +3,7 @@
 import { loadComponent } from './component.js';
 import { SystemClock } from './clock.js';
 import { GakError } from './errors.js';
-import { Rollback, pure, transact } from './engine.js';
+import { Rollback, prepare, pure, transact } from './engine.js';
 import { openStore } from './store/index.js';
 import { runEffect } from './effects.js';
 import * as v from './values.js';
@@ -18,6 +18,7 @@ import { StoreFailure } from './store/errors.js';
  */
 export async function openKernel(store, options = {}) {
   const component = await loadComponent(options.component);
+  prepare(component);
   let backend;
   try {
     backend = typeof store === 'string' ? openStore(store, options) : store;
