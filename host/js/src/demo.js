@@ -214,9 +214,9 @@ async function raceInThreads(url, component, now, task) {
         w.once('error', reject);
       }),
   );
-  // Every racer has opened its kernel: open the gate for all of them at once.
-  while (Atomics.load(flag, 1) < CLAIMERS) {
-    await new Promise((r) => setImmediate(r));
+  // Once every racer has opened its kernel, open the gate for all at once.
+  for (let ready = Atomics.load(flag, 1); ready < CLAIMERS; ready = Atomics.load(flag, 1)) {
+    await Atomics.waitAsync(flag, 1, ready).value;
   }
   Atomics.store(flag, 0, 1);
   Atomics.notify(flag, 0);

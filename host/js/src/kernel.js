@@ -7,7 +7,7 @@ import { Rollback, prepare, pure, transact } from './engine.js';
 import { openStore } from './store/index.js';
 import { runEffect } from './effects.js';
 import * as v from './values.js';
-import { StoreFailure } from './store/errors.js';
+import { StoreConflict, StoreFailure } from './store/errors.js';
 
 /**
  * Open a kernel on a store URL (`memory:`, `sqlite:PATH`) or a binding.
@@ -19,14 +19,13 @@ import { StoreFailure } from './store/errors.js';
 export async function openKernel(store, options = {}) {
   const component = await loadComponent(options.component);
   prepare(component);
-  let backend;
   try {
-    backend = typeof store === 'string' ? openStore(store, options) : store;
+    const backend = typeof store === 'string' ? openStore(store, options) : store;
+    return new Kernel(component, backend, options.clock ?? new SystemClock());
   } catch (e) {
-    if (e instanceof StoreFailure) throw new GakError('storage', e.message, { cause: e });
+    if (e instanceof StoreFailure || e instanceof StoreConflict) throw new GakError('storage', e.message, { cause: e });
     throw e;
   }
-  return new Kernel(component, backend, options.clock ?? new SystemClock());
 }
 
 /** The kernel over one store. Calls are synchronous; one at a time. */

@@ -93,7 +93,10 @@ export function action(v) {
   return {
     key: str('action.key', v.key),
     resource: str('action.resource', v.resource),
-    retrySafety: v.retrySafety === undefined ? 'safe' : oneOf('action.retrySafety', v.retrySafety, ['safe', 'unsafe']),
+    retrySafety:
+      v.retrySafety === undefined || v.retrySafety === null
+        ? 'safe'
+        : oneOf('action.retrySafety', v.retrySafety, ['safe', 'unsafe']),
     fingerprint: optStr('action.fingerprint', v.fingerprint),
   };
 }
