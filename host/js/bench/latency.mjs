@@ -1,0 +1,97 @@
+#!/usr/bin/env node
+// Per-operation latency through the component on each binding of the JS
+// host — the counterpart of `cargo run --release -p gak-examples --example
+// latency`, with the same operations and output.
+//
+//   node host/js/bench/latency.mjs [N] [--baseline]
+//
+// `--baseline` measures the glue as jco emits it (no patch) with
+// preview2-shim's `wasi:random`, to show what the host's changes buy.
+import { mkdtempSync, rmSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Kernel } from '../src/kernel.js';
+import { SystemClock } from '../src/clock.js';
+import { componentPath, loadComponent } from '../src/component.js';
+import { openStore } from '../src/store/index.js';
+import { wasiImports } from '../src/wasi.js';
+
+const argv = process.argv.slice(2);
+const baseline = argv.includes('--baseline');
+const n = Number(argv.find((a) => /^\d+$/.test(a)) ?? 5000);
+
+async function component() {
+  const patched = await loadComponent();
+  if (!baseline) return patched;
+  // The same component, transpiled without our patch, in a scratch folder.
+  const { transpileBytes } = await import('@bytecodealliance/jco-transpile');
+  const { random, insecureSeed } = await import('@bytecodealliance/preview2-shim/random');
+  wasiImports['wasi:random/random'] = random;
+  wasiImports['wasi:random/insecure-seed'] = insecureSeed;
+  const out = await transpileBytes(new Uint8Array(readFileSync(componentPath())), {
+    name: 'gak',
+    instantiation: 'sync',
+    noComponentErrorWrapping: true,
+  });
+  const dir = mkdtempSync(join(tmpdir(), 'gak-baseline-'));
+  const { writeFileSync, mkdirSync } = await import('node:fs');
+  for (const [name, content] of Object.entries(out.files)) {
+    mkdirSync(join(dir, name, '..'), { recursive: true });
+    writeFileSync(join(dir, name), content);
+  }
+  writeFileSync(join(dir, 'package.json'), '{ "type": "module" }');
+  const glue = await import(pathToFileURL(join(dir, 'gak.js')).href);
+  const modules = new Map();
+  const get = (name) => modules.get(name) ?? modules.set(name, new WebAssembly.Module(readFileSync(join(dir, name)))).get(name);
+  return { ...patched, instantiate: (imports) => glue.instantiate(get, imports) };
+}
+
+function measure(label, count, op) {
+  for (let i = 0; i < count / 10; i++) op(i); // warm-up
+  const cpu = process.cpuUsage();
+  const start = process.hrtime.bigint();
+  for (let i = count / 10; i < count / 10 + count; i++) op(i);
+  const per = Number(process.hrtime.bigint() - start) / count / 1000;
+  const used = process.cpuUsage(cpu);
+  const cpuPer = (used.user + used.system) / count;
+  // Wall time as the Rust example prints it; CPU time (this process, all
+  // threads) is steadier on a shared machine.
+  console.log(
+    `${label.padEnd(44)} ${per.toFixed(1).padStart(9)} µs/op ${(1e6 / per).toFixed(0).padStart(9)} ops/s ${cpuPer.toFixed(1).padStart(9)} µs CPU/op`,
+  );
+}
+
+async function run(entry, url) {
+  const kernel = new Kernel(entry, openStore(url), new SystemClock());
+  console.log(`-- ${url}`);
+  const total = n + n / 10;
+  for (let i = 0; i < total; i += 5000) {
+    kernel.taskboard.seed(Array.from({ length: Math.min(5000, total - i) }, (_, j) => ({ id: `t${i + j}` })));
+  }
+  measure('taskboard.claim (fresh task)', n, (i) => kernel.taskboard.claim(`t${i}`, 'w', 60_000n));
+  measure('sideeffect.acquire (fresh key)', n, (i) => kernel.sideeffect.acquire({ key: `k${i}`, resource: `r${i}` }, 60_000n));
+  measure('sideeffect.acquire (replayed key)', n, () => {
+    const a = { key: 'done-key', resource: 'r-done' };
+    const x = kernel.sideeffect.acquire(a, 60_000n);
+    if (x.tag === 'granted') kernel.sideeffect.complete(a, x.lease, 'ok');
+  });
+  const steps = [
+    { id: 'a', dependsOn: [] },
+    { id: 'b', dependsOn: ['a'] },
+    { id: 'c', dependsOn: ['b'] },
+  ];
+  measure('checkpoint.build-plan (3 steps, pure)', n, () => kernel.checkpoint.buildPlan(steps));
+  kernel.close();
+}
+
+const entry = await component();
+console.log(`gak JS host latency, ${baseline ? 'baseline (jco glue as emitted, preview2-shim random)' : 'as shipped'}, node ${process.version}`);
+const dir = mkdtempSync(join(tmpdir(), 'gak-js-latency-'));
+try {
+  await run(entry, 'memory:');
+  await run(entry, `sqlite:${join(dir, 'full.db')}`);
+  await run(entry, `sqlite:${join(dir, 'normal.db')}?synchronous=normal`);
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}

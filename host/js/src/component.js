@@ -1,0 +1,179 @@
+// Finding the kernel component, turning it into JavaScript with jco, and
+// instantiating it.
+//
+// The component (`gak.wasm`, built by `cargo build -p gak`) is transpiled
+// once by `@bytecodealliance/jco-transpile` into `host/js/gen/<key>/`, an
+// ignored folder, keyed by the component's SHA-256, the jco version and the
+// patch set below: a rebuilt component or a `--component FILE` gets its own
+// folder, and an unchanged one is never transpiled again. `npm run build`
+// does it ahead of time; `loadComponent` does it on demand.
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+/** The package folder, `host/js`. */
+export const PACKAGE_DIR = resolve(HERE, '..');
+/** The repository root (the package sits at `host/js`). */
+export const REPO_DIR = resolve(PACKAGE_DIR, '..', '..');
+const GEN_DIR = join(PACKAGE_DIR, 'gen');
+
+/**
+ * Where the component is: `explicit` if given, else `$GAK_COMPONENT`, else
+ * `$CARGO_TARGET_DIR/component/gak.wasm`, else
+ * `<repo>/target/component/gak.wasm` (where `cargo build -p gak` publishes it).
+ */
+export function componentPath(explicit) {
+  if (explicit) return resolve(explicit);
+  if (process.env.GAK_COMPONENT) return resolve(process.env.GAK_COMPONENT);
+  const target = process.env.CARGO_TARGET_DIR
+    ? resolve(process.env.CARGO_TARGET_DIR)
+    : join(REPO_DIR, 'target');
+  return join(target, 'component', 'gak.wasm');
+}
+
+// Edits to the generated glue, each applied exactly as often as `count`
+// says or the transpile fails: a jco upgrade that changes the glue must make
+// us look again, never silently drop a patch.
+const PATCHES = [
+  {
+    why:
+      'jco 1.35 checks process.env.JCO_DEBUG on every _debugLog call (dozens per ' +
+      'export call); process.env is a slow C++ accessor, and profiling put a third ' +
+      'of a claim there. Read it once, at instantiation.',
+    find: /const _debugLog = \(\.\.\.args\) => \{\s*if \(!globalThis\?\.process\?\.env\?\.JCO_DEBUG\) \{ return; \}\s*console\.debug\(\.\.\.args\);\s*\};/g,
+    replace:
+      'const _debugLog = globalThis?.process?.env?.JCO_DEBUG ? (...args) => { console.debug(...args); } : () => {};',
+    count: 1,
+  },
+];
+const PATCH_SET = 'p1';
+
+function jcoVersion() {
+  const pkg = join(PACKAGE_DIR, 'node_modules', '@bytecodealliance', 'jco-transpile', 'package.json');
+  return JSON.parse(readFileSync(pkg, 'utf8')).version;
+}
+
+function cacheKey(bytes) {
+  return createHash('sha256')
+    .update(bytes)
+    .update(`\0jco-transpile ${jcoVersion()}\0${PATCH_SET}`)
+    .digest('hex')
+    .slice(0, 20);
+}
+
+/** Apply PATCHES to the generated module's source. */
+export function patchGlue(source) {
+  let out = source;
+  for (const patch of PATCHES) {
+    const found = out.match(patch.find)?.length ?? 0;
+    if (found !== patch.count) {
+      throw new Error(
+        `jco glue patch no longer applies (found ${found}, expected ${patch.count}): ${patch.why}`,
+      );
+    }
+    out = out.replace(patch.find, patch.replace);
+  }
+  return out;
+}
+
+// `gak:kernel/store@0.2.0` -> version, from the generated `.d.ts`, so imports
+// can be given under both names (jco #708: the glue reads the unversioned
+// one, its types name the versioned one).
+function importVersions(dts) {
+  const versions = {};
+  const block = dts.match(/export interface ImportObject \{([\s\S]*?)\n\}/);
+  for (const m of (block?.[1] ?? '').matchAll(/'([^'@]+)@([^']+)'/g)) versions[m[1]] = m[2];
+  return versions;
+}
+
+/**
+ * Transpile the component at `wasmPath` into `gen/<key>/` unless that is
+ * already there. Returns the folder.
+ */
+export async function transpileComponent(wasmPath) {
+  let bytes;
+  try {
+    bytes = readFileSync(wasmPath);
+  } catch (e) {
+    throw new Error(
+      `cannot read the gak component at ${wasmPath} (${e.code ?? e.message}); build it with ` +
+        '`cargo build -p gak`, or name it with --component FILE or GAK_COMPONENT',
+    );
+  }
+  const dir = join(GEN_DIR, cacheKey(bytes));
+  if (existsSync(join(dir, 'meta.json'))) return dir;
+  const { transpileBytes } = await import('@bytecodealliance/jco-transpile');
+  const out = await transpileBytes(new Uint8Array(bytes), {
+    name: 'gak',
+    instantiation: 'sync',
+    noComponentErrorWrapping: true,
+  });
+  // Write everything into a private folder, then rename it into place: two
+  // processes transpiling at once both succeed and neither sees half a folder.
+  mkdirSync(GEN_DIR, { recursive: true });
+  const tmp = join(GEN_DIR, `.tmp-${process.pid}-${randomBytes(4).toString('hex')}`);
+  mkdirSync(tmp, { recursive: true });
+  let dts = '';
+  for (const [name, content] of Object.entries(out.files)) {
+    const path = join(tmp, name);
+    mkdirSync(dirname(path), { recursive: true });
+    if (name === 'gak.js') {
+      writeFileSync(path, patchGlue(Buffer.from(content).toString('utf8')));
+    } else {
+      writeFileSync(path, content);
+      if (name === 'gak.d.ts') dts = Buffer.from(content).toString('utf8');
+    }
+  }
+  writeFileSync(join(tmp, 'package.json'), '{ "type": "module" }\n');
+  const meta = {
+    component: wasmPath,
+    imports: out.imports,
+    versions: importVersions(dts),
+    jcoTranspile: jcoVersion(),
+    patches: PATCH_SET,
+  };
+  writeFileSync(join(tmp, 'meta.json'), JSON.stringify(meta, null, 2) + '\n');
+  try {
+    renameSync(tmp, dir);
+  } catch (e) {
+    rmSync(tmp, { recursive: true, force: true });
+    if (!existsSync(join(dir, 'meta.json'))) throw e;
+  }
+  return dir;
+}
+
+const loaded = new Map();
+
+/**
+ * The transpiled component at `wasmPath` (see `componentPath`), loaded once
+ * per process: `{ path, meta, instantiate(imports) }`. Core modules are
+ * compiled once and shared by every instance.
+ */
+export async function loadComponent(wasmPath) {
+  const path = componentPath(wasmPath);
+  const dir = await transpileComponent(path);
+  let entry = loaded.get(dir);
+  if (!entry) {
+    const meta = JSON.parse(readFileSync(join(dir, 'meta.json'), 'utf8'));
+    const glue = await import(pathToFileURL(join(dir, 'gak.js')).href);
+    const modules = new Map();
+    const getCoreModule = (name) => {
+      let module = modules.get(name);
+      if (!module) {
+        module = new WebAssembly.Module(readFileSync(join(dir, name)));
+        modules.set(name, module);
+      }
+      return module;
+    };
+    entry = {
+      path,
+      dir,
+      meta,
+      instantiate: (imports) => glue.instantiate(getCoreModule, imports),
+    };
+    loaded.set(dir, entry);
+  }
+  return entry;
+}

@@ -1,0 +1,359 @@
+// Types of the `gak` package (hand-written; the generated jco types of the
+// component stay in the ignored gen/ folder). Every u64 of the WIT is a
+// `bigint`, in and out; byte payloads are `Uint8Array` out, and
+// `Uint8Array | string` (UTF-8) in.
+
+/** Every error variant of WIT `types.error`, kebab-case. */
+export type ErrorCode =
+  | 'not-found'
+  | 'stale-seq'
+  | 'terminal'
+  | 'invalid-plan'
+  | 'fence-stale'
+  | 'already-committed'
+  | 'not-holder'
+  | 'resource-mismatch'
+  | 'lease-expired'
+  | 'reconcile-taken'
+  | 'not-uncertain'
+  | 'unsafe-not-retryable'
+  | 'key-reused'
+  | 'write-failed'
+  | 'taken'
+  | 'deps-pending'
+  | 'lease-lost'
+  | 'invalid-input'
+  | 'storage';
+
+export declare const ERROR_CODES: readonly ErrorCode[];
+
+/** Every refusal of the contract and every store failure. Branch on `code`. */
+export declare class GakError extends Error {
+  constructor(code: ErrorCode, detail?: string, options?: { cause?: unknown });
+  readonly name: 'GakError';
+  readonly code: ErrorCode;
+  /** The payload of `invalid-plan`, `invalid-input`, `storage`: for humans. */
+  readonly detail: string | undefined;
+  toJSON(): { code: ErrorCode; detail?: string };
+}
+
+/** Thrown by an effect body that definitely did not apply its effect. */
+export declare class NotApplied extends Error {
+  constructor(message?: string, options?: { cause?: unknown });
+}
+
+export type Bytes = Uint8Array | string;
+
+/** Integer milliseconds since the Unix epoch; MUST NOT move backwards. */
+export interface Clock {
+  now(): bigint | number;
+}
+
+export declare class SystemClock implements Clock {
+  now(): bigint;
+}
+
+export declare class ManualClock implements Clock {
+  constructor(at?: bigint | number);
+  now(): bigint;
+  /** Set the time; throws RangeError when asked to move backwards. */
+  set(to: bigint | number): void;
+  advance(ms: bigint | number): void;
+}
+
+// checkpoint
+
+export interface StepDef {
+  id: string;
+  dependsOn?: string[];
+}
+
+export interface Snapshot {
+  runId: string;
+  /** Strictly increasing per run; 0 is never a real commit. */
+  seq: bigint;
+  /** The writer's takeover generation; absent counts as 0. */
+  fence?: bigint;
+  status: string;
+  done: string[];
+  /** Sorted by key (byte order), no duplicates. A plain object is accepted as input. */
+  fields: Array<[string, string]>;
+}
+
+export type SnapshotInput = Omit<Snapshot, 'fields'> & { fields?: Array<[string, string]> | Record<string, string> };
+
+export interface Plan {
+  skip: string[];
+  run: string[];
+  untrusted: string[];
+}
+
+// commitgate
+
+export interface Outcome {
+  status: 'succeeded' | 'failed';
+  result: Uint8Array;
+}
+
+export interface OutcomeInput {
+  status: 'succeeded' | 'failed';
+  result?: Bytes;
+}
+
+// sideeffect
+
+export type RetrySafety = 'safe' | 'unsafe';
+
+export interface Action {
+  /** The idempotency key. */
+  key: string;
+  resource: string;
+  /** Default `safe`. */
+  retrySafety?: RetrySafety;
+  /** A digest of the action's parameters; a different one later is `key-reused`. */
+  fingerprint?: string;
+}
+
+export interface Lease {
+  key: string;
+  resource: string;
+  fence: bigint;
+  holder: string;
+  until: bigint;
+}
+
+export type Acquired =
+  | { tag: 'granted'; lease: Lease }
+  | { tag: 'replayed'; result: Uint8Array }
+  | { tag: 'uncertain'; reason: string }
+  | { tag: 'in-flight' }
+  | { tag: 'contended'; until: bigint };
+
+export interface Resolution {
+  applied: boolean;
+  result?: Bytes;
+  forceRetryable?: boolean;
+  /** The reconcile claim the verdict was reached under. */
+  claim?: string;
+}
+
+export type Resolved = { tag: 'replayed'; result: Uint8Array } | { tag: 'cleared' };
+
+export interface ReconcileClaim {
+  claim: string;
+  until: bigint;
+}
+
+export type KeyState = 'cleared' | 'in-flight' | 'uncertain' | 'completed';
+
+export interface KeyInfo {
+  key: string;
+  state: KeyState;
+  retrySafety: RetrySafety;
+  fingerprint?: string;
+  resource: string;
+  until?: bigint;
+  reason?: string;
+  completedAt?: bigint;
+  reconcilingUntil?: bigint;
+}
+
+export interface Page<T> {
+  items: T[];
+  /** The cursor of the next page; absent when no more items follow. */
+  next?: string;
+}
+
+export interface PageOptions<S> {
+  state?: S;
+  after?: string;
+  /** 1 to 1000. */
+  limit: number;
+}
+
+/** A fenced sink body's view of the sink's open transaction. */
+export interface Downstream {
+  /** A key of the binding's `downstream` table. */
+  get(key: string): string | undefined;
+  put(key: string, value: string): void;
+  /**
+   * SQLite only: the better-sqlite3 connection inside the same transaction.
+   * Write your own tables here (parameters only); never end the transaction.
+   */
+  readonly sqlite: SqliteConnection | undefined;
+}
+
+/** The part of a better-sqlite3 `Database` a sink body needs. */
+export interface SqliteConnection {
+  prepare(sql: string): {
+    run(...params: unknown[]): unknown;
+    get(...params: unknown[]): unknown;
+    all(...params: unknown[]): unknown[];
+  };
+}
+
+// taskboard
+
+export type TaskState = 'open' | 'claimed' | 'done' | 'failed';
+
+export interface Task {
+  id: string;
+  title: string;
+  deps: string[];
+  state: TaskState;
+  owner?: string;
+  /** A capability: only `claim`, `claimNext` and `renew` return it. */
+  token?: string;
+  until?: bigint;
+  /** Takeover generation: strictly increasing per task. */
+  fence: bigint;
+}
+
+export interface TaskSeed {
+  id: string;
+  title?: string;
+  deps?: string[];
+  /** Default `open`; `claimed` is `invalid-input`. */
+  state?: Exclude<TaskState, 'claimed'>;
+}
+
+// retention
+
+export interface Pruned {
+  removedKeys: number;
+  removedTasks: number;
+  removedRuns: number;
+  more: boolean;
+}
+
+// the API
+
+export declare class Checkpoint {
+  saveIfNewer(snap: SnapshotInput): void;
+  load(runId: string): Snapshot;
+  /** Pure: no store transaction. */
+  buildPlan(steps: StepDef[], snap?: SnapshotInput): Plan;
+}
+
+export declare class Commitgate {
+  /** `step` undefined: the run's terminal outcome. */
+  commit(runId: string, step: string | undefined, fence: bigint, outcome: OutcomeInput): Outcome;
+  read(runId: string, step?: string): Outcome;
+}
+
+export declare class Sideeffect {
+  acquire(action: Action, ttl: bigint): Acquired;
+  complete(action: Action, lease: Lease, result: Bytes): Uint8Array;
+  release(action: Action, lease: Lease): void;
+  abandon(action: Action, lease: Lease, reason: string): void;
+  renew(action: Action, lease: Lease, ttl: bigint): Lease;
+  markUncertain(action: Action, lease: Lease, reason: string): void;
+  beginReconcile(action: Action, ttl: bigint): ReconcileClaim;
+  resolveUncertain(action: Action, resolution: Resolution): Resolved;
+  /**
+   * `body` runs in the fence compare's transaction; it must be synchronous
+   * and may run more than once on a store conflict. Throws `fence-stale`
+   * (body not run) or `write-failed` (body threw; `cause` is its error).
+   */
+  writeFenced(resource: string, presented: bigint, body: (down: Downstream) => void): void;
+  sinkSeen(resource: string): bigint;
+  list(options: PageOptions<KeyState>): Page<KeyInfo>;
+  get(key: string): KeyInfo;
+}
+
+export declare class Taskboard {
+  seed(tasks: TaskSeed[]): void;
+  list(options: PageOptions<TaskState>): Page<Task>;
+  get(id: string): Task;
+  claim(id: string, agent: string, ttl: bigint): Task;
+  /** The first-seeded ready task, claimed; `undefined` when none is ready. */
+  claimNext(agent: string, ttl: bigint): Task | undefined;
+  release(id: string, token: string): void;
+  complete(id: string, token: string): void;
+  renew(id: string, token: string, ttl: bigint): Task;
+}
+
+export declare class Retention {
+  prune(before: bigint, limit: number): Pruned;
+  pruneDryRun(before: bigint, limit: number): Pruned;
+}
+
+export type Ran =
+  | { tag: 'applied'; result: Uint8Array }
+  | { tag: 'replayed'; result: Uint8Array }
+  | { tag: 'uncertain'; reason: string; error?: unknown }
+  | { tag: 'not-applied'; error: NotApplied }
+  | { tag: 'in-flight' }
+  | { tag: 'contended'; until: bigint };
+
+/** A store binding (see `openStore`). */
+export interface Backend {
+  describe(): string;
+}
+
+export declare class MemoryBackend implements Backend {
+  describe(): string;
+  /** Every entry as [table, key, value]. */
+  dump(): Array<[string, string, string]>;
+}
+
+export declare class SqliteBackend implements Backend {
+  constructor(spec: string, options?: { busyTimeout?: number });
+  readonly path: string;
+  describe(): string;
+}
+
+export declare class StoreConflict extends Error {}
+export declare class StoreFailure extends Error {}
+export declare const TABLES: readonly string[];
+export declare function openStore(url: string, options?: { busyTimeout?: number }): Backend;
+
+export interface OpenOptions {
+  /** Default `SystemClock`. */
+  clock?: Clock;
+  /** gak.wasm; default `$GAK_COMPONENT`, else the repository's build output. */
+  component?: string;
+  /** SQLite: how long one BEGIN IMMEDIATE waits for another writer (ms, default 5000). */
+  busyTimeout?: number;
+}
+
+export declare class Kernel {
+  readonly checkpoint: Checkpoint;
+  readonly commitgate: Commitgate;
+  readonly sideeffect: Sideeffect;
+  readonly taskboard: Taskboard;
+  readonly retention: Retention;
+  readonly store: Backend;
+  readonly clock: Clock;
+  readonly componentPath: string;
+  /** Read (or seed) the `downstream` table in a transaction of its own. */
+  withDownstream<T>(fn: (down: Downstream) => T): T;
+  /** acquire -> body -> complete; see `Ran`. */
+  runEffect(action: Action, ttl: bigint, body: (lease: Lease) => Bytes | Promise<Bytes>): Promise<Ran>;
+  close(): void;
+}
+
+/** Open a kernel on `memory:`, `sqlite:PATH[?synchronous=normal]`, or a binding. */
+export declare function openKernel(store: string | Backend, options?: OpenOptions): Promise<Kernel>;
+
+export declare function runEffect(
+  kernel: Kernel,
+  action: Action,
+  ttl: bigint,
+  body: (lease: Lease) => Bytes | Promise<Bytes>,
+): Promise<Ran>;
+
+/** Records a run's progress, one snapshot per finished step. */
+export declare class Committer {
+  static resume(kernel: Kernel, runId: string, fence?: bigint): Committer;
+  readonly snapshot: Snapshot;
+  stepDone(step: string): void;
+}
+
+/** bigint -> number (exact below 2^53), Uint8Array -> base64, undefined fields dropped. */
+export declare function toJSON(value: unknown): unknown;
+export declare function stringify(value: unknown, space?: string | number): string;
+
+/** Where the component is looked up (see `OpenOptions.component`). */
+export declare function componentPath(explicit?: string): string;
+export declare function loadComponent(path?: string): Promise<{ path: string; dir: string }>;

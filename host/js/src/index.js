@@ -1,0 +1,18 @@
+// gak — a crash-safe coordination kernel, embedded in JavaScript.
+//
+// Every judgement lives in one WebAssembly component (the same `gak.wasm`
+// the Rust and Python hosts load); this package runs it with jco and binds
+// its store import to SQLite (better-sqlite3) or memory.
+//
+//   import { openKernel } from 'gak';
+//   const kernel = await openKernel('sqlite:gak.db');
+//   kernel.taskboard.seed([{ id: 'send-invoice' }]);
+//   const task = kernel.taskboard.claim('send-invoice', 'worker-1', 30_000n);
+export { openKernel, Kernel } from './kernel.js';
+export { GakError, ERROR_CODES } from './errors.js';
+export { NotApplied, runEffect } from './effects.js';
+export { Committer } from './committer.js';
+export { SystemClock, ManualClock } from './clock.js';
+export { toJSON, stringify } from './json.js';
+export { componentPath, loadComponent } from './component.js';
+export { openStore, MemoryBackend, SqliteBackend, StoreConflict, StoreFailure, TABLES } from './store/index.js';

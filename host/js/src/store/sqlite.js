@@ -1,0 +1,247 @@
+// The SQLite binding (better-sqlite3), byte-compatible with the Rust host's
+// (`host/rust/src/store/sqlite.rs`): same file, same tables, same DDL, same
+// key order, so Rust, Python and JavaScript hosts can share one database.
+//
+// Every exported call is one `BEGIN IMMEDIATE` transaction (better-sqlite3's
+// `transaction(fn).immediate()`): the write lock is taken up front, so two
+// calls — in threads or in separate processes — never interleave their
+// read-decide-write. (A deferred BEGIN would let two claimers both read
+// "open" and race to upgrade; one would fail late, mid-decision.) A busy
+// database surfaces as `StoreConflict` and the kernel re-runs the whole call.
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { StoreConflict, StoreFailure } from './errors.js';
+import { TABLES, compareKeys, prefixEnd } from './keys.js';
+
+/** How long one BEGIN IMMEDIATE waits for another writer (ms), as in Rust. */
+export const BUSY_TIMEOUT_MS = 5000;
+
+/** A SQLite error as the kernel sees it: busy/locked is a conflict. */
+export function storeFault(e) {
+  if (e instanceof StoreConflict || e instanceof StoreFailure) return e;
+  const code = typeof e?.code === 'string' ? e.code : '';
+  if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) {
+    return new StoreConflict(`${code}: ${e.message}`, { cause: e });
+  }
+  return new StoreFailure(code ? `${code}: ${e.message}` : String(e?.message ?? e), { cause: e });
+}
+
+const DDL =
+  'BEGIN IMMEDIATE;' +
+  TABLES.map(
+    (t) =>
+      `CREATE TABLE IF NOT EXISTS gak_${t} (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;`,
+  ).join('') +
+  'COMMIT;';
+
+/**
+ * Parse `PATH[?synchronous=full|normal]` (the part after `sqlite:`), as the
+ * Rust host does.
+ */
+export function parseSqliteSpec(spec) {
+  const q = spec.indexOf('?');
+  const path = q < 0 ? spec : spec.slice(0, q);
+  const query = q < 0 ? '' : spec.slice(q + 1);
+  let synchronous = 'FULL';
+  for (const pair of query.split('&').filter((p) => p !== '')) {
+    if (pair === 'synchronous=full') synchronous = 'FULL';
+    else if (pair === 'synchronous=normal') synchronous = 'NORMAL';
+    else throw new StoreFailure(`bad store option ${JSON.stringify(pair)}`);
+  }
+  if (path === '') throw new StoreFailure('empty sqlite path');
+  return { path, synchronous };
+}
+
+/** A SQLite database file. */
+export class SqliteBackend {
+  constructor(spec, { busyTimeout = BUSY_TIMEOUT_MS } = {}) {
+    const { path, synchronous } = parseSqliteSpec(spec);
+    this.path = path;
+    this.synchronous = synchronous;
+    this.busyTimeout = busyTimeout;
+    const dir = dirname(path);
+    if (dir && dir !== '.') mkdirSync(dir, { recursive: true });
+    const db = this.connect();
+    try {
+      ensureTables(db);
+    } finally {
+      db.close();
+    }
+  }
+
+  describe() {
+    return `sqlite:${this.path}`;
+  }
+
+  connect() {
+    let db;
+    try {
+      db = new Database(this.path, { timeout: this.busyTimeout });
+      db.pragma('journal_mode = WAL');
+      db.pragma(`synchronous = ${this.synchronous}`);
+      return db;
+    } catch (e) {
+      db?.close();
+      throw storeFault(e);
+    }
+  }
+
+  session() {
+    return new SqliteSession(this.connect());
+  }
+}
+
+function ensureTables(db) {
+  // A database that has every table needs no write lock: opening one that
+  // busy writers share would otherwise wait in SQLite's busy handler, which
+  // is not fair and can starve a newcomer for seconds.
+  const present = db
+    .prepare(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN (${TABLES.map(() => '?').join(', ')})`)
+    .pluck()
+    .get(...TABLES.map((t) => `gak_${t}`));
+  if (present === TABLES.length) return;
+  // Busy can be returned without waiting (WAL recovery): a few more tries.
+  for (let attempt = 0; ; attempt++) {
+    try {
+      db.exec(DDL);
+      return;
+    } catch (e) {
+      if (db.inTransaction) db.exec('ROLLBACK');
+      const fault = storeFault(e);
+      if (!(fault instanceof StoreConflict) || attempt >= 5) throw fault;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1 << (attempt + 1));
+    }
+  }
+}
+
+/** Prepared statements of one table. Table names come only from TABLES. */
+function statements(db, table) {
+  const t = `gak_${table}`;
+  return {
+    get: db.prepare(`SELECT value FROM ${t} WHERE key = ?`).pluck(),
+    put: db.prepare(
+      `INSERT INTO ${t} (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`,
+    ),
+    delete: db.prepare(`DELETE FROM ${t} WHERE key = ?`),
+    // A range on the primary key (BINARY collation: byte order), so the
+    // B-tree serves it: O(limit) rows, never a table scan.
+    scan: {
+      '>': db.prepare(`SELECT key, value FROM ${t} WHERE key > ? AND key < ? ORDER BY key LIMIT ?`).raw(),
+      '>=': db.prepare(`SELECT key, value FROM ${t} WHERE key >= ? AND key < ? ORDER BY key LIMIT ?`).raw(),
+      '>open': db.prepare(`SELECT key, value FROM ${t} WHERE key > ? ORDER BY key LIMIT ?`).raw(),
+      '>=open': db.prepare(`SELECT key, value FROM ${t} WHERE key >= ? ORDER BY key LIMIT ?`).raw(),
+    },
+  };
+}
+
+class SqliteSession {
+  constructor(db) {
+    this.db = db;
+    this.tables = new Map(TABLES.map((t) => [t, statements(db, t)]));
+  }
+
+  /**
+   * Run `body(txn)` in one BEGIN IMMEDIATE transaction: commit when it
+   * returns, roll back when it throws (and rethrow). A busy BEGIN or COMMIT
+   * throws `StoreConflict` (a failed COMMIT is rolled back: SQLite did not
+   * commit it, so a re-run is never a second application).
+   */
+  transaction(body) {
+    if (!this.db.open) throw new StoreFailure('the SQLite connection is closed');
+    if (this.db.inTransaction) throw new StoreFailure('a transaction is already open');
+    const txn = new SqliteTxn(this);
+    const run = this.db.transaction(() => {
+      try {
+        return body(txn);
+      } finally {
+        txn.open = false;
+      }
+    });
+    try {
+      return run.immediate();
+    } catch (e) {
+      // Our own signals (and faults already classified) pass through.
+      if (typeof e?.code === 'string' && e.code.startsWith('SQLITE_')) throw storeFault(e);
+      throw e;
+    }
+  }
+
+  close() {
+    if (this.db.open) this.db.close();
+  }
+}
+
+class SqliteTxn {
+  open = true;
+  /** A conflict passed through this transaction: the call must be re-run. */
+  conflict = false;
+
+  constructor(session) {
+    this.session = session;
+  }
+
+  /** The connection, inside this transaction (for fenced sink bodies). */
+  get sqlite() {
+    return this.open ? this.session.db : undefined;
+  }
+
+  #fault(e) {
+    const fault = storeFault(e);
+    if (fault instanceof StoreConflict) this.conflict = true;
+    return fault;
+  }
+
+  #table(table) {
+    if (!this.open) throw new StoreFailure('no open transaction');
+    const s = this.session.tables.get(table);
+    if (!s) throw new StoreFailure(`unknown table ${JSON.stringify(table)}`);
+    return s;
+  }
+
+  get(table, key) {
+    const s = this.#table(table);
+    try {
+      return s.get.get(key) ?? undefined;
+    } catch (e) {
+      throw this.#fault(e);
+    }
+  }
+
+  getMany(keys) {
+    return keys.map(([table, key]) => this.get(table, key));
+  }
+
+  put(table, key, value) {
+    const s = this.#table(table);
+    try {
+      s.put.run(key, value);
+    } catch (e) {
+      throw this.#fault(e);
+    }
+  }
+
+  delete(table, key) {
+    const s = this.#table(table);
+    try {
+      s.delete.run(key);
+    } catch (e) {
+      throw this.#fault(e);
+    }
+  }
+
+  scan(table, prefix, after, limit) {
+    const s = this.#table(table);
+    const strict = after !== undefined && compareKeys(after, prefix) >= 0;
+    const lower = strict ? after : prefix;
+    const end = prefixEnd(prefix);
+    const op = strict ? '>' : '>=';
+    try {
+      return end === undefined
+        ? s.scan[`${op}open`].all(lower, limit)
+        : s.scan[op].all(lower, end, limit);
+    } catch (e) {
+      throw this.#fault(e);
+    }
+  }
+}
