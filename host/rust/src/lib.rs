@@ -30,6 +30,11 @@
 //! ```
 #![deny(missing_docs)]
 
+/// The README's Rust code, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 mod api;
 pub mod blocking;
 mod builder;
