@@ -18,13 +18,32 @@ fn measure(label: &str, n: u32, mut op: impl FnMut(u32) -> Result<()>) -> Result
     for i in n / 10..n / 10 + n {
         op(i)?;
     }
-    let per = start.elapsed() / n;
+    report(label, start.elapsed() / n);
+    Ok(())
+}
+
+async fn measure_async(
+    label: &str,
+    n: u32,
+    mut op: impl AsyncFnMut(u32) -> Result<()>,
+) -> Result<()> {
+    for i in 0..n / 10 {
+        op(i).await?; // warm-up
+    }
+    let start = Instant::now();
+    for i in n / 10..n / 10 + n {
+        op(i).await?;
+    }
+    report(label, start.elapsed() / n);
+    Ok(())
+}
+
+fn report(label: &str, per: std::time::Duration) {
     println!(
         "{label:<44} {:>9.1} µs/op {:>9.0} ops/s",
         per.as_secs_f64() * 1e6,
         1.0 / per.as_secs_f64()
     );
-    Ok(())
 }
 
 fn run(url: &str, n: u32) -> Result<()> {
@@ -48,6 +67,37 @@ fn run(url: &str, n: u32) -> Result<()> {
             .acquire(&a, 60_000)
             .map(drop)
             .map_err(Into::into)
+    })?;
+    // The same calls through the async API, awaited one after another from a
+    // task on a multi-threaded tokio runtime (SQLite goes through tokio's
+    // blocking pool; PostgreSQL awaits on the runtime).
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let core = kernel.as_async();
+    let fresh: Vec<TaskSeed> = (0..n + n / 10)
+        .map(|i| TaskSeed::new(&format!("async-t{i}")))
+        .collect();
+    kernel.taskboard().seed(&fresh)?;
+    rt.block_on(async {
+        measure_async("taskboard.claim (fresh task), async", n, async |i| {
+            core.taskboard()
+                .claim(&format!("async-t{i}"), "w", 60_000)
+                .await
+                .map(drop)
+                .map_err(Into::into)
+        })
+        .await?;
+        measure_async("sideeffect.acquire (fresh key), async", n, async |i| {
+            let a = Action::new(&format!("async-k{i}"), &format!("async-r{i}"));
+            core.sideeffect()
+                .acquire(&a, 60_000)
+                .await
+                .map(drop)
+                .map_err(Into::into)
+        })
+        .await
     })?;
     measure("sideeffect.acquire (replayed key)", n, |_| {
         let a = Action::new("done-key", "r-done");
@@ -88,7 +138,8 @@ fn main() -> Result<()> {
     let dsn = std::env::var("GAK_PG_DSN")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let schema = format!("gak_latency_{}", std::process::id());
-    let url = format!("{dsn}?schema={schema}");
+    // TLS off, as the other bindings have no encryption to pay for.
+    let url = format!("{dsn}?schema={schema}&sslmode=disable");
     match gak::store::postgres::PostgresBackend::parse(&url) {
         Ok(pg) if gak::blocking::run_future(pg.ensure_schema()).is_ok() => {
             let r = run(&url, n / 5);
