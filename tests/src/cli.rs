@@ -38,10 +38,10 @@ pub fn gak_bin() -> &'static Path {
         let stdout = String::from_utf8_lossy(&out.stdout);
         stdout
             .lines()
+            .rev()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|m| m["target"]["name"] == "gak" && m["executable"].is_string())
-            .filter_map(|m| m["executable"].as_str().map(PathBuf::from))
-            .last()
+            .filter(|m| m["target"]["name"] == "gak")
+            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
             .expect("cargo reported the gak executable")
     })
 }
