@@ -57,6 +57,7 @@ pub enum Command {
     #[command(subcommand)]
     Runs(Runs),
     /// Remove finished records older than a duration, in bounded batches (retries of pruned keys run again).
+    #[command(long_about = PRUNE_HELP)]
     Prune(PruneArgs),
     /// Tell the reference-runtime story step by step (default store sqlite:gak-demo.db).
     Demo(DemoArgs),
@@ -291,9 +292,8 @@ pub enum Runs {
     },
 }
 
-/// `gak prune`.
-#[derive(Args, Debug)]
-#[command(long_about = "\
+/// `gak prune --help`: what pruning gives up, stated where it is done.
+const PRUNE_HELP: &str = "\
 Remove records that finished more than DURATION ago, in batches of at most --limit, until
 none is left: completed side-effect keys, done tasks that no unfinished task depends on,
 and runs with a terminal outcome (their snapshot and outcomes).
@@ -301,7 +301,10 @@ and runs with a terminal outcome (their snapshot and outcomes).
 What pruning gives up: a retry of a pruned key runs its effect again (the kernel no longer
 remembers it happened), and a pruned run id starts over. Choose DURATION well past the
 longest retry window of your runtime. Never removed: uncertain, in-flight and cleared
-keys, resource and sink fences (so a stale holder can never win again).")]
+keys, resource and sink fences (so a stale holder can never win again).";
+
+/// `gak prune`.
+#[derive(Args, Debug)]
 pub struct PruneArgs {
     #[command(flatten)]
     pub target: Target,
