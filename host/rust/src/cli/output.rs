@@ -214,7 +214,14 @@ pub fn task_fields(style: &Style, task: &Task, now: u64, minted: bool) -> String
             "until",
             Cell::new(task.until.map_or("-".into(), |u| time::when(u, now))),
         ),
-        ("deps", Cell::new(task.deps.join(", "))),
+        (
+            "deps",
+            Cell::new(if task.deps.is_empty() {
+                "-".into()
+            } else {
+                task.deps.join(", ")
+            }),
+        ),
     ];
     if minted && let Some(token) = &task.token {
         pairs.push(("token", Cell::new(token)));
