@@ -23,7 +23,9 @@ enum Step {
 }
 
 fn section() -> &'static str {
-    let start = README.find("## Operating gak").expect("the README has an Operating gak section");
+    let start = README
+        .find("## Operating gak")
+        .expect("the README has an Operating gak section");
     let rest = &README[start + 3..];
     let end = rest.find("\n## ").map_or(rest.len(), |e| e);
     &rest[..end]
@@ -66,7 +68,9 @@ fn parse() -> (String, Vec<Step>) {
 }
 
 fn is_hex128(s: &str) -> bool {
-    s.len() == 32 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 32
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn is_utc(s: &str) -> bool {
@@ -86,7 +90,11 @@ fn shape(line: &str) -> Vec<String> {
             i += 2;
             continue;
         }
-        out.push(if is_utc(w) { "<utc>".to_owned() } else { w.to_owned() });
+        out.push(if is_utc(w) {
+            "<utc>".to_owned()
+        } else {
+            w.to_owned()
+        });
         i += 1;
     }
     out
@@ -106,7 +114,11 @@ fn compare(cmd: &str, shown: &[String], actual: &str, caps: &mut HashMap<String,
     );
     for (s, a) in shown.iter().zip(&actual) {
         let (sw, aw) = (shape(s), shape(a));
-        assert_eq!(sw.len(), aw.len(), "`gak {cmd}`: README line {s:?}, actual {a:?}");
+        assert_eq!(
+            sw.len(),
+            aw.len(),
+            "`gak {cmd}`: README line {s:?}, actual {a:?}"
+        );
         for (x, y) in sw.iter().zip(&aw) {
             if is_hex128(x) && is_hex128(y) {
                 let real = caps.entry(x.clone()).or_insert_with(|| y.clone());
@@ -123,7 +135,10 @@ fn every_gak_command_in_the_operating_section_runs_as_shown() {
     let (board, steps) = parse();
     let commands = steps.iter().filter(|s| matches!(s, Step::Gak(..))).count();
     assert!(commands >= 8, "the example lost its commands: {steps:?}");
-    assert!(steps.iter().any(|s| matches!(s, Step::WorkerDies)), "no worker dies in the example");
+    assert!(
+        steps.iter().any(|s| matches!(s, Step::WorkerDies)),
+        "no worker dies in the example"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("tasks.json"), board).unwrap();
@@ -159,7 +174,10 @@ fn every_gak_command_in_the_operating_section_runs_as_shown() {
         }
     }
     assert_eq!(
-        worked::probe(Path::new(WORKER), &absolute(op.unwrap().store(), dir.path())),
+        worked::probe(
+            Path::new(WORKER),
+            &absolute(op.unwrap().store(), dir.path())
+        ),
         "REPLAYED re_3PqX9",
         "the next attempt replays, as the README says"
     );
@@ -178,9 +196,19 @@ fn absolute(store: &str, dir: &Path) -> String {
 fn the_shape_compare_tolerates_only_times_and_capabilities() {
     let mut caps = HashMap::new();
     let shown = vec!["until  2026-12-01T09:40:16Z (in 29s)".to_owned()];
-    compare("x", &shown, "until  2030-01-01T00:00:00Z (3m ago)", &mut caps);
+    compare(
+        "x",
+        &shown,
+        "until  2030-01-01T00:00:00Z (3m ago)",
+        &mut caps,
+    );
     let wrong = std::panic::catch_unwind(|| {
-        compare("x", &["state  claimed".to_owned()], "state  open", &mut HashMap::new())
+        compare(
+            "x",
+            &["state  claimed".to_owned()],
+            "state  open",
+            &mut HashMap::new(),
+        )
     });
     assert!(wrong.is_err(), "a different word must fail the comparison");
 }
