@@ -115,6 +115,19 @@ fn wrong_arguments_are_usage_errors_with_exit_2_never_a_panic() {
             ran.stderr
         );
     }
+    // With --json, a usage error is a JSON document too.
+    let ran = run_gak(
+        dir.path(),
+        &[
+            "tasks", "list", "--store", &store, "--state", "bogus", "--json",
+        ],
+        &[],
+        &[],
+        None,
+    );
+    assert_eq!(ran.code, 2);
+    assert_error(&ran, "usage");
+    assert!(ran.stderr.contains("bogus"), "{}", ran.stderr);
     // Bad input for the board left nothing behind: no database was made.
     assert!(!dir.path().join("ops.db").exists());
 }
@@ -171,6 +184,19 @@ fn refusals_exit_1_with_their_code_and_storage_failures_exit_3_without_secrets()
         "{}",
         typo.stderr
     );
+    // A record the kernel cannot read (no format version): storage, naming
+    // the store, and nothing else is changed.
+    let backend = gak::store::open(&sqlite(dir.path())).unwrap();
+    let mut session = backend.session().unwrap();
+    session.begin().unwrap();
+    session
+        .put("tasks", "corrupt", r#"{"id": "corrupt"}"#)
+        .unwrap();
+    session.commit().unwrap();
+    let corrupt = op.run(&["tasks", "show", "corrupt"]);
+    corrupt.expect_code(3);
+    let named = format!("the store {} failed", sqlite(dir.path()));
+    assert!(corrupt.stderr.contains(&named), "{}", corrupt.stderr);
     // A directory where the database file should be: the store cannot open.
     std::fs::create_dir(dir.path().join("dir.db")).unwrap();
     let dir_store = format!("sqlite:{}", dir.path().join("dir.db").display());

@@ -25,7 +25,7 @@ pub fn run(command: Effects) -> Outcome {
             let page = kernel
                 .sideeffect()
                 .list(state.map(key_state), after.as_deref(), limit)
-                .map_err(|e| Failure::from_kernel("the listing", e))?;
+                .map_err(Failure::on(&kernel, "the listing"))?;
             if style.json {
                 style.print_json(&output::key_page_json(&page));
             } else {
@@ -54,7 +54,7 @@ pub fn run(command: Effects) -> Outcome {
             let claim = kernel
                 .sideeffect()
                 .begin_reconcile(&action, ttl)
-                .map_err(|e| Failure::from_kernel(format!("key {key}"), e))?;
+                .map_err(Failure::on(&kernel, format!("key {key}")))?;
             if style.json {
                 style.print_json(&json!({
                     "key": key,
@@ -98,7 +98,7 @@ fn resolve(args: ResolveArgs) -> Outcome {
     let resolved = kernel
         .sideeffect()
         .resolve_uncertain(&action, &resolution)
-        .map_err(|e| Failure::from_kernel(format!("key {key}"), e))?;
+        .map_err(Failure::on(&kernel, format!("key {key}")))?;
     match (&resolved, style.json) {
         (Resolved::Replayed(result), true) => {
             let mut v = json!({ "key": key, "resolved": "completed" });
@@ -125,7 +125,7 @@ fn key_info(kernel: &Kernel, key: &str) -> Result<KeyInfo, Failure> {
     kernel
         .sideeffect()
         .get(key)
-        .map_err(|e| Failure::from_kernel(format!("key {key}"), e))
+        .map_err(Failure::on(kernel, format!("key {key}")))
 }
 
 /// The action as the key recorded it. The kernel decides on the key alone

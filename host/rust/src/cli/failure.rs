@@ -8,7 +8,7 @@
 //! | 3 | storage: the store (or the component) could not be used |
 use std::process::ExitCode;
 
-use gak::{Error, OpenError};
+use gak::{Error, Kernel, OpenError};
 
 /// A command's failure.
 #[derive(Debug)]
@@ -30,15 +30,15 @@ pub enum Failure {
 pub type Outcome = Result<(), Failure>;
 
 impl Failure {
-    /// A kernel error about `subject` (`task t1`, `key refund/42`): storage
-    /// failures stay storage failures, never a contract answer.
-    pub fn from_kernel(subject: impl Into<String>, error: Error) -> Failure {
-        match error {
-            Error::Storage(m) => Failure::Storage(m),
-            error => Failure::Refused {
-                subject: subject.into(),
-                error,
-            },
+    /// The failure of a call on `kernel` about `subject` (`task t1`, `key
+    /// refund/42`): storage failures stay storage failures, never a contract
+    /// answer, and name the store (its description carries no credentials).
+    pub fn on(kernel: &Kernel, subject: impl Into<String>) -> impl FnOnce(Error) -> Failure {
+        let store = kernel.backend().describe();
+        let subject = subject.into();
+        move |error| match error {
+            Error::Storage(m) => Failure::Storage(format!("the store {store} failed: {m}")),
+            error => Failure::Refused { subject, error },
         }
     }
 

@@ -27,7 +27,7 @@ pub fn demo(args: DemoArgs) -> Outcome {
     println!("gak demo on {}", backend.describe());
     let kernel = Kernel::with_backend(backend, clock.clone())?;
     let report = gak::demo::run(&kernel, clock, &mut std::io::stdout())
-        .map_err(|e| Failure::from_kernel("the demo", e))?;
+        .map_err(Failure::on(&kernel, "the demo"))?;
     match broken_promise(&report) {
         None => Ok(()),
         Some(why) => Err(Failure::Failed(format!(

@@ -19,6 +19,7 @@ mod tasks;
 mod time;
 
 use args::{Cli, Command};
+use failure::Failure;
 
 /// Parse the command line, run the command, and map its failure to the
 /// documented exit code.
@@ -26,6 +27,13 @@ pub fn main() -> ExitCode {
     init_logging();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        Err(e) if e.use_stderr() && std::env::args().any(|a| a == "--json") => {
+            // A script asked for JSON: its usage error is JSON too.
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or_default();
+            let message = first.strip_prefix("error: ").unwrap_or(first);
+            return Failure::Usage(message.to_owned()).report(true);
+        }
         // clap prints usage errors to stderr with exit code 2, and help or
         // the version to stdout with 0.
         Err(e) => e.exit(),

@@ -17,11 +17,10 @@ pub fn run(args: PruneArgs) -> Outcome {
     let kernel = store::open(&args.target.store, Create::Refused)?;
     let before = time::now_ms().saturating_sub(args.older_than);
     let retention = kernel.retention();
-    let refused = |e| Failure::from_kernel("the prune", e);
     if args.dry_run {
         let p = retention
             .prune_dry_run(before, args.limit)
-            .map_err(refused)?;
+            .map_err(Failure::on(&kernel, "the prune"))?;
         report(&style, before, 1, &p, true);
         return Ok(());
     }
@@ -29,7 +28,9 @@ pub fn run(args: PruneArgs) -> Outcome {
     let mut total = Pruned::default();
     let mut batches = 0u64;
     loop {
-        let p = retention.prune(before, args.limit).map_err(refused)?;
+        let p = retention
+            .prune(before, args.limit)
+            .map_err(Failure::on(&kernel, "the prune"))?;
         batches += 1;
         total.removed_keys += p.removed_keys;
         total.removed_tasks += p.removed_tasks;

@@ -18,10 +18,10 @@ pub fn run(command: Runs) -> Outcome {
         Runs::Show { target, run } => {
             let style = Style::detect(target.json);
             let kernel = store::open(&target.store, Create::Refused)?;
-            let snapshot = found(kernel.checkpoint().load(&run), &run)?;
-            let outcome = found(kernel.commitgate().read(&run, None), &run)?;
+            let snapshot = found(&kernel, kernel.checkpoint().load(&run), &run)?;
+            let outcome = found(&kernel, kernel.commitgate().read(&run, None), &run)?;
             if snapshot.is_none() && outcome.is_none() {
-                return Err(Failure::from_kernel(format!("run {run}"), Error::NotFound));
+                return Err(Failure::on(&kernel, format!("run {run}"))(Error::NotFound));
             }
             if style.json {
                 style.print_json(&json!({
@@ -47,11 +47,11 @@ pub fn run(command: Runs) -> Outcome {
 }
 
 /// `not-found` as "absent"; any other error stops the command.
-fn found<T>(r: Result<T, Error>, run: &str) -> Result<Option<T>, Failure> {
+fn found<T>(kernel: &Kernel, r: Result<T, Error>, run: &str) -> Result<Option<T>, Failure> {
     match r {
         Ok(v) => Ok(Some(v)),
         Err(Error::NotFound) => Ok(None),
-        Err(e) => Err(Failure::from_kernel(format!("run {run}"), e)),
+        Err(e) => Err(Failure::on(kernel, format!("run {run}"))(e)),
     }
 }
 
@@ -93,11 +93,11 @@ fn plan(style: &Style, kernel: &Kernel, run: &str, steps: &[StepDef]) -> Outcome
     let snapshot = kernel
         .checkpoint()
         .load(run)
-        .map_err(|e| Failure::from_kernel(format!("run {run}"), e))?;
+        .map_err(Failure::on(kernel, format!("run {run}")))?;
     let plan = kernel
         .checkpoint()
         .build_plan(steps, Some(&snapshot))
-        .map_err(|e| Failure::from_kernel(format!("run {run}"), e))?;
+        .map_err(Failure::on(kernel, format!("run {run}")))?;
     let untrusted = explain_untrusted(&plan, steps);
     if style.json {
         let untrusted: Vec<Value> = untrusted

@@ -27,7 +27,7 @@ pub fn run(command: Tasks) -> Outcome {
             let page = kernel
                 .taskboard()
                 .list(state.map(task_state), after.as_deref(), limit)
-                .map_err(|e| Failure::from_kernel("the listing", e))?;
+                .map_err(Failure::on(&kernel, "the listing"))?;
             if style.json {
                 style.print_json(&output::task_page_json(&page));
             } else {
@@ -44,7 +44,7 @@ pub fn run(command: Tasks) -> Outcome {
             let task = kernel
                 .taskboard()
                 .get(&id)
-                .map_err(|e| Failure::from_kernel(format!("task {id}"), e))?;
+                .map_err(Failure::on(&kernel, format!("task {id}")))?;
             show(&style, &task, false);
             Ok(())
         }
@@ -55,7 +55,7 @@ pub fn run(command: Tasks) -> Outcome {
             kernel
                 .taskboard()
                 .seed(&seeds)
-                .map_err(|e| Failure::from_kernel("the seed", e))?;
+                .map_err(Failure::on(&kernel, "the seed"))?;
             if style.json {
                 style.print_json(&json!({ "seeded": seeds.len() }));
             } else {
@@ -69,7 +69,7 @@ pub fn run(command: Tasks) -> Outcome {
             let task = kernel
                 .taskboard()
                 .claim(&id, &lease.agent, lease.ttl)
-                .map_err(|e| Failure::from_kernel(format!("task {id}"), e))?;
+                .map_err(Failure::on(&kernel, format!("task {id}")))?;
             show(&style, &task, true);
             Ok(())
         }
@@ -79,7 +79,7 @@ pub fn run(command: Tasks) -> Outcome {
             let task = kernel
                 .taskboard()
                 .claim_next(&lease.agent, lease.ttl)
-                .map_err(|e| Failure::from_kernel("the board", e))?;
+                .map_err(Failure::on(&kernel, "the board"))?;
             match task {
                 Some(task) => show(&style, &task, true),
                 None if style.json => style.print_json(&serde_json::Value::Null),
@@ -93,7 +93,7 @@ pub fn run(command: Tasks) -> Outcome {
             kernel
                 .taskboard()
                 .release(&id, &token.token)
-                .map_err(|e| Failure::from_kernel(format!("task {id}"), e))?;
+                .map_err(Failure::on(&kernel, format!("task {id}")))?;
             done(&style, &kernel, &id, "released")
         }
         Tasks::Complete { target, id, token } => {
@@ -102,7 +102,7 @@ pub fn run(command: Tasks) -> Outcome {
             kernel
                 .taskboard()
                 .complete(&id, &token.token)
-                .map_err(|e| Failure::from_kernel(format!("task {id}"), e))?;
+                .map_err(Failure::on(&kernel, format!("task {id}")))?;
             done(&style, &kernel, &id, "completed")
         }
         Tasks::Renew {
@@ -116,7 +116,7 @@ pub fn run(command: Tasks) -> Outcome {
             let task = kernel
                 .taskboard()
                 .renew(&id, &token.token, ttl)
-                .map_err(|e| Failure::from_kernel(format!("task {id}"), e))?;
+                .map_err(Failure::on(&kernel, format!("task {id}")))?;
             // The caller already holds the token: renew never prints it.
             show(&style, &task, false);
             Ok(())
