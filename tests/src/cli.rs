@@ -312,3 +312,36 @@ pub mod doc {
     /// An error on stderr with `--json`.
     pub const ERROR: &[&str] = &["error", "message", "exit"];
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ran(args: &[&str], stdout: &str) -> Ran {
+        Ran {
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            code: 0,
+            stdout: stdout.to_owned(),
+            stderr: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_leak_check_catches_a_capability_in_another_output() {
+        let secret = "0123456789abcdef0123456789abcdef";
+        let mut op = Operator::new("memory:", Path::new("."));
+        op.log
+            .push(ran(&["tasks", "claim", "t"], &format!("token  {secret}")));
+        op.log.push(ran(&["tasks", "show", "t"], "state claimed"));
+        op.assert_shown_only_by("token", secret, |r| r.args[1] == "claim");
+        op.log
+            .push(ran(&["tasks", "list"], &format!("t claimed {secret}")));
+        let leaked = std::panic::catch_unwind(|| {
+            op.assert_shown_only_by("token", secret, |r| r.args[1] == "claim")
+        });
+        assert!(
+            leaked.is_err(),
+            "a token in `tasks list` must fail the check"
+        );
+    }
+}

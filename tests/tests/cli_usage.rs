@@ -138,6 +138,10 @@ fn refusals_exit_1_with_their_code_and_storage_failures_exit_3_without_secrets()
     let mut op = Operator::new(&sqlite(dir.path()), dir.path());
     op.run_with(&["tasks", "seed", "-"], &[], Some(r#"[{"id": "a"}]"#))
         .expect_code(0);
+    let first = op.json(&["tasks", "claim-next", "--agent", "w", "--ttl", "1m"]);
+    assert_eq!(first["id"], "a");
+    let none = op.json(&["tasks", "claim-next", "--agent", "w", "--ttl", "1m"]);
+    assert!(none.is_null(), "no task is ready: {none}");
     let limit = op.run(&["tasks", "list", "--limit", "0", "--json"]);
     limit.expect_code(1);
     assert_error(&limit, "invalid-input");
