@@ -290,6 +290,33 @@ fn runs_show_and_plan_explain_a_run_in_tables_and_json() {
     let shown = op.json(&["runs", "show", "order-7"]);
     assert_fields("outcome", &shown["outcome"], doc::OUTCOME);
     assert_eq!(shown["outcome"]["result"], "shipped");
+    // Bytes that are not UTF-8 come out as base64, never mangled.
+    kernel
+        .checkpoint()
+        .save_if_newer(&Snapshot {
+            run_id: "binary".into(),
+            seq: 1,
+            fence: None,
+            status: "s".into(),
+            done: vec![],
+            fields: vec![],
+        })
+        .unwrap();
+    kernel
+        .commitgate()
+        .commit(
+            "binary",
+            None,
+            0,
+            &Outcome {
+                status: Status::Failed,
+                result: vec![0xff, 0xfe],
+            },
+        )
+        .unwrap();
+    let binary = op.json(&["runs", "show", "binary"]);
+    assert_fields("outcome", &binary["outcome"], &["status", "result-base64"]);
+    assert_eq!(binary["outcome"]["result-base64"], "//4=");
     op.run(&["runs", "show", "never-ran"]).expect_code(1);
     let plan_unknown = op.run(&[
         "runs",
@@ -326,7 +353,23 @@ fn prune_loops_bounded_batches_and_dry_run_changes_nothing() {
         .taskboard()
         .complete("old", t.token.as_deref().unwrap())
         .unwrap();
+    // A safe key whose worker died ten days ago: uncertain by expiry.
+    let lost = Action::new("mail/lost", "smtp-lost");
+    let Acquired::Granted(_) = kernel.sideeffect().acquire(&lost, 60_000).unwrap() else {
+        panic!("fresh key");
+    };
     let mut op = Operator::new(&url, dir.path());
+    let cleared = op.json(&["effects", "resolve", "mail/lost", "--not-applied"]);
+    assert_fields(
+        "effects resolve --not-applied",
+        &cleared,
+        doc::RESOLVED_CLEARED,
+    );
+    assert_eq!(cleared["resolved"], "cleared");
+    assert_eq!(
+        op.json(&["effects", "show", "mail/lost"])["state"],
+        "cleared"
+    );
 
     let dry = op.json(&["prune", "--older-than", "7d", "--limit", "2", "--dry-run"]);
     assert_fields("prune --dry-run", &dry, doc::PRUNE);
@@ -356,13 +399,14 @@ fn prune_loops_bounded_batches_and_dry_run_changes_nothing() {
         pruned["batches"].as_u64().unwrap() >= 3,
         "limit 2 needs 3 batches: {pruned:#}"
     );
-    assert_eq!(
-        op.json(&["effects", "list"])["items"]
-            .as_array()
-            .unwrap()
-            .len(),
-        0
-    );
+    let left = op.json(&["effects", "list"]);
+    let left: Vec<&str> = left["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(left, ["mail/lost"], "prune keeps cleared keys");
     let help = op.run(&["prune", "--help"]);
     assert!(
         help.stdout.contains("runs its effect again") && help.stdout.contains("starts over"),
