@@ -27,3 +27,11 @@ soak CASES="5000":
 # per-operation latency through the component on every binding
 latency N="5000":
     cargo run --release -p gak-examples --example latency -- {{N}}
+
+# operate a store: `just gak tasks list --store sqlite:ops.db` (see README, "Operating gak")
+gak *ARGS:
+    cargo run -q -p gak -- {{ARGS}}
+
+# write the component and its WIT package for hosts in other languages
+component OUT="target/component/gak.wasm" WIT="target/component/wit":
+    cargo run -q -p gak -- component --out {{OUT}} --wit {{WIT}}

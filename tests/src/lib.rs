@@ -8,9 +8,12 @@ use gak::conformance::{self, Report, Target};
 use gak::{Error, ManualClock, Task, TaskSeed};
 
 pub mod broken;
+pub mod cli;
+pub mod counting;
 pub mod faulty;
 pub mod hammer;
 pub mod pg;
+pub mod worked;
 
 /// The whole board, read page by page (for checks after a run; the API
 /// itself never reads a whole table in one call).

@@ -76,3 +76,25 @@ impl Drop for Schema {
         let _ = run(self.backend.drop_schema());
     }
 }
+
+/// Whether a missing server must fail the run (`CI=true`).
+pub fn required() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// The DSN when the server answers, else why not — without printing or
+/// panicking, for harnesses that report an unreachable server as *ignored*
+/// (or, when [`required`], as failed) instead of passing silently.
+pub fn probe() -> Result<String, String> {
+    let dsn = std::env::var("GAK_PG_DSN").unwrap_or_else(|_| LOCAL.to_owned());
+    PostgresBackend::parse(&dsn)
+        .map_err(|e| e.to_string())
+        .and_then(|b| b.with_schema("gak_probe").map_err(|e| e.to_string()))
+        .and_then(|b| {
+            run(b.ensure_schema()).map_err(|e| match e {
+                gak::store::StoreFault::Conflict(m) | gak::store::StoreFault::Failure(m) => m,
+            })
+        })
+        .map(|()| dsn.clone())
+        .map_err(|why| format!("PostgreSQL is unreachable at {dsn}: {why} (set GAK_PG_DSN)"))
+}

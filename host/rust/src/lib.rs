@@ -89,11 +89,17 @@ impl std::fmt::Display for OpenError {
             OpenError::UnknownStore(url) => {
                 write!(
                     f,
-                    "unknown store {url:?}: expected memory:, sqlite:PATH or postgres://USER@HOST:PORT/DB"
+                    "unknown store \"{}\": expected memory:, sqlite:PATH or postgres://USER@HOST:PORT/DB",
+                    without_password(url)
                 )
             }
-            OpenError::BadOption(o) => write!(f, "bad store option {o:?}"),
-            OpenError::Store(fault) => write!(f, "cannot open the store: {fault}"),
+            OpenError::BadOption(o) => write!(f, "bad store option: {}", without_password(o)),
+            OpenError::Store(gak_rules::StoreFault::Failure(m)) => {
+                write!(f, "cannot open the store: {m}")
+            }
+            OpenError::Store(gak_rules::StoreFault::Conflict(m)) => {
+                write!(f, "cannot open the store: it stayed busy ({m})")
+            }
             OpenError::Component(m) => write!(f, "cannot load the kernel component: {m}"),
         }
     }
@@ -108,8 +114,67 @@ impl std::error::Error for OpenError {
     }
 }
 
+/// `text` with the password of any `scheme://user:password@` URL in it, and
+/// any `password=` option, replaced by `***`: messages name a store, never
+/// its credentials.
+fn without_password(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let authority_end = tail.find(['/', '?', '#', ' ']).unwrap_or(tail.len());
+        let authority = &tail[..authority_end];
+        match authority.rfind('@') {
+            Some(userinfo_end) => {
+                let userinfo = &authority[..userinfo_end];
+                match userinfo.split_once(':') {
+                    Some((user, _)) => out.push_str(&format!("{user}:***")),
+                    None => out.push_str(userinfo),
+                }
+                out.push_str(&authority[userinfo_end..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &tail[authority_end..];
+    }
+    out.push_str(rest);
+    let mut redacted = String::with_capacity(out.len());
+    let mut parts = out.split("password=");
+    redacted.push_str(parts.next().unwrap_or_default());
+    for part in parts {
+        redacted.push_str("password=***");
+        let end = part.find(['&', ' ']).unwrap_or(part.len());
+        redacted.push_str(&part[end..]);
+    }
+    redacted
+}
+
 impl From<OpenError> for Error {
     fn from(e: OpenError) -> Self {
         Error::Storage(StorageError::new(e.to_string()).caused_by(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_errors_never_show_a_password() {
+        let secret = "s3cr3t-pw";
+        for e in [
+            OpenError::UnknownStore(format!("postgress://alice:{secret}@db:5432/x")),
+            OpenError::UnknownStore(format!("mysql://alice:{secret}@db/x?password={secret}&a=b")),
+            OpenError::BadOption(format!("postgres URL: host=db password={secret}")),
+        ] {
+            let shown = e.to_string();
+            assert!(!shown.contains(secret), "{shown}");
+            assert!(shown.contains("***"), "{shown}");
+        }
+        let shown = OpenError::UnknownStore("postgress://alice@db/x".into()).to_string();
+        assert!(shown.contains("postgress://alice@db/x"), "{shown}");
+        let fault = OpenError::Store(gak_rules::StoreFault::Failure("disk full".into()));
+        assert_eq!(fault.to_string(), "cannot open the store: disk full");
     }
 }

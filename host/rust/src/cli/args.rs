@@ -1,0 +1,357 @@
+//! The command line: every command with its one-line contract.
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+
+use super::time::parse_duration;
+
+const STORES: &str = "\
+Store URLs (--store URL; tasks, effects, runs and prune also read GAK_STORE):
+  memory:                               an in-process map, empty at every start (tests)
+  sqlite:PATH[?synchronous=normal]      an embedded SQLite database file (also: PATH.db)
+  postgres://USER[:PASSWORD]@HOST:PORT/DB[?schema=NAME&clock=db]
+                                        PostgreSQL: one schema per kernel (default gak);
+                                        clock=db judges expiry by the server's clock
+  A password in a URL is never printed.";
+
+const AFTER_HELP: &str = "\
+Exit codes: 0 done; 1 refused by the contract (its kebab-case code is printed) or a
+check failed; 2 usage (bad arguments, unknown store URL, unparsable input file);
+3 storage (the store or the component could not be used).
+
+Output: aligned tables for people; --json prints one JSON document for scripts (fields
+in the README, \"Operating gak\"). Tokens and claims are printed only by the command that
+minted them (tasks claim, tasks claim-next, effects reconcile). Errors go to stderr.
+Durations: 500ms, 30s, 15m, 12h, 7d. Logs: GAK_LOG (or RUST_LOG), e.g. GAK_LOG=debug,
+to stderr; off by default.";
+
+/// gak: a crash-safe coordination kernel. Operate its task board,
+/// side-effect keys and runs; replay its conformance vectors; export its
+/// component.
+#[derive(Parser, Debug)]
+#[command(
+    name = "gak",
+    version,
+    about = "gak: a crash-safe coordination kernel. Operate its task board, side-effect keys and runs \
+             on memory:, sqlite:PATH or postgres:// stores.",
+    after_help = format!("{STORES}\n\n{AFTER_HELP}"),
+    arg_required_else_help = true,
+    propagate_version = true
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// The task board: list, show, seed; claim, release, complete and renew by token.
+    #[command(subcommand)]
+    Tasks(Tasks),
+    /// Side-effect keys: find uncertain ones, take the reconcile claim, record the verdict.
+    #[command(subcommand)]
+    Effects(Effects),
+    /// Runs: the saved snapshot and terminal outcome, and the resume plan.
+    #[command(subcommand)]
+    Runs(Runs),
+    /// Remove finished records older than a duration, in bounded batches (retries of pruned keys run again).
+    #[command(long_about = PRUNE_HELP)]
+    Prune(PruneArgs),
+    /// Tell the reference-runtime story step by step (default store sqlite:gak-demo.db).
+    Demo(DemoArgs),
+    /// Replay conformance vector files on fresh stores; the closing line is `N passed, M failed`.
+    Conformance(ConformanceArgs),
+    /// Write the kernel component (.wasm) this binary runs, and its WIT package, for other hosts.
+    Component(ComponentArgs),
+}
+
+/// The store an operator command acts on, and how to print.
+#[derive(Args, Debug)]
+pub struct Target {
+    /// The store: memory:, sqlite:PATH, postgres://USER@HOST:PORT/DB?schema=NAME.
+    #[arg(long, env = "GAK_STORE", hide_env_values = true, value_name = "URL")]
+    pub store: String,
+    /// Print one JSON document (stable kebab-case fields) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A duration argument: `500ms`, `30s`, `15m`, `12h`, `7d`.
+fn duration(text: &str) -> Result<u64, String> {
+    parse_duration(text)
+}
+
+/// A task's state.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum TaskStateArg {
+    /// Claimable.
+    Open,
+    /// Held by a claim (live or expired).
+    Claimed,
+    /// Finished.
+    Done,
+    /// Failed; claimable again.
+    Failed,
+}
+
+/// A side-effect key's state.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum KeyStateArg {
+    /// No attempt in flight: may be granted.
+    Cleared,
+    /// An attempt holds a live intent.
+    InFlight,
+    /// Marked uncertain, or its intent expired with no verdict: reconcile it.
+    Uncertain,
+    /// Applied; retries replay its first result.
+    Completed,
+}
+
+/// Task board commands.
+#[derive(Subcommand, Debug)]
+pub enum Tasks {
+    /// One page of tasks ordered by id, optionally of one state; never a token.
+    List {
+        #[command(flatten)]
+        target: Target,
+        /// Only tasks in this state.
+        #[arg(long)]
+        state: Option<TaskStateArg>,
+        /// At most this many tasks (1-1000).
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// Start after this id (the `next` cursor of the previous page).
+        #[arg(long, value_name = "ID")]
+        after: Option<String>,
+    },
+    /// One task by id, without its token.
+    Show {
+        #[command(flatten)]
+        target: Target,
+        /// The task id.
+        id: String,
+    },
+    /// Load tasks from a JSON array of {id, title?, deps?, state?} (FILE, or - for stdin) in one atomic call.
+    Seed {
+        #[command(flatten)]
+        target: Target,
+        /// The JSON file, or - for stdin. Re-seeding an id overwrites it and clears its claim.
+        file: PathBuf,
+    },
+    /// Claim one task for an agent for a ttl; prints the minted token (shown only here).
+    Claim {
+        #[command(flatten)]
+        target: Target,
+        /// The task id.
+        id: String,
+        #[command(flatten)]
+        lease: LeaseArgs,
+    },
+    /// Claim the first-seeded ready task, or answer that none is ready; prints the minted token.
+    ClaimNext {
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        lease: LeaseArgs,
+    },
+    /// Return a claimed task to open; only its current token may (else lease-lost).
+    Release {
+        #[command(flatten)]
+        target: Target,
+        /// The task id.
+        id: String,
+        #[command(flatten)]
+        token: TokenArg,
+    },
+    /// Mark a claimed task done; only its current token may (again with that token: no-op).
+    Complete {
+        #[command(flatten)]
+        target: Target,
+        /// The task id.
+        id: String,
+        #[command(flatten)]
+        token: TokenArg,
+    },
+    /// Extend a live claim to now + ttl; only its current token, only while live.
+    Renew {
+        #[command(flatten)]
+        target: Target,
+        /// The task id.
+        id: String,
+        #[command(flatten)]
+        token: TokenArg,
+        /// The new lease length from now.
+        #[arg(long, value_parser = duration, value_name = "DURATION")]
+        ttl: u64,
+    },
+}
+
+/// Who claims, and for how long.
+#[derive(Args, Debug)]
+pub struct LeaseArgs {
+    /// The agent the claim is for (recorded as the task's owner).
+    #[arg(long)]
+    pub agent: String,
+    /// How long the claim lives unless renewed (e.g. 30s).
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    pub ttl: u64,
+}
+
+/// A claim token.
+#[derive(Args, Debug)]
+pub struct TokenArg {
+    /// The token `tasks claim` printed (or GAK_TOKEN, which `ps` does not show).
+    #[arg(long, env = "GAK_TOKEN", hide_env_values = true)]
+    pub token: String,
+}
+
+/// Side-effect commands.
+#[derive(Subcommand, Debug)]
+pub enum Effects {
+    /// One page of keys ordered by key, optionally of one state; never a holder or claim.
+    List {
+        #[command(flatten)]
+        target: Target,
+        /// Only keys in this state (an expired intent lists as uncertain).
+        #[arg(long)]
+        state: Option<KeyStateArg>,
+        /// At most this many keys (1-1000).
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// Start after this key (the `next` cursor of the previous page).
+        #[arg(long, value_name = "KEY")]
+        after: Option<String>,
+    },
+    /// One key: state, resource, retry safety, deadline, reason; never its holder or claim.
+    Show {
+        #[command(flatten)]
+        target: Target,
+        /// The idempotency key.
+        key: String,
+    },
+    /// Take the reconcile claim on an uncertain key (one reconciler at a time) and print it.
+    Reconcile {
+        #[command(flatten)]
+        target: Target,
+        /// The idempotency key.
+        key: String,
+        /// How long the claim keeps other reconcilers out.
+        #[arg(long, value_parser = duration, value_name = "DURATION", default_value = "15m")]
+        ttl: u64,
+    },
+    /// Record the verdict on an uncertain key from downstream facts; the first verdict wins.
+    Resolve(ResolveArgs),
+}
+
+/// `gak effects resolve`.
+#[derive(Args, Debug)]
+#[command(group(ArgGroup::new("verdict").required(true).args(["applied", "not_applied"])))]
+pub struct ResolveArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// The idempotency key.
+    pub key: String,
+    /// The claim `effects reconcile` printed: refused (reconcile-taken) if it is no longer the key's.
+    #[arg(long, env = "GAK_CLAIM", hide_env_values = true)]
+    pub claim: Option<String>,
+    /// The effect happened: the key completes and every retry replays RESULT.
+    #[arg(long)]
+    pub applied: bool,
+    /// The effect's result as the downstream system recorded it (with --applied).
+    #[arg(long, requires = "applied", value_name = "TEXT")]
+    pub result: Option<String>,
+    /// The effect did not happen: the key is cleared and the next attempt runs it.
+    #[arg(long)]
+    pub not_applied: bool,
+    /// Clear an unsafe key too (with --not-applied): only when you know it did not happen.
+    #[arg(long, requires = "not_applied")]
+    pub force: bool,
+}
+
+/// Run commands.
+#[derive(Subcommand, Debug)]
+pub enum Runs {
+    /// A run's saved snapshot (seq, fence, status, done steps) and terminal outcome, if any.
+    Show {
+        #[command(flatten)]
+        target: Target,
+        /// The run id.
+        run: String,
+    },
+    /// The resume plan over a step file: what is skipped, what runs in order, what is untrusted and why.
+    Plan {
+        #[command(flatten)]
+        target: Target,
+        /// The run id.
+        run: String,
+        /// A JSON array of {id, depends-on?} in declaration order (or - for stdin).
+        #[arg(long, value_name = "FILE")]
+        steps: PathBuf,
+    },
+}
+
+/// `gak prune --help`: what pruning gives up, stated where it is done.
+const PRUNE_HELP: &str = "\
+Remove records that finished more than DURATION ago, in batches of at most --limit, until
+none is left: completed side-effect keys, done tasks that no unfinished task depends on,
+and runs with a terminal outcome (their snapshot and outcomes).
+
+What pruning gives up: a retry of a pruned key runs its effect again (the kernel no longer
+remembers it happened), and a pruned run id starts over. Choose DURATION well past the
+longest retry window of your runtime. Never removed: uncertain, in-flight and cleared
+keys, resource and sink fences (so a stale holder can never win again).";
+
+/// `gak prune`.
+#[derive(Args, Debug)]
+pub struct PruneArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// Remove records that finished more than this long ago (e.g. 30d).
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    pub older_than: u64,
+    /// Records per batch (1-1000); each batch is one transaction.
+    #[arg(long, default_value_t = 1000)]
+    pub limit: u32,
+    /// Show what the first batch would remove, and roll it back.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// A progress line on stderr (terminal only).
+    #[arg(long)]
+    pub progress: bool,
+}
+
+/// `gak demo`.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// The store (GAK_STORE is not read: the demo writes demo records).
+    #[arg(long, value_name = "URL", default_value = "sqlite:gak-demo.db")]
+    pub store: String,
+}
+
+/// `gak conformance`.
+#[derive(Args, Debug)]
+pub struct ConformanceArgs {
+    /// The store; each scenario gets a fresh one (a new file, schema or map).
+    #[arg(long, value_name = "URL", default_value = "memory:")]
+    pub store: String,
+    /// A progress bar on stderr (terminal only).
+    #[arg(long)]
+    pub progress: bool,
+    /// Vector files or directories of *.json (default: the built-in suite).
+    #[arg(value_name = "FILE_OR_DIR")]
+    pub paths: Vec<PathBuf>,
+}
+
+/// `gak component`.
+#[derive(Args, Debug)]
+#[command(group(ArgGroup::new("what").required(true).multiple(true).args(["out", "wit"])))]
+pub struct ComponentArgs {
+    /// Write the component's exact bytes here (- for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Write the WIT package (gak:kernel) into this directory, one file per interface.
+    #[arg(long, value_name = "DIR")]
+    pub wit: Option<PathBuf>,
+}

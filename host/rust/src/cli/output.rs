@@ -1,0 +1,356 @@
+//! How results are shown: aligned tables for people (colour only on a
+//! terminal), JSON for scripts. Capabilities (tokens, claims) are printed only
+//! by the commands that minted them; everything else never sees them.
+use std::io::IsTerminal;
+
+use serde_json::{Value, json};
+
+use gak::{KeyInfo, KeyPage, Outcome, Snapshot, Status, Task, TaskPage};
+
+use super::time;
+
+/// How to print: JSON or tables, with or without colour.
+#[derive(Clone, Copy, Debug)]
+pub struct Style {
+    /// JSON documents instead of tables.
+    pub json: bool,
+    /// ANSI colour in tables.
+    pub colour: bool,
+}
+
+impl Style {
+    /// JSON when asked; colour only when stdout is a terminal and the user
+    /// did not opt out (`NO_COLOR`, `TERM=dumb`).
+    pub fn detect(json: bool) -> Style {
+        let opted_out = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
+            || std::env::var("TERM").is_ok_and(|t| t == "dumb");
+        Style {
+            json,
+            colour: !json && !opted_out && std::io::stdout().is_terminal(),
+        }
+    }
+
+    /// Print a JSON document (pretty, one per command) to stdout.
+    pub fn print_json(&self, value: &Value) {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(value).expect("a JSON value always serializes")
+        );
+    }
+
+    /// A state name, coloured by what it asks of an operator.
+    pub fn state(&self, name: &str) -> Cell {
+        let code = match name {
+            "uncertain" | "failed" => "31",  // red: needs a person
+            "in-flight" | "claimed" => "33", // yellow: someone is on it
+            "completed" | "done" => "32",    // green: finished
+            _ => "",
+        };
+        Cell::new(name).colour(if self.colour { code } else { "" })
+    }
+}
+
+/// One table cell: text, and an ANSI colour applied after padding.
+#[derive(Clone, Debug)]
+pub struct Cell {
+    text: String,
+    colour: &'static str,
+}
+
+impl Cell {
+    /// A plain cell; control characters are escaped so a value read from
+    /// the store can never drive the operator's terminal.
+    pub fn new(text: impl AsRef<str>) -> Cell {
+        Cell {
+            text: printable(text.as_ref()),
+            colour: "",
+        }
+    }
+
+    fn colour(mut self, code: &'static str) -> Cell {
+        self.colour = code;
+        self
+    }
+
+    fn width(&self) -> usize {
+        self.text.chars().count()
+    }
+}
+
+impl From<String> for Cell {
+    fn from(s: String) -> Cell {
+        Cell::new(s)
+    }
+}
+
+impl From<&str> for Cell {
+    fn from(s: &str) -> Cell {
+        Cell::new(s)
+    }
+}
+
+/// Escape control characters (ESC, CR, …) for a terminal.
+pub fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_owned();
+    }
+    text.chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+/// Rows under a header, columns padded to their widest cell.
+pub fn table(header: &[&str], rows: &[Vec<Cell>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.width());
+        }
+    }
+    let mut out = String::new();
+    let header: Vec<Cell> = header.iter().map(|h| Cell::new(*h)).collect();
+    for row in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            let last = i + 1 == row.len();
+            let pad = if last {
+                0
+            } else {
+                widths[i] - cell.width() + 2
+            };
+            if cell.colour.is_empty() {
+                line.push_str(&cell.text);
+            } else {
+                line.push_str(&format!("\x1b[{}m{}\x1b[0m", cell.colour, cell.text));
+            }
+            line.push_str(&" ".repeat(pad));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `field  value` lines for one record.
+pub fn fields(pairs: &[(&str, Cell)]) -> String {
+    let rows: Vec<Vec<Cell>> = pairs
+        .iter()
+        .map(|(k, v)| vec![Cell::new(*k), v.clone()])
+        .collect();
+    let text = table(&["", ""], &rows);
+    // Drop the empty header line.
+    text.split_once('\n')
+        .map_or(text.clone(), |(_, rest)| rest.to_owned())
+}
+
+fn opt(v: Option<u64>) -> Value {
+    v.map_or(Value::Null, Value::from)
+}
+
+/// A task as JSON. `token` is included only when the command minted it.
+pub fn task_json(task: &Task, minted: bool) -> Value {
+    let mut v = json!({
+        "id": task.id,
+        "title": task.title,
+        "deps": task.deps,
+        "state": task.state.name(),
+        "owner": task.owner,
+        "until": opt(task.until),
+        "fence": task.fence,
+    });
+    if minted {
+        v["token"] = json!(task.token);
+    }
+    v
+}
+
+/// A page of tasks as JSON: `{items, next}`.
+pub fn task_page_json(page: &TaskPage) -> Value {
+    let items: Vec<Value> = page.items.iter().map(|t| task_json(t, false)).collect();
+    json!({ "items": items, "next": page.next })
+}
+
+/// A page of tasks as a table.
+pub fn task_rows(style: &Style, tasks: &[Task], now: u64) -> String {
+    let rows: Vec<Vec<Cell>> = tasks
+        .iter()
+        .map(|t| {
+            vec![
+                Cell::new(&t.id),
+                style.state(t.state.name()),
+                Cell::new(t.owner.as_deref().unwrap_or("-")),
+                Cell::new(t.fence.to_string()),
+                Cell::new(t.until.map_or("-".into(), |u| time::when(u, now))),
+                Cell::new(if t.deps.is_empty() {
+                    "-".into()
+                } else {
+                    t.deps.join(",")
+                }),
+                Cell::new(&t.title),
+            ]
+        })
+        .collect();
+    table(
+        &["ID", "STATE", "OWNER", "FENCE", "UNTIL", "DEPS", "TITLE"],
+        &rows,
+    )
+}
+
+/// One task as `field value` lines; the token only when minted.
+pub fn task_fields(style: &Style, task: &Task, now: u64, minted: bool) -> String {
+    let mut pairs = vec![
+        ("id", Cell::new(&task.id)),
+        ("title", Cell::new(&task.title)),
+        ("state", style.state(task.state.name())),
+        ("owner", Cell::new(task.owner.as_deref().unwrap_or("-"))),
+        ("fence", Cell::new(task.fence.to_string())),
+        (
+            "until",
+            Cell::new(task.until.map_or("-".into(), |u| time::when(u, now))),
+        ),
+        (
+            "deps",
+            Cell::new(if task.deps.is_empty() {
+                "-".into()
+            } else {
+                task.deps.join(", ")
+            }),
+        ),
+    ];
+    if minted && let Some(token) = &task.token {
+        pairs.push(("token", Cell::new(token)));
+    }
+    fields(&pairs)
+}
+
+/// A key as JSON (key-info never carries a holder or claim).
+pub fn key_json(k: &KeyInfo) -> Value {
+    json!({
+        "key": k.key,
+        "state": k.state.name(),
+        "retry-safety": retry_safety(k),
+        "fingerprint": k.fingerprint,
+        "resource": k.resource,
+        "until": opt(k.until),
+        "reason": k.reason,
+        "completed-at": opt(k.completed_at),
+        "reconciling-until": opt(k.reconciling_until),
+    })
+}
+
+/// A page of keys as JSON: `{items, next}`.
+pub fn key_page_json(page: &KeyPage) -> Value {
+    let items: Vec<Value> = page.items.iter().map(key_json).collect();
+    json!({ "items": items, "next": page.next })
+}
+
+fn retry_safety(k: &KeyInfo) -> &'static str {
+    match k.retry_safety {
+        gak::RetrySafety::Safe => "safe",
+        gak::RetrySafety::Unsafe => "unsafe",
+    }
+}
+
+/// A page of keys as a table.
+pub fn key_rows(style: &Style, keys: &[KeyInfo], now: u64) -> String {
+    let rows: Vec<Vec<Cell>> = keys
+        .iter()
+        .map(|k| {
+            let since = match (k.until, k.completed_at) {
+                (Some(u), _) => time::when(u, now),
+                (None, Some(c)) => time::when(c, now),
+                _ => "-".into(),
+            };
+            vec![
+                Cell::new(&k.key),
+                style.state(k.state.name()),
+                Cell::new(&k.resource),
+                Cell::new(retry_safety(k)),
+                Cell::new(since),
+                Cell::new(k.reason.as_deref().unwrap_or("-")),
+            ]
+        })
+        .collect();
+    table(
+        &["KEY", "STATE", "RESOURCE", "RETRY", "UNTIL/AT", "REASON"],
+        &rows,
+    )
+}
+
+/// One key as `field value` lines.
+pub fn key_fields(style: &Style, k: &KeyInfo, now: u64) -> String {
+    let at = |v: Option<u64>| Cell::new(v.map_or("-".into(), |t| time::when(t, now)));
+    fields(&[
+        ("key", Cell::new(&k.key)),
+        ("state", style.state(k.state.name())),
+        ("resource", Cell::new(&k.resource)),
+        ("retry-safety", Cell::new(retry_safety(k))),
+        (
+            "fingerprint",
+            Cell::new(k.fingerprint.as_deref().unwrap_or("-")),
+        ),
+        ("until", at(k.until)),
+        ("reason", Cell::new(k.reason.as_deref().unwrap_or("-"))),
+        ("completed-at", at(k.completed_at)),
+        ("reconciling-until", at(k.reconciling_until)),
+    ])
+}
+
+/// Bytes as JSON: `{"result": text}` when UTF-8, else `{"result-base64": …}`.
+pub fn bytes_json(target: &mut Value, name: &str, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => target[name] = json!(text),
+        Err(_) => {
+            #[derive(serde::Serialize)]
+            struct B64<'a>(#[serde(with = "gak_rules::format::base64")] &'a [u8]);
+            target[format!("{name}-base64")] =
+                serde_json::to_value(B64(bytes)).expect("base64 always serializes");
+        }
+    }
+}
+
+/// Bytes for a table: the text when UTF-8, else its size.
+pub fn bytes_text(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => printable(text),
+        Err(_) => format!("<{} bytes, not UTF-8; see --json>", bytes.len()),
+    }
+}
+
+/// A snapshot as JSON.
+pub fn snapshot_json(s: &Snapshot) -> Value {
+    let fields: serde_json::Map<String, Value> = s
+        .fields
+        .iter()
+        .map(|(k, v)| (k.clone(), json!(v)))
+        .collect();
+    json!({
+        "run-id": s.run_id,
+        "seq": s.seq,
+        "fence": opt(s.fence),
+        "status": s.status,
+        "done": s.done,
+        "fields": fields,
+    })
+}
+
+/// A terminal outcome as JSON.
+pub fn outcome_json(o: &Outcome) -> Value {
+    let mut v = json!({ "status": status(o.status) });
+    bytes_json(&mut v, "result", &o.result);
+    v
+}
+
+/// `succeeded` / `failed`.
+pub fn status(s: Status) -> &'static str {
+    match s {
+        Status::Succeeded => "succeeded",
+        Status::Failed => "failed",
+    }
+}
