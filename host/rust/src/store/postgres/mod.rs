@@ -29,24 +29,23 @@
 //! plain identifier and never spliced from anything else. Each table is
 //! `key text primary key, value jsonb`: readable with `psql`, e.g.
 //! `SELECT key, value->>'state' FROM gak.tasks`.
-use std::any::Any;
-use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use gak_rules::StoreFault;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Config, NoTls, Statement};
+use tokio_postgres::{Client, Config, NoTls};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::{Backend, Session, StoreFuture, TABLES};
 use crate::OpenError;
 
+mod session;
 mod tls;
+
+pub use session::PostgresSession;
 
 /// How long connecting may take before the binding gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -317,12 +316,7 @@ impl Backend for PostgresBackend {
     fn session(&self) -> StoreFuture<'_, Box<dyn Session>> {
         Box::pin(async move {
             let client = self.connect().await?;
-            let session: Box<dyn Session> = Box::new(PostgresSession {
-                client: Some(client),
-                statements: HashMap::new(),
-                backend: self.clone(),
-                open: false,
-            });
+            let session: Box<dyn Session> = Box::new(PostgresSession::new(client, self.clone()));
             Ok(session)
         })
     }
@@ -332,291 +326,23 @@ impl Backend for PostgresBackend {
     }
 }
 
-/// A connection of the PostgreSQL binding.
-pub struct PostgresSession {
-    client: Option<Client>,
-    /// Prepared once per connection: a call then costs one Bind/Execute per
-    /// statement, and pipelined statements go out in the order issued.
-    statements: HashMap<String, Statement>,
-    backend: PostgresBackend,
-    open: bool,
-}
-
-impl PostgresSession {
-    /// The client, while a transaction is open: statements run on it are
-    /// part of that transaction.
-    pub fn client(&self) -> Option<&Client> {
-        self.client.as_ref().filter(|_| self.open)
-    }
-
-    fn open_client(&self) -> Result<&Client, StoreFault> {
-        if !self.open {
-            return Err(StoreFault::Failure("no open transaction".into()));
-        }
-        self.client
-            .as_ref()
-            .ok_or_else(|| StoreFault::Failure("connection lost".into()))
-    }
-
-    fn table(&self, table: &'static str) -> Result<String, StoreFault> {
-        if TABLES.contains(&table) {
-            Ok(format!("\"{}\".\"{table}\"", self.backend.schema))
-        } else {
-            Err(StoreFault::Failure(format!("unknown table {table}")))
-        }
-    }
-
-    async fn prepared(&mut self, sql: &str) -> Result<Statement, StoreFault> {
-        if let Some(st) = self.statements.get(sql) {
-            return Ok(st.clone());
-        }
-        let client = self.open_client()?;
-        let r = client.prepare(sql).await;
-        let st = self.check(r)?;
-        self.statements.insert(sql.to_owned(), st.clone());
-        Ok(st)
-    }
-
-    /// What a key's advisory lock is named by; the server hashes it with
-    /// `hashtextextended(name, 0)` (see the module docs, `host/HOSTS.md`).
-    fn lock_name(&self, table: &str, key: &str) -> String {
-        format!("{}/{table}/{key}", self.backend.schema)
-    }
-
-    /// Drop a connection that failed mid-transaction: the server rolls the
-    /// transaction back when the connection goes; the next `begin` reconnects.
-    fn check<T>(&mut self, r: Result<T, tokio_postgres::Error>) -> Result<T, StoreFault> {
-        r.map_err(|e| {
-            if e.is_closed() || self.client.as_ref().is_some_and(Client::is_closed) {
-                self.client = None;
-                self.statements.clear();
-                self.open = false;
-            }
-            fault(e)
-        })
-    }
-
-    /// A write under the key's advisory lock (already held if the key was
-    /// read first, as the component always does; re-taking it is free).
-    async fn locked_write(
-        &mut self,
-        table: &'static str,
-        key: &str,
-        sql: &str,
-        value: Option<&str>,
-    ) -> Result<(), StoreFault> {
-        let lock_name = self.lock_name(table, key);
-        let lock = self
-            .prepared("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-            .await?;
-        let write = self.prepared(sql).await?;
-        let client = self.open_client()?;
-        let lock_params: [&(dyn ToSql + Sync); 1] = [&lock_name];
-        let with_value: [&(dyn ToSql + Sync); 2] = [&key, &value];
-        let params: &[&(dyn ToSql + Sync)] = if value.is_some() {
-            &with_value
-        } else {
-            &with_value[..1]
-        };
-        // Pipelined: the lock and the write go out together.
-        let l = client.execute(&lock, &lock_params);
-        let w = client.execute(&write, params);
-        let r = futures_util::future::try_join(l, w).await.map(drop);
-        self.check(r)
-    }
-
-    async fn read(
-        &mut self,
-        keys: &[(&'static str, &str)],
-    ) -> Result<Vec<Option<String>>, StoreFault> {
-        let locks: Vec<String> = keys.iter().map(|(t, k)| self.lock_name(t, k)).collect();
-        // One lock order for every transaction (by lock id) keeps deadlocks rare.
-        let lock = self
-            .prepared(
-                "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtextextended(x, 0) AS h FROM unnest($1::text[]) AS x) AS l ORDER BY h",
-            )
-            .await?;
-        let mut selects = Vec::with_capacity(keys.len());
-        for (t, _) in keys {
-            let sql = format!("SELECT value::text FROM {} WHERE key = $1", self.table(t)?);
-            selects.push(self.prepared(&sql).await?);
-        }
-        let client = self.open_client()?;
-        let lock_params: [&(dyn ToSql + Sync); 1] = [&locks];
-        let key_params: Vec<[&(dyn ToSql + Sync); 1]> = keys
-            .iter()
-            .map(|(_, k)| [k as &(dyn ToSql + Sync)])
-            .collect();
-        // Pipelined: the locks, then the reads, in one round trip; each
-        // read is its own statement, so its snapshot starts after every
-        // lock is held and sees the previous holder's commit.
-        let lock = client.execute(&lock, &lock_params);
-        let reads = futures_util::future::try_join_all(
-            selects
-                .iter()
-                .zip(&key_params)
-                .map(|(st, p)| client.query_opt(st, p)),
-        );
-        let r = futures_util::future::try_join(lock, reads)
-            .await
-            .map(|(_, rows)| {
-                rows.into_iter()
-                    .map(|r| r.map(|row| row.get::<_, String>(0)))
-                    .collect()
-            });
-        self.check(r)
-    }
-
-    async fn range(
-        &mut self,
-        table: &'static str,
-        prefix: &str,
-        after: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<(String, String)>, StoreFault> {
-        // The key column is COLLATE "C" (byte order, like every other
-        // binding), so this range is served by the primary key's B-tree.
-        // One statement: one consistent snapshot, no locks taken.
-        let table = self.table(table)?;
-        let (lower, strict) = match after {
-            Some(a) if a >= prefix => (a, true),
-            _ => (prefix, false),
-        };
-        let op = if strict { ">" } else { ">=" };
-        let end = super::prefix_end(prefix);
-        let upper = if end.is_some() {
-            "AND key COLLATE \"C\" < $2"
-        } else {
-            "AND $2::text IS NULL"
-        };
-        let sql = format!(
-            "SELECT key, value::text FROM {table} WHERE key COLLATE \"C\" {op} $1 {upper} ORDER BY key COLLATE \"C\" LIMIT $3"
-        );
-        let st = self.prepared(&sql).await?;
-        let client = self.open_client()?;
-        let limit = i64::from(limit);
-        let r = client.query(&st, &[&lower, &end, &limit]).await;
-        let rows = self.check(r)?;
-        Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
-    }
-
-    async fn database_now(&mut self) -> Result<u64, StoreFault> {
-        let client = self.open_client()?;
-        let r = client
-            .query_one(
-                "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8",
-                &[],
-            )
-            .await;
-        let row = self.check(r)?;
-        let db = row.get::<_, i64>(0).max(0) as u64;
-        let prev = self.backend.last_now.fetch_max(db, Ordering::AcqRel);
-        Ok(prev.max(db))
-    }
-}
-
-impl Session for PostgresSession {
-    fn begin(&mut self) -> StoreFuture<'_, ()> {
-        Box::pin(async move {
-            if self.open {
-                return Err(StoreFault::Failure("transaction already open".into()));
-            }
-            if self.client.as_ref().is_none_or(Client::is_closed) {
-                self.statements.clear();
-                self.client = Some(self.backend.connect().await?);
-            }
-            let client = self.client.as_ref().expect("connected above");
-            let r = client
-                .batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-                .await;
-            self.check(r)?;
-            self.open = true;
-            Ok(())
-        })
-    }
-
-    fn get_many<'a>(
-        &'a mut self,
-        keys: &'a [(&'static str, &'a str)],
-    ) -> StoreFuture<'a, Vec<Option<String>>> {
-        Box::pin(self.read(keys))
-    }
-
-    fn put<'a>(
-        &'a mut self,
-        table: &'static str,
-        key: &'a str,
-        value: &'a str,
-    ) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let sql = format!(
-                "INSERT INTO {} (key, value) VALUES ($1, $2::text::{}) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                self.table(table)?,
-                column_type(table)
-            );
-            self.locked_write(table, key, &sql, Some(value)).await
-        })
-    }
-
-    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let sql = format!("DELETE FROM {} WHERE key = $1", self.table(table)?);
-            self.locked_write(table, key, &sql, None).await
-        })
-    }
-
-    fn scan<'a>(
-        &'a mut self,
-        table: &'static str,
-        prefix: &'a str,
-        after: Option<&'a str>,
-        limit: u32,
-    ) -> StoreFuture<'a, Vec<(String, String)>> {
-        Box::pin(self.range(table, prefix, after, limit))
-    }
-
-    fn commit(&mut self) -> StoreFuture<'_, ()> {
-        Box::pin(async move {
-            let client = self.open_client()?;
-            let r = client.batch_execute("COMMIT").await;
-            self.open = false;
-            self.check(r)
-        })
-    }
-
-    fn rollback(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(async move {
-            if self.open {
-                self.open = false;
-                if let Some(client) = &self.client
-                    && client.batch_execute("ROLLBACK").await.is_err()
-                {
-                    self.client = None;
-                }
-            }
-        })
-    }
-
-    fn now(&mut self) -> Option<StoreFuture<'_, u64>> {
-        if self.backend.clock != ClockSource::Database {
-            return None;
-        }
-        Some(Box::pin(self.database_now()))
-    }
-
-    fn as_any(&mut self) -> &mut dyn Any {
-        self
-    }
-}
-
 impl crate::Downstream<'_> {
     /// The PostgreSQL client inside the same transaction, when the binding
     /// is PostgreSQL (`None` otherwise): statements run on it commit or roll
     /// back with the fence compare. Parameters only: never splice data into
     /// SQL. Prefer [`crate::Downstream::postgres_execute`], which also
     /// re-runs the call on a deadlock.
-    pub fn postgres(&mut self) -> Option<&Client> {
-        self.session_as::<PostgresSession>()?.client()
+    pub async fn postgres(&mut self) -> Option<Result<&Client, gak_rules::Error>> {
+        let flushed = self.session_as::<PostgresSession>()?.flush().await;
+        if let Err(fault) = flushed {
+            return Some(self.track(Err(fault)));
+        }
+        let session = self.session_as::<PostgresSession>()?;
+        Some(
+            session
+                .client()
+                .ok_or_else(|| gak_rules::Error::storage("no open transaction")),
+        )
     }
 
     /// Run a statement inside the same transaction, when the binding is
@@ -627,7 +353,10 @@ impl crate::Downstream<'_> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Option<Result<u64, gak_rules::Error>> {
-        let client = self.postgres()?;
+        let client = match self.postgres().await? {
+            Ok(client) => client,
+            Err(e) => return Some(Err(e)),
+        };
         let r = client.execute(sql, params).await.map_err(fault);
         Some(self.track(r))
     }
@@ -639,7 +368,10 @@ impl crate::Downstream<'_> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Option<Result<Vec<Vec<Option<String>>>, gak_rules::Error>> {
-        let client = self.postgres()?;
+        let client = match self.postgres().await? {
+            Ok(client) => client,
+            Err(e) => return Some(Err(e)),
+        };
         let r = client
             .query(sql, params)
             .await
