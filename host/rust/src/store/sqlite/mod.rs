@@ -1,10 +1,12 @@
 //! The SQLite binding: the embedded default.
 //!
-//! A file database in WAL mode. Each transaction is `BEGIN IMMEDIATE`: it
-//! takes the write lock up front, so two transactions — in threads or in
+//! A file database in WAL mode. Transactions are `BEGIN IMMEDIATE`: they
+//! take the write lock up front, so two transactions — in threads or in
 //! separate OS processes — never interleave their read-decide-write. (A
 //! deferred `BEGIN` would let two claimers both read "open" and then race
-//! to upgrade; one would fail late with SQLITE_BUSY mid-decision.)
+//! to upgrade; one would fail late with SQLITE_BUSY mid-decision.) Within
+//! a process, calls share one writing connection and commit in groups
+//! (see `group`): one fsync for every call that arrived together.
 //!
 //! Each kernel table is `gak_<name>(key TEXT PRIMARY KEY, value TEXT)`
 //! holding JSON, readable with `sqlite3` and its `->>` operator.
@@ -12,6 +14,7 @@ use std::any::Any;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
@@ -19,6 +22,11 @@ use gak_rules::StoreFault;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension};
 
 use super::{Backend, Session, StoreFuture, TABLES, ready};
+
+mod group;
+
+pub use group::GroupStats;
+use group::{Call, GroupWriter};
 
 /// How long one `BEGIN IMMEDIATE` waits for another writer before the
 /// binding reports a conflict (the kernel then retries, with backoff).
@@ -35,10 +43,19 @@ pub enum Synchronous {
 }
 
 /// A SQLite database file.
-#[derive(Debug)]
 pub struct SqliteBackend {
     path: PathBuf,
     synchronous: Synchronous,
+    writer: Arc<GroupWriter>,
+}
+
+impl std::fmt::Debug for SqliteBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteBackend")
+            .field("path", &self.path)
+            .field("synchronous", &self.synchronous)
+            .finish()
+    }
 }
 
 fn fault(e: rusqlite::Error) -> StoreFault {
@@ -73,15 +90,14 @@ impl SqliteBackend {
             std::fs::create_dir_all(parent)
                 .map_err(|e| crate::OpenError::Store(StoreFault::Failure(e.to_string())))?;
         }
-        let backend = SqliteBackend {
-            path: PathBuf::from(path),
+        let path = PathBuf::from(path);
+        let conn = connect(&path, synchronous).map_err(crate::OpenError::Store)?;
+        ensure_tables(&conn).map_err(crate::OpenError::Store)?;
+        Ok(SqliteBackend {
+            path,
             synchronous,
-        };
-        let conn = backend.connect().map_err(crate::OpenError::Store)?;
-        backend
-            .ensure_tables(&conn)
-            .map_err(crate::OpenError::Store)?;
-        Ok(backend)
+            writer: Arc::new(GroupWriter::new(conn)),
+        })
     }
 
     /// The database file.
@@ -89,34 +105,45 @@ impl SqliteBackend {
         &self.path
     }
 
-    fn connect(&self) -> Result<Connection, StoreFault> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(&self.path, flags).map_err(fault)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(fault)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(fault)?;
-        let sync = match self.synchronous {
-            Synchronous::Full => "FULL",
-            Synchronous::Normal => "NORMAL",
-        };
-        conn.pragma_update(None, "synchronous", sync)
-            .map_err(fault)?;
-        conn.set_prepared_statement_cache_capacity(64);
-        Ok(conn)
+    /// How commits are made durable.
+    pub fn synchronous(&self) -> Synchronous {
+        self.synchronous
     }
 
-    fn ensure_tables(&self, conn: &Connection) -> Result<(), StoreFault> {
-        let mut ddl = String::from("BEGIN IMMEDIATE;");
-        for t in TABLES {
-            ddl.push_str(&format!(
-                "CREATE TABLE IF NOT EXISTS gak_{t} (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;"
-            ));
-        }
-        ddl.push_str("COMMIT;");
-        with_busy_retry(|| conn.execute_batch(&ddl)).map_err(fault)
+    /// How many calls this process's handle has ended, in how many shared
+    /// commits (group commit's yield), and how many wait right now.
+    pub fn group_stats(&self) -> GroupStats {
+        self.writer.stats()
     }
+}
+
+fn connect(path: &Path, synchronous: Synchronous) -> Result<Connection, StoreFault> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(fault)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(fault)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(fault)?;
+    let sync = match synchronous {
+        Synchronous::Full => "FULL",
+        Synchronous::Normal => "NORMAL",
+    };
+    conn.pragma_update(None, "synchronous", sync)
+        .map_err(fault)?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(conn)
+}
+
+fn ensure_tables(conn: &Connection) -> Result<(), StoreFault> {
+    let mut ddl = String::from("BEGIN IMMEDIATE;");
+    for t in TABLES {
+        ddl.push_str(&format!(
+            "CREATE TABLE IF NOT EXISTS gak_{t} (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;"
+        ));
+    }
+    ddl.push_str("COMMIT;");
+    with_busy_retry(|| conn.execute_batch(&ddl)).map_err(fault)
 }
 
 /// `BEGIN IMMEDIATE` waits `BUSY_TIMEOUT` inside SQLite; a few more tries
@@ -142,10 +169,11 @@ fn with_busy_retry<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::R
 
 impl Backend for SqliteBackend {
     fn session(&self) -> StoreFuture<'_, Box<dyn Session>> {
-        ready(self.connect().map(|conn| {
-            let session: Box<dyn Session> = Box::new(SqliteSession { conn, open: false });
-            session
-        }))
+        let session: Box<dyn Session> = Box::new(SqliteSession {
+            writer: self.writer.clone(),
+            call: None,
+        });
+        ready(Ok(session))
     }
     fn describe(&self) -> String {
         format!("sqlite:{}", self.path.display())
@@ -155,20 +183,29 @@ impl Backend for SqliteBackend {
     }
 }
 
-/// A connection of the SQLite binding. Its calls do their work before
-/// returning (the futures are ready at once): SQLite blocks the thread on
-/// disk and on other writers, so the async API runs them on tokio's
-/// blocking pool.
+/// A worker's handle on the SQLite binding: while a call runs it holds the
+/// process's writing connection (see `group`). Its calls do their work
+/// before returning (the futures are ready at once): SQLite blocks the
+/// thread on disk and on other writers, so the async API runs them on
+/// tokio's blocking pool.
 pub struct SqliteSession {
-    conn: Connection,
-    open: bool,
+    writer: Arc<GroupWriter>,
+    call: Option<Call>,
+}
+
+/// A session dropped mid-call (a panic unwinding through it) still hands
+/// the shared connection back, undoing its call.
+impl Drop for SqliteSession {
+    fn drop(&mut self) {
+        self.rollback();
+    }
 }
 
 impl SqliteSession {
     /// The connection, while a transaction is open: a fenced sink's body
     /// writes its own tables here, committed or rolled back with the fence.
     pub fn connection(&self) -> Option<&Connection> {
-        self.open.then_some(&self.conn)
+        self.call.as_ref().map(|c| &c.conn)
     }
 }
 
@@ -200,48 +237,39 @@ fn checked(table: &'static str) -> Result<&'static str, StoreFault> {
 }
 
 impl SqliteSession {
-    fn in_tx(&self) -> Result<(), StoreFault> {
-        if self.open {
-            Ok(())
-        } else {
-            Err(StoreFault::Failure("no open transaction".into()))
-        }
+    fn conn(&self) -> Result<&Connection, StoreFault> {
+        self.connection()
+            .ok_or_else(|| StoreFault::Failure("no open transaction".into()))
     }
-}
 
-impl SqliteSession {
     fn begin(&mut self) -> Result<(), StoreFault> {
-        if self.open {
+        if self.call.is_some() {
             return Err(StoreFault::Failure("transaction already open".into()));
         }
-        with_busy_retry(|| self.conn.execute_batch("BEGIN IMMEDIATE")).map_err(fault)?;
-        self.open = true;
+        self.call = Some(self.writer.begin()?);
         Ok(())
     }
 
     fn get(&mut self, table: &'static str, key: &str) -> Result<Option<String>, StoreFault> {
-        self.in_tx()?;
         let sql = format!("SELECT value FROM gak_{} WHERE key = ?1", checked(table)?);
-        let mut stmt = self.conn.prepare_cached(&sql).map_err(fault)?;
+        let mut stmt = self.conn()?.prepare_cached(&sql).map_err(fault)?;
         stmt.query_row([key], |row| row.get(0))
             .optional()
             .map_err(fault)
     }
 
     fn put(&mut self, table: &'static str, key: &str, value: &str) -> Result<(), StoreFault> {
-        self.in_tx()?;
         let sql = format!(
             "INSERT INTO gak_{} (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             checked(table)?
         );
-        let mut stmt = self.conn.prepare_cached(&sql).map_err(fault)?;
+        let mut stmt = self.conn()?.prepare_cached(&sql).map_err(fault)?;
         stmt.execute([key, value]).map(drop).map_err(fault)
     }
 
     fn delete(&mut self, table: &'static str, key: &str) -> Result<(), StoreFault> {
-        self.in_tx()?;
         let sql = format!("DELETE FROM gak_{} WHERE key = ?1", checked(table)?);
-        let mut stmt = self.conn.prepare_cached(&sql).map_err(fault)?;
+        let mut stmt = self.conn()?.prepare_cached(&sql).map_err(fault)?;
         stmt.execute([key]).map(drop).map_err(fault)
     }
 
@@ -252,7 +280,6 @@ impl SqliteSession {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<(String, String)>, StoreFault> {
-        self.in_tx()?;
         // A range on the primary key (BINARY collation: byte order), so the
         // B-tree serves it: O(limit) rows, never a table scan.
         let table = checked(table)?;
@@ -271,7 +298,7 @@ impl SqliteSession {
                 "SELECT key, value FROM gak_{table} WHERE key {op} ?1 ORDER BY key LIMIT ?3"
             ),
         };
-        let mut stmt = self.conn.prepare_cached(&sql).map_err(fault)?;
+        let mut stmt = self.conn()?.prepare_cached(&sql).map_err(fault)?;
         let rows = stmt
             .query_map(
                 rusqlite::params![lower, end.as_deref().unwrap_or(""), limit],
@@ -281,22 +308,20 @@ impl SqliteSession {
         rows.collect::<Result<_, _>>().map_err(fault)
     }
 
+    /// Keep this call's writes; answers once its batch is durable.
     fn commit(&mut self) -> Result<(), StoreFault> {
-        self.in_tx()?;
-        let result = self.conn.execute_batch("COMMIT").map_err(fault);
-        if result.is_err() {
-            self.rollback();
-        }
-        self.open = false;
-        result
+        let call = self
+            .call
+            .take()
+            .ok_or_else(|| StoreFault::Failure("no open transaction".into()))?;
+        self.writer.end(call, true)
     }
 
+    /// Undo this call's writes (only this call's: others in the batch keep
+    /// theirs); returns once its batch is durable.
     fn rollback(&mut self) {
-        if self.open {
-            // If even ROLLBACK fails the connection is unusable; SQLite rolls
-            // back on close, and the next BEGIN on it will fail loudly.
-            let _ = self.conn.execute_batch("ROLLBACK");
-            self.open = false;
+        if let Some(call) = self.call.take() {
+            let _ = self.writer.end(call, false);
         }
     }
 }
