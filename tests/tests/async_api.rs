@@ -350,3 +350,71 @@ async fn errors_compose() {
     let body: BodyError<std::io::Error> = std::io::Error::other("reset").into();
     assert!(matches!(body, BodyError::Failed(_)));
 }
+
+/// The blocking Runner's heartbeat thread renews while a synchronous body
+/// runs, and reports the loss as soon as a renewal is refused.
+#[test]
+fn blocking_heartbeats_report_loss_to_a_synchronous_body() {
+    let clock = Arc::new(ManualClock::at(1_000));
+    let kernel = gak::blocking::Kernel::with_backend(
+        Arc::new(gak::store::memory::MemoryBackend::default()),
+        clock.clone(),
+    )
+    .unwrap();
+    let runner = gak::blocking::Runner::new(&kernel, 100).heartbeat(Some(Duration::from_millis(2)));
+    let action = Action::new("long", "r");
+    let ran = runner.run_with_heartbeat(&action, |_lease, heartbeat| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while heartbeat.renewals() < 2 {
+            assert!(std::time::Instant::now() < deadline, "no renewal arrived");
+            heartbeat.wait_changed(Duration::from_millis(100));
+        }
+        clock.advance(1_000);
+        while heartbeat.check().is_ok() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the loss was never reported"
+            );
+            heartbeat.wait_changed(Duration::from_millis(100));
+        }
+        Err::<Vec<u8>, _>(BodyError::NotApplied(heartbeat.refusal()))
+    });
+    assert!(
+        matches!(ran, Err(RunError::NotApplied(Some(Error::LeaseExpired)))),
+        "{ran:?}"
+    );
+}
+
+/// `Builder::statement_timeout` bounds every statement server-side: a sink
+/// body stuck in a slow statement fails with `storage`, nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_statement_timeout_bounds_a_stuck_statement() {
+    let Some(dsn) = pg::dsn() else { return };
+    let schema = pg::Schema::new(&dsn, "stmt_timeout");
+    let kernel = Kernel::builder()
+        .store(&schema.url)
+        .statement_timeout(Duration::from_millis(100))
+        .open()
+        .await
+        .unwrap();
+    let stuck = kernel
+        .sideeffect()
+        .write_fenced(
+            "ledger",
+            1,
+            async |down: &mut gak::Downstream<'_>| match down
+                .postgres_execute("SELECT pg_sleep(5)", &[])
+                .await
+            {
+                Some(Ok(_)) => Ok(()),
+                Some(Err(e)) => Err(e),
+                None => Err(Error::storage("not postgres")),
+            },
+        )
+        .await;
+    let Err(gak::SinkError::Body(Error::Storage(why))) = stuck else {
+        panic!("expected the body's storage error, got {stuck:?}")
+    };
+    assert!(why.message().contains("statement timeout"), "{why}");
+    assert_eq!(kernel.sideeffect().sink_seen("ledger").await.unwrap(), 0);
+}
