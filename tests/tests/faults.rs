@@ -9,7 +9,7 @@
 //! that never saw the fault.
 //!
 //! Runs on memory, SQLite (a temp file per case) and PostgreSQL (a schema per
-//! case, when `pg::dsn()` finds a server).
+//! case, when the suite's PostgreSQL requirement is met).
 use std::any::Any;
 use std::sync::Arc;
 
@@ -24,6 +24,7 @@ use gak::{
 };
 use gak_tests::faulty::{Fault, FaultPlan, Faulty};
 use gak_tests::pg;
+use gak_tests::suite::{POSTGRES, Suite};
 
 /// The fake clock's start.
 const T0: u64 = 1_700_000_000_000;
@@ -70,9 +71,9 @@ impl Binding {
         }
     }
 
-    fn postgres() -> Option<Binding> {
-        let dsn = pg::dsn()?;
-        Some(Binding {
+    fn postgres(dsn: &str) -> Binding {
+        let dsn = dsn.to_owned();
+        Binding {
             name: "postgres",
             fresh: Box::new(move || {
                 let schema = pg::Schema::new(&dsn, "faults");
@@ -80,7 +81,7 @@ impl Binding {
                     Arc::new(PostgresBackend::parse(&schema.url).expect("schema url"));
                 (backend, Box::new(schema))
             }),
-        })
+        }
     }
 }
 
@@ -980,22 +981,16 @@ fn check_matrix(binding: &mut Binding) {
     );
 }
 
-#[test]
 fn fault_matrix_memory() {
     check_matrix(&mut Binding::memory());
 }
 
-#[test]
 fn fault_matrix_sqlite() {
     check_matrix(&mut Binding::sqlite());
 }
 
-#[test]
-fn fault_matrix_postgres() {
-    let Some(mut binding) = Binding::postgres() else {
-        return;
-    };
-    check_matrix(&mut binding);
+fn fault_matrix_postgres(dsn: &str) {
+    check_matrix(&mut Binding::postgres(dsn));
 }
 
 // ---------------------------------------------------------------------------
@@ -1061,22 +1056,16 @@ fn unwritten_mark_keeps_the_intent(binding: &mut Binding) {
     }
 }
 
-#[test]
 fn unwritten_mark_uncertain_keeps_the_intent_memory() {
     unwritten_mark_keeps_the_intent(&mut Binding::memory());
 }
 
-#[test]
 fn unwritten_mark_uncertain_keeps_the_intent_sqlite() {
     unwritten_mark_keeps_the_intent(&mut Binding::sqlite());
 }
 
-#[test]
-fn unwritten_mark_uncertain_keeps_the_intent_postgres() {
-    let Some(mut binding) = Binding::postgres() else {
-        return;
-    };
-    unwritten_mark_keeps_the_intent(&mut binding);
+fn unwritten_mark_uncertain_keeps_the_intent_postgres(dsn: &str) {
+    unwritten_mark_keeps_the_intent(&mut Binding::postgres(dsn));
 }
 
 // ---------------------------------------------------------------------------
@@ -1137,14 +1126,16 @@ fn conflicts_rerun_cleanly(binding: &mut Binding) {
     );
 }
 
-#[test]
 fn conflicts_are_rerun_to_the_same_outcome_memory() {
     conflicts_rerun_cleanly(&mut Binding::memory());
 }
 
-#[test]
 fn conflicts_are_rerun_to_the_same_outcome_sqlite() {
     conflicts_rerun_cleanly(&mut Binding::sqlite());
+}
+
+fn conflicts_are_rerun_to_the_same_outcome_postgres(dsn: &str) {
+    conflicts_rerun_cleanly(&mut Binding::postgres(dsn));
 }
 
 /// `write_fenced` documents that "`body` may run more than once if the store
@@ -1183,19 +1174,20 @@ fn sink_body_conflict_is_rerun(binding: &mut Binding) {
     }
 }
 
-#[test]
 fn a_conflict_inside_a_sink_body_is_rerun_memory() {
     sink_body_conflict_is_rerun(&mut Binding::memory());
 }
 
-#[test]
 fn a_conflict_inside_a_sink_body_is_rerun_sqlite() {
     sink_body_conflict_is_rerun(&mut Binding::sqlite());
 }
 
+fn a_conflict_inside_a_sink_body_is_rerun_postgres(dsn: &str) {
+    sink_body_conflict_is_rerun(&mut Binding::postgres(dsn));
+}
+
 /// The wrapper itself: the plan is consumed by one transaction, commit
 /// faults commit nothing, and the dump never consumes the plan.
-#[test]
 fn the_wrapper_injects_what_it_is_told() {
     let (backend, plan) = Faulty::wrap(Arc::new(MemoryBackend::default()));
     let mut s = run(backend.session()).unwrap();
@@ -1230,4 +1222,55 @@ fn the_wrapper_injects_what_it_is_told() {
     // A rejected commit left no transaction open: the next begins.
     run(s.begin()).unwrap();
     run(s.rollback());
+}
+
+fn main() {
+    let mut suite = Suite::new();
+    suite.test("fault_matrix_memory", fault_matrix_memory);
+    suite.test("fault_matrix_sqlite", fault_matrix_sqlite);
+    suite.needs(&POSTGRES, "fault_matrix_postgres", fault_matrix_postgres);
+    suite.test(
+        "unwritten_mark_uncertain_keeps_the_intent_memory",
+        unwritten_mark_uncertain_keeps_the_intent_memory,
+    );
+    suite.test(
+        "unwritten_mark_uncertain_keeps_the_intent_sqlite",
+        unwritten_mark_uncertain_keeps_the_intent_sqlite,
+    );
+    suite.needs(
+        &POSTGRES,
+        "unwritten_mark_uncertain_keeps_the_intent_postgres",
+        unwritten_mark_uncertain_keeps_the_intent_postgres,
+    );
+    suite.test(
+        "conflicts_are_rerun_to_the_same_outcome_memory",
+        conflicts_are_rerun_to_the_same_outcome_memory,
+    );
+    suite.test(
+        "conflicts_are_rerun_to_the_same_outcome_sqlite",
+        conflicts_are_rerun_to_the_same_outcome_sqlite,
+    );
+    suite.needs(
+        &POSTGRES,
+        "conflicts_are_rerun_to_the_same_outcome_postgres",
+        conflicts_are_rerun_to_the_same_outcome_postgres,
+    );
+    suite.test(
+        "a_conflict_inside_a_sink_body_is_rerun_memory",
+        a_conflict_inside_a_sink_body_is_rerun_memory,
+    );
+    suite.test(
+        "a_conflict_inside_a_sink_body_is_rerun_sqlite",
+        a_conflict_inside_a_sink_body_is_rerun_sqlite,
+    );
+    suite.needs(
+        &POSTGRES,
+        "a_conflict_inside_a_sink_body_is_rerun_postgres",
+        a_conflict_inside_a_sink_body_is_rerun_postgres,
+    );
+    suite.test(
+        "the_wrapper_injects_what_it_is_told",
+        the_wrapper_injects_what_it_is_told,
+    );
+    suite.run();
 }

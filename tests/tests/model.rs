@@ -57,6 +57,7 @@ use gak::{
     Acquired, Action, Clock, Error, Lease, ManualClock, Outcome, Plan, Resolution, Resolved,
     RetrySafety, Snapshot, Status, StepDef, Task, TaskSeed, TaskState,
 };
+use gak_tests::suite::{POSTGRES, Suite};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
@@ -1999,21 +2000,15 @@ fn model_test(binding: &str, cases: u32, fresh: &Fresh<'_>) {
     }
 }
 
-#[test]
 fn model_memory() {
     model_test("memory", cases(1000), &fresh_memory);
 }
 
-#[test]
 fn model_sqlite() {
     model_test("sqlite", cases(300), &fresh_sqlite);
 }
 
-#[test]
-fn model_postgres() {
-    let Some(dsn) = gak_tests::pg::dsn() else {
-        return;
-    };
+fn model_postgres(dsn: &str) {
     let fresh = move |clock: Arc<ManualClock>| -> (Kernel, Box<dyn Any>) {
         let schema = gak_tests::pg::Schema::new(&dsn, "model");
         (schema.kernel_with(clock), Box::new(schema))
@@ -2295,21 +2290,15 @@ fn linearizability_test(binding: &str, cases: u32, fresh: &Fresh<'_>) {
     }
 }
 
-#[test]
 fn linearizable_memory() {
     linearizability_test("memory", cases(400), &fresh_memory);
 }
 
-#[test]
 fn linearizable_sqlite() {
     linearizability_test("sqlite", cases(100), &fresh_sqlite);
 }
 
-#[test]
-fn linearizable_postgres() {
-    let Some(dsn) = gak_tests::pg::dsn() else {
-        return;
-    };
+fn linearizable_postgres(dsn: &str) {
     let fresh = move |clock: Arc<ManualClock>| -> (Kernel, Box<dyn Any>) {
         let schema = gak_tests::pg::Schema::new(&dsn, "model_lin");
         (schema.kernel_with(clock), Box::new(schema))
@@ -2321,7 +2310,6 @@ fn linearizable_postgres() {
 
 /// Each wrong model is caught by a hand-made sequence, while the right
 /// model passes the same sequence.
-#[test]
 fn wrong_models_are_detected() {
     let seed_t0 = Op::Seed {
         tasks: vec![SeedOp {
@@ -2383,7 +2371,6 @@ fn wrong_models_are_detected() {
 }
 
 /// The random search itself finds the boundary mutants (deterministic RNG).
-#[test]
 fn random_search_finds_wrong_models() {
     for mutant in [Mutant::TaskLiveAtUntil, Mutant::IntentNeverExpires] {
         let mut runner = TestRunner::new_with_rng(
@@ -2430,7 +2417,6 @@ fn event(thread: usize, op: Op, out: Out<String>, invoked: u64, returned: u64) -
 }
 
 /// The checker rejects impossible histories and accepts possible ones.
-#[test]
 fn checker_rejects_impossible_histories() {
     let mut start = Lockstep::new(None);
     start.model.apply(&Call::Seed(vec![TaskSeed::new("t0")]));
@@ -2520,7 +2506,6 @@ fn checker_rejects_impossible_histories() {
 }
 
 /// The comparison rejects a wrong field and an inconsistent token.
-#[test]
 fn comparison_is_strict() {
     let mut b = Binder::default();
     let model = |fence, token| {
@@ -2713,7 +2698,6 @@ fn model_plan(steps: &[StepDef], done: Option<&[String]>) -> Result<Plan, ()> {
     })
 }
 
-#[test]
 fn build_plan_matches_model() {
     let clock = Arc::new(ManualClock::at(START));
     let (kernel, _guard) = fresh_memory(clock);
@@ -2845,7 +2829,6 @@ fn labels(model: &Model, call: &Call<H>, out: &Out<H>) -> Vec<String> {
 
 /// The generator reaches every answer of every operation, and expiry
 /// boundaries, often enough (model only: fast).
-#[test]
 fn generator_covers_the_contract() {
     let mut runner = TestRunner::new_with_rng(
         config(2000),
@@ -2961,7 +2944,6 @@ fn generator_covers_the_contract() {
 
 /// Rare paths the random search seldom reaches, as fixed sequences checked
 /// against the model on memory and SQLite.
-#[test]
 fn rare_paths_match_the_model() {
     let acquire = |key, unsafe_, ttl| Op::Acquire {
         key,
@@ -3206,7 +3188,6 @@ fn rare_paths_match_the_model() {
 
 /// Bindings that break the store contract (from `gak_tests::broken`) are
 /// caught by the sequential model test.
-#[test]
 fn defective_bindings_disagree_with_the_model() {
     use gak_tests::broken::{Defect, Defective};
     for defect in [Defect::DropLastWrite, Defect::SplitSink] {
@@ -3236,7 +3217,6 @@ fn defective_bindings_disagree_with_the_model() {
 /// driven into the worst interleaving, produces a history of real threads
 /// that the linearizability checker rejects; the same case on a sound
 /// binding is accepted.
-#[test]
 fn non_atomic_binding_is_not_linearizable() {
     use gak_tests::broken::NoIsolation;
     let seed = Op::Seed {
@@ -3283,4 +3263,39 @@ fn non_atomic_binding_is_not_linearizable() {
     let (kernel, _guard) = fresh_memory(clock.clone());
     let (st, events) = record(&kernel, &clock, &case, || {}).expect("prefix");
     linearize(&st, threads, &events).expect("a sound binding is linearizable");
+}
+
+fn main() {
+    let mut suite = Suite::new();
+    suite.test("model_memory", model_memory);
+    suite.test("model_sqlite", model_sqlite);
+    suite.needs(&POSTGRES, "model_postgres", model_postgres);
+    suite.test("linearizable_memory", linearizable_memory);
+    suite.test("linearizable_sqlite", linearizable_sqlite);
+    suite.needs(&POSTGRES, "linearizable_postgres", linearizable_postgres);
+    suite.test("wrong_models_are_detected", wrong_models_are_detected);
+    suite.test(
+        "random_search_finds_wrong_models",
+        random_search_finds_wrong_models,
+    );
+    suite.test(
+        "checker_rejects_impossible_histories",
+        checker_rejects_impossible_histories,
+    );
+    suite.test("comparison_is_strict", comparison_is_strict);
+    suite.test("build_plan_matches_model", build_plan_matches_model);
+    suite.test(
+        "generator_covers_the_contract",
+        generator_covers_the_contract,
+    );
+    suite.test("rare_paths_match_the_model", rare_paths_match_the_model);
+    suite.test(
+        "defective_bindings_disagree_with_the_model",
+        defective_bindings_disagree_with_the_model,
+    );
+    suite.test(
+        "non_atomic_binding_is_not_linearizable",
+        non_atomic_binding_is_not_linearizable,
+    );
+    suite.run();
 }

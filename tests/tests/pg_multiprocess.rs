@@ -4,15 +4,14 @@
 use std::collections::BTreeSet;
 
 use gak::{Acquired, Action, TaskSeed};
+use gak_tests::suite::{POSTGRES, Suite};
 use gak_tests::{hammer, pg};
 
 const WORKERS: usize = 8;
 const ROUNDS: usize = 100;
 const KEYS: usize = 40;
 
-#[test]
-fn eight_processes_on_one_postgres_schema() {
-    let Some(dsn) = pg::dsn() else { return };
+fn eight_processes_on_one_postgres_schema(dsn: &str) {
     let schema = pg::Schema::new(&dsn, "mp");
     let kernel = schema.kernel();
     let name = schema.url.rsplit("schema=").next().unwrap().to_owned();
@@ -91,4 +90,14 @@ fn query(kernel: &gak::blocking::Kernel, sql: &str) -> Vec<(String, i64)> {
             (text, row[1].as_deref().unwrap_or("0").parse().unwrap())
         })
         .collect()
+}
+
+fn main() {
+    let mut suite = Suite::new();
+    suite.needs(
+        &POSTGRES,
+        "eight_processes_on_one_postgres_schema",
+        eight_processes_on_one_postgres_schema,
+    );
+    suite.run();
 }

@@ -6,13 +6,12 @@ use gak::blocking::Kernel;
 use gak::store::postgres::{PostgresBackend, valid_schema};
 use gak::{Acquired, Action, Error, SinkError, TaskSeed};
 use gak_tests::pg;
+use gak_tests::suite::{POSTGRES, Suite};
 
 /// The connection dies inside the transaction (after the fence compare and
 /// the body's write): the call is `storage`, nothing of it lands, and the
 /// next call reconnects and works.
-#[test]
-fn dropped_connection_mid_call_is_storage_and_changes_nothing() {
-    let Some(dsn) = pg::dsn() else { return };
+fn dropped_connection_mid_call_is_storage_and_changes_nothing(dsn: &str) {
     let schema = pg::Schema::new(&dsn, "drop");
     let kernel = schema.kernel();
     kernel
@@ -42,7 +41,6 @@ fn dropped_connection_mid_call_is_storage_and_changes_nothing() {
     );
 }
 
-#[test]
 fn schema_names_with_quotes_or_dots_are_refused() {
     for bad in [
         "a\"b",
@@ -66,7 +64,6 @@ fn schema_names_with_quotes_or_dots_are_refused() {
     assert!(valid_schema("gak_tenant_7"));
 }
 
-#[test]
 fn unreachable_server_fails_fast_naming_host_and_port() {
     let started = Instant::now();
     let err = Kernel::open("postgres://postgres@127.0.0.1:1/test")
@@ -83,9 +80,7 @@ fn unreachable_server_fails_fast_naming_host_and_port() {
 
 /// With `clock=db` expiry is judged by the server's clock: a lease granted
 /// for 1 ms is expired by the next call, whatever the host's clock says.
-#[test]
-fn database_clock_judges_expiry() {
-    let Some(dsn) = pg::dsn() else { return };
+fn database_clock_judges_expiry(dsn: &str) {
     let schema = pg::Schema::new(&dsn, "clock");
     let kernel = Kernel::open(&format!("{}&clock=db", schema.url)).unwrap();
     let action = Action::new("k", "r");
@@ -105,4 +100,27 @@ fn database_clock_judges_expiry() {
         .as_millis() as u64;
     // Same machine here, so the two clocks agree to within seconds.
     assert!(server_now_ms.abs_diff(host_now_ms) < 60_000);
+}
+
+fn main() {
+    let mut suite = Suite::new();
+    suite.needs(
+        &POSTGRES,
+        "dropped_connection_mid_call_is_storage_and_changes_nothing",
+        dropped_connection_mid_call_is_storage_and_changes_nothing,
+    );
+    suite.test(
+        "schema_names_with_quotes_or_dots_are_refused",
+        schema_names_with_quotes_or_dots_are_refused,
+    );
+    suite.test(
+        "unreachable_server_fails_fast_naming_host_and_port",
+        unreachable_server_fails_fast_naming_host_and_port,
+    );
+    suite.needs(
+        &POSTGRES,
+        "database_clock_judges_expiry",
+        database_clock_judges_expiry,
+    );
+    suite.run();
 }
