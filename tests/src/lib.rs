@@ -11,6 +11,7 @@ pub mod broken;
 pub mod faulty;
 pub mod hammer;
 pub mod pg;
+pub mod proxy;
 pub mod suite;
 
 /// The whole board, read page by page (for checks after a run; the API

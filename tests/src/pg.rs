@@ -30,6 +30,8 @@ pub struct Schema {
     backend: PostgresBackend,
     /// `dsn?schema=NAME`, for child processes.
     pub url: String,
+    /// The schema's name.
+    pub name: String,
 }
 
 impl Schema {
@@ -48,6 +50,7 @@ impl Schema {
         Schema {
             url: format!("{dsn}{sep}schema={name}"),
             backend,
+            name,
         }
     }
 

@@ -1,11 +1,13 @@
 //! PostgreSQL failure modes: a connection dropped mid-call, hostile schema
 //! names, an unreachable server, and the database clock.
+use std::sync::Arc;
 use std::time::Instant;
 
 use gak::blocking::Kernel;
 use gak::store::postgres::{PostgresBackend, valid_schema};
-use gak::{Acquired, Action, Error, SinkError, TaskSeed};
+use gak::{Acquired, Action, Error, ManualClock, SinkError, TaskSeed, TaskState};
 use gak_tests::pg;
+use gak_tests::proxy::CommitCutter;
 use gak_tests::suite::{POSTGRES, Suite};
 
 /// The connection dies inside the transaction (after the fence compare and
@@ -102,6 +104,112 @@ fn database_clock_judges_expiry(dsn: &str) {
     assert!(server_now_ms.abs_diff(host_now_ms) < 60_000);
 }
 
+/// A commit that reaches the server but whose answer never comes back (the
+/// proxy forwards `COMMIT`, withholds the reply and cuts both sockets), at
+/// a claim, an acquire, a snapshot save and a fenced write: each call is
+/// `storage` and is never re-run (one `COMMIT` each), the server did commit,
+/// and every later call behaves per the spec: the unknown claim expires and
+/// is taken over, the unknown intent turns `uncertain`, the saved snapshot
+/// is the newest, the sink's write landed once.
+fn a_commit_whose_answer_is_lost_is_never_rerun(dsn: &str) {
+    const T0: u64 = 1_700_000_000_000;
+    const TTL: u64 = 10_000;
+    let schema = pg::Schema::new(dsn, "lost");
+    let proxy = CommitCutter::start(dsn);
+    let clock = Arc::new(ManualClock::at(T0));
+    let kernel = gak::Kernel::builder()
+        .postgres(proxy.config(), &schema.name)
+        .clock(clock.clone())
+        .open_blocking()
+        .expect("a kernel through the proxy");
+    let direct = schema.kernel_with(clock.clone());
+    let mut lost = 0;
+    let mut lose = |what: &str, call: &dyn Fn() -> Result<(), Error>| {
+        let commits = proxy.commits();
+        proxy.arm();
+        let r = call();
+        assert!(
+            matches!(r, Err(Error::Storage(_))),
+            "{what}: a lost answer must be `storage`, got {r:?}"
+        );
+        lost += 1;
+        assert_eq!(proxy.cuts(), lost, "{what}: the proxy never cut");
+        assert_eq!(
+            proxy.withheld().last().map(String::as_str),
+            Some("COMMIT"),
+            "{what}: the server must have committed"
+        );
+        assert_eq!(
+            proxy.commits() - commits,
+            1,
+            "{what}: a call whose commit may have landed was re-run"
+        );
+    };
+
+    // A claim: the token is lost with the answer.
+    kernel.taskboard().seed(&[TaskSeed::new("t")]).unwrap();
+    lose("claim", &|| {
+        kernel.taskboard().claim("t", "w1", TTL).map(drop)
+    });
+    let task = direct.taskboard().get("t").unwrap();
+    assert_eq!((task.state, task.fence), (TaskState::Claimed, 1));
+    assert_eq!(kernel.taskboard().claim("t", "w2", TTL), Err(Error::Taken));
+    clock.advance(TTL);
+    let taken_over = kernel.taskboard().claim("t", "w2", TTL).unwrap();
+    assert_eq!(
+        (taken_over.owner.as_deref(), taken_over.fence),
+        (Some("w2"), 2)
+    );
+
+    // An acquire: the holder is lost with the answer.
+    let mail = Action::new("mail/1", "smtp");
+    lose("acquire", &|| {
+        kernel.sideeffect().acquire(&mail, TTL).map(drop)
+    });
+    assert_eq!(
+        kernel.sideeffect().acquire(&mail, TTL),
+        Ok(Acquired::InFlight)
+    );
+    clock.advance(TTL);
+    assert_eq!(
+        kernel.sideeffect().acquire(&mail, TTL),
+        Ok(Acquired::Uncertain("intent-expired".into())),
+        "never a second grant"
+    );
+
+    // A snapshot save: it landed, so saving it again is stale.
+    let snap = gak::Snapshot {
+        run_id: "run".into(),
+        seq: 1,
+        fence: None,
+        status: "running".into(),
+        done: vec!["a".into()],
+        fields: vec![],
+    };
+    lose("save-if-newer", &|| {
+        kernel.checkpoint().save_if_newer(&snap)
+    });
+    assert_eq!(direct.checkpoint().load("run").unwrap(), snap);
+    assert_eq!(
+        kernel.checkpoint().save_if_newer(&snap),
+        Err(Error::StaleSeq)
+    );
+
+    // A fenced write: its body's write landed with the fence, once.
+    lose("write-fenced", &|| {
+        kernel
+            .sideeffect()
+            .write_fenced("ledger", 5, |d| {
+                let n: u32 = d.get("ledger")?.map_or(0, |v| v.parse().unwrap_or(0));
+                d.put("ledger", &(n + 1).to_string())
+            })
+            .map_err(|e| e.contract_error())
+    });
+    assert_eq!(direct.sideeffect().sink_seen("ledger"), Ok(5));
+    let ledger = direct.with_downstream(|d| d.get("ledger")).unwrap();
+    assert_eq!(ledger.as_deref(), Some("1"));
+}
+
 fn main() {
     let mut suite = Suite::new();
     suite.needs(
@@ -121,6 +229,11 @@ fn main() {
         &POSTGRES,
         "database_clock_judges_expiry",
         database_clock_judges_expiry,
+    );
+    suite.needs(
+        &POSTGRES,
+        "a_commit_whose_answer_is_lost_is_never_rerun",
+        a_commit_whose_answer_is_lost_is_never_rerun,
     );
     suite.run();
 }
