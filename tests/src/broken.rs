@@ -264,3 +264,63 @@ impl Session for NoIsolationSession {
         self
     }
 }
+
+/// A binding that forgets its database clock: it forwards everything to the
+/// wrapped binding except [`Session::now`], so the kernel judges expiry by
+/// the host's clock even where the wrapped binding was told `clock=db`.
+pub struct IgnoresDatabaseClock(pub Arc<dyn Backend>);
+
+impl Backend for IgnoresDatabaseClock {
+    fn session(&self) -> StoreFuture<'_, Box<dyn Session>> {
+        Box::pin(async move {
+            let session: Box<dyn Session> = Box::new(NoClockSession(self.0.session().await?));
+            Ok(session)
+        })
+    }
+    fn describe(&self) -> String {
+        format!("{} ignoring its database clock", self.0.describe())
+    }
+}
+
+struct NoClockSession(Box<dyn Session>);
+
+impl Session for NoClockSession {
+    fn begin(&mut self) -> StoreFuture<'_, ()> {
+        self.0.begin()
+    }
+    fn get_many<'a>(
+        &'a mut self,
+        keys: &'a [(&'static str, &'a str)],
+    ) -> StoreFuture<'a, Vec<Option<String>>> {
+        self.0.get_many(keys)
+    }
+    fn put<'a>(
+        &'a mut self,
+        table: &'static str,
+        key: &'a str,
+        value: &'a str,
+    ) -> StoreFuture<'a, ()> {
+        self.0.put(table, key, value)
+    }
+    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
+        self.0.delete(table, key)
+    }
+    fn scan<'a>(
+        &'a mut self,
+        table: &'static str,
+        prefix: &'a str,
+        after: Option<&'a str>,
+        limit: u32,
+    ) -> StoreFuture<'a, Vec<(String, String)>> {
+        self.0.scan(table, prefix, after, limit)
+    }
+    fn commit(&mut self) -> StoreFuture<'_, ()> {
+        self.0.commit()
+    }
+    fn rollback(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        self.0.rollback()
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}

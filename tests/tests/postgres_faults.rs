@@ -6,6 +6,7 @@ use std::time::Instant;
 use gak::blocking::Kernel;
 use gak::store::postgres::{PostgresBackend, valid_schema};
 use gak::{Acquired, Action, Error, ManualClock, SinkError, TaskSeed, TaskState};
+use gak_tests::broken::IgnoresDatabaseClock;
 use gak_tests::pg;
 use gak_tests::proxy::CommitCutter;
 use gak_tests::suite::{POSTGRES, Suite};
@@ -80,28 +81,110 @@ fn unreachable_server_fails_fast_naming_host_and_port() {
     );
 }
 
-/// With `clock=db` expiry is judged by the server's clock: a lease granted
-/// for 1 ms is expired by the next call, whatever the host's clock says.
-fn database_clock_judges_expiry(dsn: &str) {
-    let schema = pg::Schema::new(&dsn, "clock");
-    let kernel = Kernel::open(&format!("{}&clock=db", schema.url)).unwrap();
-    let action = Action::new("k", "r");
-    let Acquired::Granted(lease) = kernel.sideeffect().acquire(&action, 1).unwrap() else {
-        panic!("fresh key");
-    };
-    // Poll until the server's clock has passed `until` (1 ms): no sleeping.
-    let mut answer = kernel.sideeffect().acquire(&action, 1).unwrap();
-    while answer == Acquired::InFlight {
-        answer = kernel.sideeffect().acquire(&action, 1).unwrap();
-    }
-    assert_eq!(answer, Acquired::Uncertain("intent-expired".into()));
-    let server_now_ms = lease.until - 1;
-    let host_now_ms = std::time::SystemTime::now()
+const HOUR: u64 = 3_600_000;
+const TEN_YEARS: u64 = 10 * 365 * 24 * HOUR;
+
+fn system_ms() -> u64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    // Same machine here, so the two clocks agree to within seconds.
-    assert!(server_now_ms.abs_diff(host_now_ms) < 60_000);
+        .expect("after 1970")
+        .as_millis() as u64
+}
+
+/// The server's clock, read directly.
+fn server_ms(kernel: &Kernel) -> u64 {
+    let rows = kernel
+        .with_downstream(|d| {
+            d.postgres_query(
+                "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint::text",
+                &[],
+            )
+            .expect("postgres")
+        })
+        .expect("read the server's clock");
+    rows[0][0].as_deref().expect("a time").parse().expect("ms")
+}
+
+/// Expiry under `kernel` follows the server's clock while the host clock
+/// reads `host` (far from it). Err names the first promise broken.
+fn expiry_follows_the_server(
+    kernel: &Kernel,
+    direct: &Kernel,
+    host: u64,
+    label: &str,
+) -> Result<(), String> {
+    let se = kernel.sideeffect();
+    // Deadlines are computed from the server's clock.
+    let long = Action::new(&format!("long-{label}"), &format!("r-long-{label}"));
+    let before = server_ms(direct);
+    let Ok(Acquired::Granted(lease)) = se.acquire(&long, HOUR) else {
+        return Err("a fresh key is granted".into());
+    };
+    let after = server_ms(direct);
+    let granted_at = lease.until - HOUR;
+    if !(before.saturating_sub(1_000)..=after + 1_000).contains(&granted_at) {
+        return Err(format!(
+            "granted at {granted_at}: not the server's clock ({before}..{after}), host clock {host}"
+        ));
+    }
+    // A lease live by the server's clock is live, whatever the host says.
+    match se.acquire(&long, HOUR) {
+        Ok(Acquired::InFlight) => {}
+        other => return Err(format!("a one-hour intent live on the server: {other:?}")),
+    }
+    // A 1 ms lease expires by the server's clock, within a bounded wait.
+    let short = Action::new(&format!("short-{label}"), &format!("r-short-{label}"));
+    let Ok(Acquired::Granted(_)) = se.acquire(&short, 1) else {
+        return Err("a fresh key is granted".into());
+    };
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        match se.acquire(&short, 1) {
+            Ok(Acquired::Uncertain(why)) if why == "intent-expired" => return Ok(()),
+            Ok(Acquired::InFlight) if Instant::now() < deadline => std::thread::yield_now(),
+            other => {
+                return Err(format!(
+                    "a 1 ms intent must expire by the server's clock: still {other:?} after 20 s"
+                ));
+            }
+        }
+    }
+}
+
+/// With `clock=db` expiry is judged by the server's clock. The host clock is
+/// a manual clock ten years in the past, then ten years in the future: a
+/// kernel judging by it would grant deadlines far from the server's time,
+/// keep a 1 ms lease live forever (past) or call a one-hour lease expired at
+/// once (future). The same check on a binding that ignores its database
+/// clock must fail, or the check proves nothing.
+fn database_clock_judges_expiry(dsn: &str) {
+    let schema = pg::Schema::new(dsn, "clock");
+    let direct = schema.kernel();
+    let url = format!("{}&clock=db", schema.url);
+    for (label, host) in [
+        ("past", system_ms() - TEN_YEARS),
+        ("future", system_ms() + TEN_YEARS),
+    ] {
+        let clock = Arc::new(ManualClock::at(host));
+        let kernel = gak::Kernel::builder()
+            .store(&url)
+            .clock(clock.clone())
+            .open_blocking()
+            .unwrap();
+        expiry_follows_the_server(&kernel, &direct, host, label)
+            .unwrap_or_else(|why| panic!("host clock in the {label}: {why}"));
+
+        // Teeth: the database clock ignored.
+        let backend = gak::blocking::run_future(gak::store::open(&url)).unwrap();
+        let ignoring =
+            Kernel::with_backend(Arc::new(IgnoresDatabaseClock(backend)), clock).unwrap();
+        let caught =
+            expiry_follows_the_server(&ignoring, &direct, host, &format!("{label}-broken"));
+        assert!(
+            caught.is_err(),
+            "a kernel ignoring clock=db passed ({label})"
+        );
+    }
 }
 
 /// A commit that reaches the server but whose answer never comes back (the
