@@ -18,6 +18,42 @@ pub enum Defect {
     /// Commits the sink's fence advance on its own, apart from the body's
     /// writes, so a failed body leaves the advanced fence behind.
     SplitSink,
+    /// Stores every capability digest (task token, side-effect holder,
+    /// reconcile claim) as the digest of the all-zero capability: a kernel
+    /// that does not check tokens and holders, seen from the store. The
+    /// all-zero token — what the vectors' forged leases and wrong tokens
+    /// use — is then accepted, and every genuine one refused.
+    ZeroDigests,
+}
+
+/// SHA-256 of the 16 zero bytes of the capability `000…0` (32 hex digits),
+/// as the stored format writes digests (`FORMAT.md`).
+const ZERO_DIGEST: &str = "374708fff7719dd5979ec875d56cd2286f6d3cf7ec317a3b25632aab28ec37bb";
+
+/// `value` with every `…-sha256` field replaced by [`ZERO_DIGEST`].
+fn zero_digests(value: &str) -> String {
+    fn walk(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                for (k, v) in map.iter_mut() {
+                    if k.ends_with("-sha256") && v.is_string() {
+                        *v = ZERO_DIGEST.into();
+                    } else {
+                        walk(v);
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    match serde_json::from_str::<serde_json::Value>(value) {
+        Ok(mut json) => {
+            walk(&mut json);
+            json.to_string()
+        }
+        Err(_) => value.to_owned(),
+    }
 }
 
 /// A memory binding with one defect.
@@ -89,6 +125,7 @@ impl Session for DefectiveSession {
                     self.last = Some((table, key.to_owned(), value.to_owned()));
                     Ok(())
                 }
+                Defect::ZeroDigests => self.inner.put(table, key, &zero_digests(value)).await,
                 Defect::SplitSink => {
                     if table == "sinks" {
                         self.sink_writes

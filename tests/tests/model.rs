@@ -3190,7 +3190,11 @@ fn rare_paths_match_the_model() {
 /// caught by the sequential model test.
 fn defective_bindings_disagree_with_the_model() {
     use gak_tests::broken::{Defect, Defective};
-    for defect in [Defect::DropLastWrite, Defect::SplitSink] {
+    for defect in [
+        Defect::DropLastWrite,
+        Defect::SplitSink,
+        Defect::ZeroDigests,
+    ] {
         let fresh = move |clock: Arc<ManualClock>| -> (Kernel, Box<dyn Any>) {
             let kernel = Kernel::with_backend(Defective::backend(defect), clock).expect("kernel");
             (kernel, Box::new(()))
