@@ -36,6 +36,13 @@ fn eight_processes_on_one_postgres_schema(dsn: &str) {
         &[&schema.url, &rounds, &keys, &name],
     );
     let epochs = audit.check_claims(&kernel);
+    let overlap = audit
+        .check_overlap(WORKERS / 2)
+        .unwrap_or_else(|why| panic!("the processes did not race: {why}"));
+    assert!(
+        audit.sink_stale > 0,
+        "no stale sink write was refused: the sink phase did not overlap"
+    );
 
     // Effects: exactly one body run and one downstream row per key.
     audit.check_bodies(KEYS);
@@ -73,7 +80,7 @@ fn eight_processes_on_one_postgres_schema(dsn: &str) {
         *fences.last().unwrap()
     );
     eprintln!(
-        "pg multiprocess: {WORKERS} processes, {epochs} claim epochs, {KEYS} keys each applied once, {} sink writes landed, {} refused stale",
+        "pg multiprocess: {WORKERS} processes, {epochs} claim epochs, {KEYS} keys each applied once, {} sink writes landed, {} refused stale; {overlap}",
         fences.len(),
         audit.sink_stale
     );
