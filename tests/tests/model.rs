@@ -45,7 +45,14 @@
 //!   alone; a hold of the same key does not make `acquire` `contended` (only
 //!   another key's does);
 //! - an absent recorded fingerprint never conflicts; re-seeding forgets the
-//!   token that completed a task.
+//!   token that completed a task;
+//! - a holder's late verdict (`complete`, `abandon`) on a key under
+//!   reconciliation leaves the reconcile claim in place until it expires, so
+//!   `sideeffect.get` shows `reconciling-until` on a completed or cleared
+//!   key; the next grant clears it (SPEC 9 does not say; questionable for
+//!   operators, since no reconciliation of such a key is possible, but
+//!   harmless: `begin-reconcile` and `resolve-uncertain` answer as for any
+//!   completed or cleared key).
 use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,8 +61,8 @@ use std::time::Instant;
 
 use gak::blocking::Kernel;
 use gak::{
-    Acquired, Action, Clock, Error, Lease, ManualClock, Outcome, Plan, Resolution, Resolved,
-    RetrySafety, Snapshot, Status, StepDef, Task, TaskSeed, TaskState,
+    Acquired, Action, Clock, Error, KeyInfo, KeyState, Lease, ManualClock, Outcome, Plan,
+    Resolution, Resolved, RetrySafety, Snapshot, Status, StepDef, Task, TaskSeed, TaskState,
 };
 use gak_tests::suite::{POSTGRES, Suite};
 use proptest::prelude::*;
@@ -106,6 +113,8 @@ enum Out<T> {
     Seen(u64),
     /// The downstream value a sink's body wrote.
     Marker(Option<String>),
+    /// A side-effect key as an operator sees it (never a holder or claim).
+    Key(KeyInfo),
     /// The error's kebab-case name (`storage: why` for storage failures,
     /// which the model never expects).
     Err(String),
@@ -194,6 +203,7 @@ impl<T> Out<T> {
             Out::Outcome(o) => Out::Outcome(o),
             Out::Seen(seen) => Out::Seen(seen),
             Out::Marker(m) => Out::Marker(m),
+            Out::Key(k) => Out::Key(k),
             Out::Err(e) => Out::Err(e),
             Out::ErrOneOf(e) => Out::ErrOneOf(e),
         }
@@ -411,6 +421,10 @@ enum Op {
     Read {
         run: usize,
         step: Option<usize>,
+    },
+    /// Read a side-effect key (`sideeffect.get`).
+    KeyGet {
+        key: usize,
     },
     /// One of [`invalid_call`]'s inputs that SPEC 8 makes `invalid-input`.
     Invalid {
@@ -681,6 +695,7 @@ enum Call<T> {
         run: String,
         step: Option<String>,
     },
+    KeyGet(String),
     /// A call SPEC 8 refuses with `invalid-input`, before anything else.
     Invalid(Box<Call<T>>),
 }
@@ -961,6 +976,7 @@ fn instantiate<T: Clone>(op: &Op, refs: &Refs<T>, forged: &T) -> Call<T> {
             run: RUNS[*run].into(),
             step: step.map(|s| STEPS[s].to_owned()),
         },
+        Op::KeyGet { key } => Call::KeyGet(KEYS[*key].into()),
         Op::Invalid { which, lease } => {
             let (action, lease) = refs.lease(*lease, forged);
             Call::Invalid(Box::new(invalid_call(*which, action, lease)))
@@ -1117,6 +1133,10 @@ struct MKey {
     /// Recorded at the first grant, kept for the key's life.
     fingerprint: Option<String>,
     safety: RetrySafety,
+    /// The resource of the latest grant.
+    resource: String,
+    /// When the first result was recorded.
+    completed_at: Option<u64>,
     intent: Option<Intent>,
     /// Marked uncertain, with the caller's reason.
     marked: Option<String>,
@@ -1244,6 +1264,7 @@ impl Model {
                 outcome,
             } => self.commit(run, step, *fence, outcome),
             Call::Invalid(_) => err("invalid-input"),
+            Call::KeyGet(key) => self.key_info(key),
             Call::Read { run, step } => self
                 .outcomes
                 .get(&(run.clone(), step.clone()))
@@ -1435,11 +1456,16 @@ impl Model {
         let key = self.keys.entry(action.key.clone()).or_insert_with(|| MKey {
             fingerprint: action.fingerprint.clone(),
             safety: action.retry_safety,
+            resource: action.resource.clone(),
+            completed_at: None,
             intent: None,
             marked: None,
             completed: None,
             claim: None,
         });
+        key.resource.clone_from(&action.resource);
+        // A new attempt: no reconciliation of an earlier one carries over.
+        key.claim = None;
         key.intent = Some(Intent {
             resource: action.resource.clone(),
             fence,
@@ -1507,10 +1533,13 @@ impl Model {
         if !self.attempt_open(lease) {
             return err("not-holder");
         }
+        let now = self.now;
         let key = self.key_mut(&lease.key);
         key.completed = Some(result.to_vec());
+        key.completed_at = Some(now);
         key.intent = None;
-        key.claim = None;
+        // The holder's late verdict leaves a reconciler's claim in place
+        // (see the readings above).
         self.drop_hold(&lease.resource);
         Out::Bytes(result.to_vec())
     }
@@ -1532,7 +1561,6 @@ impl Model {
         }
         let key = self.key_mut(&lease.key);
         key.intent = None;
-        key.claim = None;
         self.drop_hold(&lease.resource);
         Out::Unit
     }
@@ -1605,6 +1633,7 @@ impl Model {
     }
 
     fn resolve(&mut self, action: &Action, resolution: &Resolution) -> Out<H> {
+        let now = self.now;
         let Some(k) = self.keys.get(&action.key) else {
             return err("not-uncertain");
         };
@@ -1624,6 +1653,7 @@ impl Model {
         if resolution.applied {
             let result = resolution.result.clone().unwrap_or_default();
             key.completed = Some(result.clone());
+            key.completed_at = Some(now);
             Out::Resolved(Resolved::Replayed(result))
         } else {
             Out::Resolved(Resolved::Cleared)
@@ -1642,6 +1672,42 @@ impl Model {
         *seen = presented;
         *mark = Some(marker.to_owned());
         Out::Unit
+    }
+
+    /// SPEC 9: a key as `sideeffect.get` shows it: an expired intent is
+    /// `uncertain` (`intent-expired`); a reconcile claim only while live.
+    fn key_info(&self, key: &str) -> Out<H> {
+        let Some(k) = self.keys.get(key) else {
+            return err("not-found");
+        };
+        let now = self.now;
+        let mut info = KeyInfo {
+            key: key.to_owned(),
+            state: KeyState::Cleared,
+            retry_safety: k.safety,
+            fingerprint: k.fingerprint.clone(),
+            resource: k.resource.clone(),
+            until: None,
+            reason: None,
+            completed_at: None,
+            reconciling_until: k.claim.filter(|until| now < *until),
+        };
+        if k.completed.is_some() {
+            info.state = KeyState::Completed;
+            info.completed_at = k.completed_at;
+        } else if let Some(reason) = &k.marked {
+            info.state = KeyState::Uncertain;
+            info.reason = Some(reason.clone());
+        } else if let Some(intent) = &k.intent {
+            info.until = Some(intent.until);
+            if now >= intent.until {
+                info.state = KeyState::Uncertain;
+                info.reason = Some("intent-expired".into());
+            } else {
+                info.state = KeyState::InFlight;
+            }
+        }
+        Out::Key(info)
     }
 
     // ---- checkpoint and commitgate (SPEC 3, 4, 8)
@@ -1847,6 +1913,7 @@ fn apply_real(k: &Kernel, clock: &ManualClock, call: &Call<String>) -> Out<Strin
             Out::Outcome,
         ),
         Call::Read { run, step } => real(k.commitgate().read(run, step.as_deref()), Out::Outcome),
+        Call::KeyGet(key) => real(se.get(key), Out::Key),
         Call::Invalid(call) => apply_real(k, clock, call),
     }
 }
@@ -1909,6 +1976,9 @@ fn observe_all() -> Vec<Op> {
         for downstream in [false, true] {
             ops.push(Op::SinkRead { res, downstream });
         }
+    }
+    for key in 0..KEYS.len() {
+        ops.push(Op::KeyGet { key });
     }
     ops
 }
