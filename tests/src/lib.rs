@@ -9,6 +9,7 @@ use gak::{Error, ManualClock, Task, TaskSeed};
 
 pub mod broken;
 pub mod faulty;
+pub mod golden;
 pub mod hammer;
 pub mod pg;
 pub mod proxy;
