@@ -1976,7 +1976,7 @@ fn sql_fragments_are_data_on_memory_and_sqlite() {
 }
 
 fn sql_fragments_are_data_on_postgres(dsn: &str) {
-    let schema = pg::Schema::new(&dsn, "inject");
+    let schema = pg::Schema::new(dsn, "inject");
     let k = schema.kernel_with(Arc::new(ManualClock::at(T0)));
     injections_are_data("postgres", &k, INJECTIONS);
     // The schema's own tables are intact: a second kernel sees it all.
@@ -2051,7 +2051,7 @@ fn unicode_is_data_on_postgres(dsn: &str) {
     // not round-trip.
     let mut failed = Vec::new();
     for s in ODD {
-        let schema = pg::Schema::new(&dsn, "odd");
+        let schema = pg::Schema::new(dsn, "odd");
         let k = schema.kernel_with(Arc::new(ManualClock::at(T0)));
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             injections_are_data("postgres", &k, &[s])

@@ -2098,7 +2098,7 @@ fn model_sqlite() {
 
 fn model_postgres(dsn: &str) {
     let fresh = move |clock: Arc<ManualClock>| -> (Kernel, Box<dyn Any>) {
-        let schema = gak_tests::pg::Schema::new(&dsn, "model");
+        let schema = gak_tests::pg::Schema::new(dsn, "model");
         (schema.kernel_with(clock), Box::new(schema))
     };
     model_test("postgres", pg_cases(60), &fresh);
@@ -2459,7 +2459,7 @@ fn linearizable_sqlite() {
 
 fn linearizable_postgres(dsn: &str) {
     let fresh = move |clock: Arc<ManualClock>| -> (Kernel, Box<dyn Any>) {
-        let schema = gak_tests::pg::Schema::new(&dsn, "model_lin");
+        let schema = gak_tests::pg::Schema::new(dsn, "model_lin");
         (schema.kernel_with(clock), Box::new(schema))
     };
     linearizability_test("postgres", pg_cases(60), &fresh);

@@ -12,7 +12,7 @@ const ROUNDS: usize = 100;
 const KEYS: usize = 40;
 
 fn eight_processes_on_one_postgres_schema(dsn: &str) {
-    let schema = pg::Schema::new(&dsn, "mp");
+    let schema = pg::Schema::new(dsn, "mp");
     let kernel = schema.kernel();
     let name = schema.url.rsplit("schema=").next().unwrap().to_owned();
     let tasks: Vec<TaskSeed> = (0..4).map(|i| TaskSeed::new(&format!("t{i}"))).collect();

@@ -15,7 +15,7 @@ use gak_tests::suite::{POSTGRES, Suite};
 /// the body's write): the call is `storage`, nothing of it lands, and the
 /// next call reconnects and works.
 fn dropped_connection_mid_call_is_storage_and_changes_nothing(dsn: &str) {
-    let schema = pg::Schema::new(&dsn, "drop");
+    let schema = pg::Schema::new(dsn, "drop");
     let kernel = schema.kernel();
     kernel
         .sideeffect()

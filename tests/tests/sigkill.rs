@@ -43,7 +43,7 @@ fn sigkill_sqlite() {
 }
 
 fn sigkill_postgres(dsn: &str) {
-    let schema = pg::Schema::new(&dsn, "sigkill");
+    let schema = pg::Schema::new(dsn, "sigkill");
     let dir = tempfile::tempdir().unwrap();
     exercise("postgres", &schema.url, dir.path());
 }
