@@ -248,4 +248,59 @@ mod tests {
             Verdict::Fail(why) if why.contains("CI=true")
         ));
     }
+
+    /// A file that lists its tests in a `Suite` but is not declared
+    /// `harness = false` compiles under libtest and runs **zero** tests,
+    /// silently; a file with `#[test]`s under `harness = false` runs none of
+    /// them. Every test file is one or the other, and declared so.
+    #[test]
+    fn every_suite_file_is_declared_harness_false() {
+        let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut checked = 0;
+        for krate in [crates.to_path_buf(), crates.join("../examples")] {
+            let manifest = std::fs::read_to_string(krate.join("Cargo.toml")).expect("manifest");
+            let no_harness: Vec<String> = manifest
+                .split("[[test]]")
+                .skip(1)
+                .filter(|t| {
+                    let t = t.split("\n[").next().unwrap_or_default();
+                    t.contains("harness = false")
+                })
+                .filter_map(|t| {
+                    t.lines()
+                        .find_map(|l| l.strip_prefix("name = "))
+                        .map(|n| n.trim_matches('"').to_owned())
+                })
+                .collect();
+            for entry in std::fs::read_dir(krate.join("tests")).expect("tests dir") {
+                let path = entry.expect("entry").path();
+                if path.extension().is_none_or(|e| e != "rs") {
+                    continue;
+                }
+                let name = path
+                    .file_stem()
+                    .expect("stem")
+                    .to_string_lossy()
+                    .into_owned();
+                let text = std::fs::read_to_string(&path).expect("source");
+                let suite = text.contains("Suite::new()");
+                let declared = no_harness.contains(&name);
+                assert_eq!(
+                    suite,
+                    declared,
+                    "{}: a Suite file must be `harness = false` in its Cargo.toml, and only a Suite file may be",
+                    path.display()
+                );
+                if suite {
+                    assert!(
+                        !text.contains("#[test]"),
+                        "{}: #[test] under a Suite never runs",
+                        path.display()
+                    );
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked > 10, "only {checked} test files");
+    }
 }
