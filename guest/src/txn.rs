@@ -115,6 +115,18 @@ pub trait Txn {
     fn random128(&mut self) -> u128;
 }
 
+/// Several reads at once; none at all (no store call) for an empty list —
+/// a task without dependencies costs nothing to check.
+pub(crate) fn read_many(
+    tx: &mut impl Txn,
+    keys: &[(Table, &str)],
+) -> Result<Vec<Option<String>>, StoreFault> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    tx.get_many(keys)
+}
+
 /// Read and decode one record.
 pub(crate) fn load<T: DeserializeOwned>(
     tx: &mut impl Txn,

@@ -18,6 +18,42 @@ pub enum Defect {
     /// Commits the sink's fence advance on its own, apart from the body's
     /// writes, so a failed body leaves the advanced fence behind.
     SplitSink,
+    /// Stores every capability digest (task token, side-effect holder,
+    /// reconcile claim) as the digest of the all-zero capability: a kernel
+    /// that does not check tokens and holders, seen from the store. The
+    /// all-zero token — what the vectors' forged leases and wrong tokens
+    /// use — is then accepted, and every genuine one refused.
+    ZeroDigests,
+}
+
+/// SHA-256 of the 16 zero bytes of the capability `000…0` (32 hex digits),
+/// as the stored format writes digests (`FORMAT.md`).
+const ZERO_DIGEST: &str = "374708fff7719dd5979ec875d56cd2286f6d3cf7ec317a3b25632aab28ec37bb";
+
+/// `value` with every `…-sha256` field replaced by [`ZERO_DIGEST`].
+fn zero_digests(value: &str) -> String {
+    fn walk(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                for (k, v) in map.iter_mut() {
+                    if k.ends_with("-sha256") && v.is_string() {
+                        *v = ZERO_DIGEST.into();
+                    } else {
+                        walk(v);
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    match serde_json::from_str::<serde_json::Value>(value) {
+        Ok(mut json) => {
+            walk(&mut json);
+            json.to_string()
+        }
+        Err(_) => value.to_owned(),
+    }
 }
 
 /// A memory binding with one defect.
@@ -89,6 +125,7 @@ impl Session for DefectiveSession {
                     self.last = Some((table, key.to_owned(), value.to_owned()));
                     Ok(())
                 }
+                Defect::ZeroDigests => self.inner.put(table, key, &zero_digests(value)).await,
                 Defect::SplitSink => {
                     if table == "sinks" {
                         self.sink_writes
@@ -259,6 +296,66 @@ impl Session for NoIsolationSession {
     }
     fn rollback(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(std::future::ready(()))
+    }
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// A binding that forgets its database clock: it forwards everything to the
+/// wrapped binding except [`Session::now`], so the kernel judges expiry by
+/// the host's clock even where the wrapped binding was told `clock=db`.
+pub struct IgnoresDatabaseClock(pub Arc<dyn Backend>);
+
+impl Backend for IgnoresDatabaseClock {
+    fn session(&self) -> StoreFuture<'_, Box<dyn Session>> {
+        Box::pin(async move {
+            let session: Box<dyn Session> = Box::new(NoClockSession(self.0.session().await?));
+            Ok(session)
+        })
+    }
+    fn describe(&self) -> String {
+        format!("{} ignoring its database clock", self.0.describe())
+    }
+}
+
+struct NoClockSession(Box<dyn Session>);
+
+impl Session for NoClockSession {
+    fn begin(&mut self) -> StoreFuture<'_, ()> {
+        self.0.begin()
+    }
+    fn get_many<'a>(
+        &'a mut self,
+        keys: &'a [(&'static str, &'a str)],
+    ) -> StoreFuture<'a, Vec<Option<String>>> {
+        self.0.get_many(keys)
+    }
+    fn put<'a>(
+        &'a mut self,
+        table: &'static str,
+        key: &'a str,
+        value: &'a str,
+    ) -> StoreFuture<'a, ()> {
+        self.0.put(table, key, value)
+    }
+    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
+        self.0.delete(table, key)
+    }
+    fn scan<'a>(
+        &'a mut self,
+        table: &'static str,
+        prefix: &'a str,
+        after: Option<&'a str>,
+        limit: u32,
+    ) -> StoreFuture<'a, Vec<(String, String)>> {
+        self.0.scan(table, prefix, after, limit)
+    }
+    fn commit(&mut self) -> StoreFuture<'_, ()> {
+        self.0.commit()
+    }
+    fn rollback(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        self.0.rollback()
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self

@@ -1,5 +1,6 @@
 //! Fault injection: a binding that wraps any other and fails one chosen
-//! store call — or the commit — of the next transaction.
+//! store call — or the commit, or the database clock — of the next
+//! transaction.
 //!
 //! Its sessions count the store calls (`get`, `get_many`, `put`, `delete`,
 //! `scan`) made since `begin`. A shared [`FaultPlan`] says what the *next*
@@ -36,8 +37,19 @@ pub enum Fault {
     /// kernel re-runs the whole call, and the re-run is clean.
     Conflict(usize),
     /// `commit` fails with [`StoreFault::Failure`] after rolling the inner
-    /// transaction back: nothing is committed.
+    /// transaction back: nothing is committed (the commit never reached the
+    /// database).
     Commit,
+    /// `commit` reaches the database and succeeds there, then the binding
+    /// reports [`StoreFault::Failure`]: the acknowledgement was lost. The
+    /// caller cannot tell this from [`Fault::Commit`], and the kernel must
+    /// never re-run the call as if nothing had happened.
+    CommitLost,
+    /// The database clock (`Session::now`) fails with
+    /// [`StoreFault::Failure`], as a binding judging expiry by its
+    /// database's clock would when the read fails. (Without this fault the
+    /// wrapper forwards the inner binding's clock, usually none.)
+    Now,
 }
 
 #[derive(Debug, Default)]
@@ -261,12 +273,22 @@ impl Session for FaultySession {
 
     fn commit(&mut self) -> StoreFuture<'_, ()> {
         Box::pin(async move {
-            if std::mem::take(&mut self.fault) == Fault::Commit {
-                self.plan.state().fired = true;
-                self.inner.rollback().await;
-                return Err(StoreFault::Failure("injected failure at commit".into()));
+            match std::mem::take(&mut self.fault) {
+                Fault::Commit => {
+                    self.plan.state().fired = true;
+                    self.inner.rollback().await;
+                    Err(StoreFault::Failure("injected failure at commit".into()))
+                }
+                Fault::CommitLost => {
+                    self.inner.commit().await?;
+                    self.plan.state().fired = true;
+                    Err(StoreFault::Failure(
+                        "injected: the commit reached the database, its acknowledgement was lost"
+                            .into(),
+                    ))
+                }
+                _ => self.inner.commit().await,
             }
-            self.inner.commit().await
         })
     }
 
@@ -276,6 +298,12 @@ impl Session for FaultySession {
     }
 
     fn now(&mut self) -> Option<StoreFuture<'_, u64>> {
+        if self.fault == Fault::Now {
+            self.plan.state().fired = true;
+            return Some(ready(Err(StoreFault::Failure(
+                "injected failure reading the database clock".into(),
+            ))));
+        }
         self.inner.now()
     }
 

@@ -1,61 +1,146 @@
 //! Running `gak-hammer` workers and auditing what they printed.
+//!
+//! A multi-process test proves something only if the processes overlapped:
+//! four workers that happen to run one after another pass every "one winner
+//! per epoch" check trivially. So the audit also requires winners from
+//! several processes, interleaved in time, and refusals (`taken`,
+//! `in-flight`, `fence-stale`) actually observed; a serial run fails it
+//! ([`Audit::check_overlap`]).
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use gak::blocking::Kernel;
+
+/// Who won what, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Win {
+    /// The worker process (its index).
+    pub worker: usize,
+    /// The task or key.
+    pub subject: String,
+    /// The fence won.
+    pub fence: u64,
+    /// Wall-clock nanoseconds.
+    pub at: u128,
+}
 
 /// What all workers reported.
 #[derive(Debug, Default)]
 pub struct Audit {
     /// Claim wins: task → the fences won.
     pub wins: BTreeMap<String, Vec<u64>>,
+    /// Every claim win, with its worker and time.
+    pub claim_wins: Vec<Win>,
     /// Effect body runs per key.
     pub bodies: BTreeMap<String, usize>,
+    /// Every effect body run, with its worker and time.
+    pub body_runs: Vec<Win>,
+    /// Claims refused as `taken`.
+    pub taken: usize,
+    /// Effects refused as `in-flight` or `contended` (once per key and
+    /// worker).
+    pub in_flight: usize,
     /// Fences accepted by the fenced sink.
     pub sink_ok: BTreeSet<i64>,
     /// Fenced writes refused as stale.
     pub sink_stale: usize,
 }
 
-/// Start `workers` hammer processes at once (`bin` is the test's
+/// How the workers are started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// All at once, released together by a start barrier once every one has
+    /// opened its kernel.
+    Together,
+    /// One after another: the run the overlap check must reject.
+    Serially,
+}
+
+fn spawn(bin: &str, worker: usize, args: &[&str], barrier: Option<(&str, usize)>) -> Child {
+    let (url, rest) = args.split_first().expect("a store URL");
+    let mut cmd = Command::new(bin);
+    cmd.arg(url)
+        .arg(format!("w{worker}"))
+        .args(rest)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some((dir, n)) = barrier {
+        cmd.env("GAK_HAMMER_START", format!("{dir}:{n}"));
+    }
+    cmd.spawn().expect("spawn gak-hammer")
+}
+
+/// Start `workers` hammer processes (`bin` is the test's
 /// `CARGO_BIN_EXE_gak-hammer`), wait for all, and parse their reports.
 pub fn run(bin: &str, workers: usize, args: &[&str]) -> Audit {
-    let children: Vec<_> = (0..workers)
-        .map(|w| {
-            let (url, rest) = args.split_first().expect("a store URL");
-            Command::new(bin)
-                .arg(url)
-                .arg(format!("w{w}"))
-                .args(rest)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn gak-hammer")
-        })
-        .collect();
+    run_with(bin, workers, args, Start::Together)
+}
+
+/// [`run`], choosing how the workers start.
+pub fn run_with(bin: &str, workers: usize, args: &[&str], start: Start) -> Audit {
     let mut audit = Audit::default();
-    for child in children {
-        let out = child.wait_with_output().expect("wait for gak-hammer");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "worker failed: {stderr}");
-        for line in String::from_utf8(out.stdout).expect("utf-8").lines() {
-            match line.split(' ').collect::<Vec<_>>().as_slice() {
-                ["WIN", task, fence] => audit
-                    .wins
-                    .entry((*task).into())
-                    .or_default()
-                    .push(fence.parse().expect("fence")),
-                ["BODY", key, ..] => *audit.bodies.entry((*key).into()).or_default() += 1,
-                ["SINK", fence] => assert!(audit.sink_ok.insert(fence.parse().expect("fence"))),
-                ["STALE", _] => audit.sink_stale += 1,
-                other => panic!("unexpected line {other:?}"),
+    match start {
+        Start::Together => {
+            let barrier = tempfile::tempdir().expect("barrier dir");
+            let dir = barrier.path().to_str().expect("utf-8 temp dir");
+            let children: Vec<Child> = (0..workers)
+                .map(|w| spawn(bin, w, args, Some((dir, workers))))
+                .collect();
+            for (w, child) in children.into_iter().enumerate() {
+                audit.absorb(w, child);
+            }
+        }
+        Start::Serially => {
+            for w in 0..workers {
+                audit.absorb(w, spawn(bin, w, args, None));
             }
         }
     }
     audit
 }
 
+fn number<T: std::str::FromStr>(s: &str) -> T
+where
+    T::Err: std::fmt::Debug,
+{
+    s.parse().expect("a number")
+}
+
 impl Audit {
+    fn absorb(&mut self, worker: usize, child: Child) {
+        let out = child.wait_with_output().expect("wait for gak-hammer");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "worker {worker} failed: {stderr}");
+        for line in String::from_utf8(out.stdout).expect("utf-8").lines() {
+            match line.split(' ').collect::<Vec<_>>().as_slice() {
+                ["WIN", task, fence, at] => {
+                    let fence = number(fence);
+                    self.wins.entry((*task).into()).or_default().push(fence);
+                    self.claim_wins.push(Win {
+                        worker,
+                        subject: (*task).into(),
+                        fence,
+                        at: number(at),
+                    });
+                }
+                ["TAKEN", _, _] => self.taken += 1,
+                ["BODY", key, _, fence, at] => {
+                    *self.bodies.entry((*key).into()).or_default() += 1;
+                    self.body_runs.push(Win {
+                        worker,
+                        subject: (*key).into(),
+                        fence: number(fence),
+                        at: number(at),
+                    });
+                }
+                ["INFLIGHT" | "CONTENDED", _, _] => self.in_flight += 1,
+                ["SINK", fence, _] => assert!(self.sink_ok.insert(number(fence))),
+                ["STALE", _, _] => self.sink_stale += 1,
+                other => panic!("unexpected line {other:?}"),
+            }
+        }
+    }
+
     /// Every claim epoch of every task was won exactly once and the board's
     /// fence equals the number of epochs (no grant lost or unreported).
     /// Returns the number of epochs.
@@ -92,5 +177,48 @@ impl Audit {
         for (key, n) in &self.bodies {
             assert_eq!(*n, 1, "{key} ran {n} times");
         }
+    }
+
+    /// The processes really raced: claims won by at least `min_winners`
+    /// processes, interleaved in time (in win order, some process won
+    /// again after another had won: more hand-overs than the winners' count
+    /// less one, which is all a serial run can have), and claims refused as
+    /// `taken` and effects as `in-flight` / `contended` observed (a worker
+    /// releases its claim before claiming again and finishes each key before
+    /// the next, so only another live process can cause either). Err says
+    /// which is missing. Returns a summary.
+    pub fn check_overlap(&self, min_winners: usize) -> Result<String, String> {
+        let mut wins = self.claim_wins.clone();
+        wins.sort_by_key(|w| w.at);
+        let winners: BTreeSet<usize> = wins.iter().map(|w| w.worker).collect();
+        let handovers = wins
+            .windows(2)
+            .filter(|p| p[0].worker != p[1].worker)
+            .count();
+        let body_workers: BTreeSet<usize> = self.body_runs.iter().map(|b| b.worker).collect();
+        let summary = format!(
+            "claims won by {} processes with {handovers} hand-overs, {} taken; bodies run by {} processes, {} in-flight/contended",
+            winners.len(),
+            self.taken,
+            body_workers.len(),
+            self.in_flight
+        );
+        if winners.len() < min_winners {
+            return Err(format!("claims won by too few processes: {summary}"));
+        }
+        // A serial run hands over exactly winners - 1 times.
+        if handovers < winners.len() {
+            return Err(format!("the winners did not interleave in time: {summary}"));
+        }
+        if body_workers.len() < 2 {
+            return Err(format!("every effect ran in one process: {summary}"));
+        }
+        if self.taken == 0 {
+            return Err(format!("no claim was ever refused as taken: {summary}"));
+        }
+        if self.in_flight == 0 {
+            return Err(format!("no effect was ever found in flight: {summary}"));
+        }
+        Ok(summary)
     }
 }

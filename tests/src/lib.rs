@@ -11,8 +11,11 @@ pub mod broken;
 pub mod cli;
 pub mod counting;
 pub mod faulty;
+pub mod golden;
 pub mod hammer;
 pub mod pg;
+pub mod proxy;
+pub mod suite;
 pub mod worked;
 
 /// The whole board, read page by page (for checks after a run; the API

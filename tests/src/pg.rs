@@ -1,6 +1,7 @@
 //! PostgreSQL for tests: the DSN comes from `GAK_PG_DSN`, else the local
-//! server at 127.0.0.1:5432. Unreachable → the test is skipped with a loud
-//! message, except under `CI=true`, where it fails.
+//! server at 127.0.0.1:5432. Whether a test runs without it is decided in
+//! one place, [`crate::suite::POSTGRES`]: ignored (and counted) on a
+//! developer's machine, a failure under `CI=true`.
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -10,25 +11,16 @@ use gak::store::postgres::PostgresBackend;
 
 const LOCAL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
-/// The DSN to test against, or `None` (after a loud message) to skip.
-pub fn dsn() -> Option<String> {
+/// The DSN to test against if the server answers, else why not. Use it
+/// through [`crate::suite::Suite::needs`] with [`crate::suite::POSTGRES`].
+pub fn probe() -> Result<String, String> {
     let dsn = std::env::var("GAK_PG_DSN").unwrap_or_else(|_| LOCAL.to_owned());
-    let reachable = PostgresBackend::parse(&dsn)
+    PostgresBackend::parse(&dsn)
         .map_err(|e| e.to_string())
         .and_then(|b| b.with_schema("gak_probe").map_err(|e| e.to_string()))
-        .and_then(|b| run(b.ensure_schema()).map_err(|e| e.to_string()));
-    match reachable {
-        Ok(()) => Some(dsn),
-        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("CI=true and PostgreSQL is unreachable at {dsn}: {why}")
-        }
-        Err(why) => {
-            eprintln!(
-                "\n!!!!!!!! SKIPPING: PostgreSQL unreachable at {dsn}: {why}\n!!!!!!!! set GAK_PG_DSN to run the Postgres suites\n"
-            );
-            None
-        }
-    }
+        .and_then(|b| run(b.ensure_schema()).map_err(|e| e.to_string()))
+        .map(|()| dsn.clone())
+        .map_err(|why| format!("unreachable at {dsn}: {why}"))
 }
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
@@ -38,6 +30,8 @@ pub struct Schema {
     backend: PostgresBackend,
     /// `dsn?schema=NAME`, for child processes.
     pub url: String,
+    /// The schema's name.
+    pub name: String,
 }
 
 impl Schema {
@@ -56,6 +50,7 @@ impl Schema {
         Schema {
             url: format!("{dsn}{sep}schema={name}"),
             backend,
+            name,
         }
     }
 
@@ -75,26 +70,4 @@ impl Drop for Schema {
     fn drop(&mut self) {
         let _ = run(self.backend.drop_schema());
     }
-}
-
-/// Whether a missing server must fail the run (`CI=true`).
-pub fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
-
-/// The DSN when the server answers, else why not — without printing or
-/// panicking, for harnesses that report an unreachable server as *ignored*
-/// (or, when [`required`], as failed) instead of passing silently.
-pub fn probe() -> Result<String, String> {
-    let dsn = std::env::var("GAK_PG_DSN").unwrap_or_else(|_| LOCAL.to_owned());
-    PostgresBackend::parse(&dsn)
-        .map_err(|e| e.to_string())
-        .and_then(|b| b.with_schema("gak_probe").map_err(|e| e.to_string()))
-        .and_then(|b| {
-            run(b.ensure_schema()).map_err(|e| match e {
-                gak::store::StoreFault::Conflict(m) | gak::store::StoreFault::Failure(m) => m,
-            })
-        })
-        .map(|()| dsn.clone())
-        .map_err(|why| format!("PostgreSQL is unreachable at {dsn}: {why} (set GAK_PG_DSN)"))
 }

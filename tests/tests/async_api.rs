@@ -9,6 +9,7 @@ use gak::{
     Acquired, Action, BodyError, Committer, Error, Kernel, ManualClock, Outcome, Ran, Resolution,
     RunError, Runner, Status, StepDef, TaskSeed, TaskState,
 };
+use gak_tests::suite::{POSTGRES, Suite};
 use gak_tests::{SqliteTarget, pg};
 
 /// Every exported operation once, through the async API.
@@ -158,14 +159,12 @@ async fn concurrent_effects(kernel: &Kernel) {
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 16);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_every_operation() {
     let kernel = Kernel::open("memory:").await.unwrap();
     every_operation(&kernel).await;
     concurrent_effects(&kernel).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_every_operation() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite:{}", dir.path().join("a.db").display());
@@ -174,16 +173,13 @@ async fn sqlite_every_operation() {
     concurrent_effects(&kernel).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_every_operation() {
-    let Some(dsn) = pg::dsn() else { return };
+async fn postgres_every_operation(dsn: String) {
     let schema = pg::Schema::new(&dsn, "async_ops");
     let kernel = Kernel::open(&schema.url).await.unwrap();
     every_operation(&kernel).await;
     concurrent_effects(&kernel).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vectors_through_the_async_path() {
     let files = conformance::builtin();
     let report = conformance::run_async(&mut UrlTarget::new("memory:").unwrap(), &files).await;
@@ -193,9 +189,7 @@ async fn vectors_through_the_async_path() {
     assert!(report.passed() > 250);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_vectors_through_the_async_path() {
-    let Some(dsn) = pg::dsn() else { return };
+async fn postgres_vectors_through_the_async_path(dsn: String) {
     let sep = if dsn.contains('?') { '&' } else { '?' };
     let url = format!("{dsn}{sep}schema=v_async");
     let files: Vec<_> = conformance::builtin()
@@ -208,7 +202,6 @@ async fn postgres_vectors_through_the_async_path() {
 
 /// A bounded pool: the (n+1)-th concurrent caller waits, then fails with a
 /// sentence naming the store — never opens a connection beyond the bound.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exhausted_pool_waits_then_fails() {
     let kernel = Kernel::builder()
         .store("memory:")
@@ -254,7 +247,6 @@ async fn an_exhausted_pool_waits_then_fails() {
 
 /// The heartbeat renews while the body runs and tells the body as soon as
 /// a renewal is refused (here: the manual clock jumps past the lease).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeats_keep_a_long_body_alive_and_report_loss() {
     let clock = Arc::new(ManualClock::at(1_000));
     let kernel = Kernel::builder()
@@ -294,9 +286,7 @@ async fn heartbeats_keep_a_long_body_alive_and_report_loss() {
 /// `sslmode` has libpq's meaning: `require` encrypts without verifying
 /// (the local server's certificate is self-signed), `verify-full` refuses
 /// a certificate no trusted root signed, with a sentence naming the server.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_tls_follows_sslmode() {
-    let Some(dsn) = pg::dsn() else { return };
+async fn postgres_tls_follows_sslmode(dsn: String) {
     let schema = pg::Schema::new(&dsn, "tls");
     let ssl_on = gak::blocking::Kernel::open(&schema.url)
         .unwrap()
@@ -334,7 +324,6 @@ async fn postgres_tls_follows_sslmode() {
 }
 
 /// Errors compose: Display sentences, sources, conflict flags.
-#[tokio::test]
 async fn errors_compose() {
     let open = Kernel::open("nosuch:thing").await.unwrap_err();
     assert!(open.to_string().contains("postgres://"), "{open}");
@@ -353,7 +342,6 @@ async fn errors_compose() {
 
 /// The blocking Runner's heartbeat thread renews while a synchronous body
 /// runs, and reports the loss as soon as a renewal is refused.
-#[test]
 fn blocking_heartbeats_report_loss_to_a_synchronous_body() {
     let clock = Arc::new(ManualClock::at(1_000));
     let kernel = gak::blocking::Kernel::with_backend(
@@ -387,9 +375,7 @@ fn blocking_heartbeats_report_loss_to_a_synchronous_body() {
 
 /// `Builder::statement_timeout` bounds every statement server-side: a sink
 /// body stuck in a slow statement fails with `storage`, nothing written.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_statement_timeout_bounds_a_stuck_statement() {
-    let Some(dsn) = pg::dsn() else { return };
+async fn postgres_statement_timeout_bounds_a_stuck_statement(dsn: String) {
     let schema = pg::Schema::new(&dsn, "stmt_timeout");
     let kernel = Kernel::builder()
         .store(&schema.url)
@@ -417,4 +403,48 @@ async fn postgres_statement_timeout_bounds_a_stuck_statement() {
     };
     assert!(why.message().contains("statement timeout"), "{why}");
     assert_eq!(kernel.sideeffect().sink_seen("ledger").await.unwrap(), 0);
+}
+
+fn main() {
+    let mut suite = Suite::new();
+    suite.tokio("memory_every_operation", memory_every_operation);
+    suite.tokio("sqlite_every_operation", sqlite_every_operation);
+    suite.needs_tokio(
+        &POSTGRES,
+        "postgres_every_operation",
+        postgres_every_operation,
+    );
+    suite.tokio(
+        "vectors_through_the_async_path",
+        vectors_through_the_async_path,
+    );
+    suite.needs_tokio(
+        &POSTGRES,
+        "postgres_vectors_through_the_async_path",
+        postgres_vectors_through_the_async_path,
+    );
+    suite.tokio(
+        "an_exhausted_pool_waits_then_fails",
+        an_exhausted_pool_waits_then_fails,
+    );
+    suite.tokio(
+        "heartbeats_keep_a_long_body_alive_and_report_loss",
+        heartbeats_keep_a_long_body_alive_and_report_loss,
+    );
+    suite.needs_tokio(
+        &POSTGRES,
+        "postgres_tls_follows_sslmode",
+        postgres_tls_follows_sslmode,
+    );
+    suite.tokio("errors_compose", errors_compose);
+    suite.test(
+        "blocking_heartbeats_report_loss_to_a_synchronous_body",
+        blocking_heartbeats_report_loss_to_a_synchronous_body,
+    );
+    suite.needs_tokio(
+        &POSTGRES,
+        "postgres_statement_timeout_bounds_a_stuck_statement",
+        postgres_statement_timeout_bounds_a_stuck_statement,
+    );
+    suite.run();
 }

@@ -1,46 +1,21 @@
-//! The CLI's PostgreSQL variants. A test harness of its own (libtest-mimic)
-//! so that, with no server, they are reported as *ignored* with the reason,
-//! never as passed; under `CI=true` a missing server fails them.
-use std::process::ExitCode;
-
+//! The CLI's PostgreSQL variants, on the suite runner: with no server they
+//! are reported as *ignored* with the reason, never as passed; under
+//! `CI=true` a missing server fails them.
 use gak_tests::cli::Operator;
+use gak_tests::suite::{POSTGRES, Suite};
 use gak_tests::{pg, worked};
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::Failed;
 
 const WORKER: &str = env!("CARGO_BIN_EXE_gak-effect-worker");
 
-fn main() -> ExitCode {
-    let args = Arguments::from_args();
-    let server = pg::probe();
-    let trials = vec![trial(
+fn main() {
+    let mut suite = Suite::new();
+    suite.needs(
+        &POSTGRES,
         "a_stuck_uncertain_refund_is_resolved_from_the_cli_on_postgres",
-        &server,
-        stuck_refund,
-    )];
-    libtest_mimic::run(&args, trials).exit_code()
-}
-
-/// One trial: run when the server is reachable; ignored (reason printed)
-/// when not; failed when not under `CI=true`.
-fn trial(
-    name: &str,
-    server: &Result<String, String>,
-    body: fn(&str) -> Result<(), Failed>,
-) -> Trial {
-    match server {
-        Ok(dsn) => {
-            let dsn = dsn.clone();
-            Trial::test(name, move || body(&dsn))
-        }
-        Err(why) if pg::required() => {
-            let why = why.clone();
-            Trial::test(name, move || Err(format!("CI=true and {why}").into()))
-        }
-        Err(why) => {
-            eprintln!("ignoring {name}: {why}");
-            Trial::test(name, || Ok(())).with_ignored_flag(true)
-        }
-    }
+        |dsn| stuck_refund(dsn).unwrap_or_else(|e| panic!("{e:?}")),
+    );
+    suite.run();
 }
 
 /// The worked example on a schema of its own, through a URL that carries a

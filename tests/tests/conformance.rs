@@ -1,6 +1,7 @@
 //! The built-in vectors on every binding, one named test per (binding, file)
 //! so a failure names its case; the report lists the failing scenarios.
 use gak::conformance::UrlTarget;
+use gak_tests::suite::{POSTGRES, Suite};
 use gak_tests::{SqliteTarget, run_builtin};
 
 fn check(report: gak::conformance::Report) {
@@ -8,74 +9,62 @@ fn check(report: gak::conformance::Report) {
     assert_eq!(report.failed(), 0, "\n{}", report.render());
 }
 
-macro_rules! vectors {
-    ($($name:ident => $file:literal),* $(,)?) => {
-        mod memory {
-            use super::*;
-            $(#[test] fn $name() { check(run_builtin(&mut UrlTarget::new("memory:").unwrap(), Some($file))); })*
-        }
-        mod sqlite {
-            use super::*;
-            $(#[test] fn $name() { check(run_builtin(&mut SqliteTarget::new(), Some($file))); })*
-        }
-        mod postgres {
-            use super::*;
-            $(#[test] fn $name() {
-                let Some(dsn) = gak_tests::pg::dsn() else { return };
-                let sep = if dsn.contains('?') { '&' } else { '?' };
-                let url = format!("{dsn}{sep}schema=v_{}", stringify!($name));
-                check(run_builtin(&mut UrlTarget::new(&url).unwrap(), Some($file)));
-            })*
-        }
-    };
-}
+/// The vector files, each run on every binding as its own named test.
+const FILES: [(&str, &str); 14] = [
+    ("checkpoint", "checkpoint.json"),
+    ("plan", "plan.json"),
+    ("commitgate", "commitgate.json"),
+    ("sideeffect_acquire", "sideeffect-acquire.json"),
+    ("sideeffect_verdicts", "sideeffect-verdicts.json"),
+    ("sideeffect_reconcile", "sideeffect-reconcile.json"),
+    ("sink", "sink.json"),
+    ("taskboard", "taskboard.json"),
+    ("inputs", "inputs.json"),
+    ("inputs_payload", "inputs-payload.json"),
+    ("taskboard_queue", "taskboard-queue.json"),
+    ("lists", "lists.json"),
+    ("retention", "retention.json"),
+    ("reconcile_claims", "reconcile-claims.json"),
+];
 
-vectors! {
-    checkpoint => "checkpoint.json",
-    plan => "plan.json",
-    commitgate => "commitgate.json",
-    sideeffect_acquire => "sideeffect-acquire.json",
-    sideeffect_verdicts => "sideeffect-verdicts.json",
-    sideeffect_reconcile => "sideeffect-reconcile.json",
-    sink => "sink.json",
-    taskboard => "taskboard.json",
-    inputs => "inputs.json",
-    inputs_payload => "inputs-payload.json",
-    taskboard_queue => "taskboard-queue.json",
-    lists => "lists.json",
-    retention => "retention.json",
-    reconcile_claims => "reconcile-claims.json",
+fn main() {
+    let mut suite = Suite::new();
+    for (name, file) in FILES {
+        suite.test(&format!("memory::{name}"), move || {
+            check(run_builtin(
+                &mut UrlTarget::new("memory:").unwrap(),
+                Some(file),
+            ))
+        });
+        suite.test(&format!("sqlite::{name}"), move || {
+            check(run_builtin(&mut SqliteTarget::new(), Some(file)))
+        });
+        suite.needs(&POSTGRES, &format!("postgres::{name}"), move |dsn| {
+            // UrlTarget makes (and drops) a schema per scenario, named after this one.
+            let sep = if dsn.contains('?') { '&' } else { '?' };
+            let url = format!("{dsn}{sep}schema=v_{name}");
+            check(run_builtin(&mut UrlTarget::new(&url).unwrap(), Some(file)));
+        });
+    }
+    suite.test(
+        "every_builtin_file_has_a_named_test",
+        every_builtin_file_has_a_named_test,
+    );
+    suite.test("malformed_files_fail_loudly", malformed_files_fail_loudly);
+    suite.run();
 }
 
 /// Every shipped vector file is covered by a named test above.
-#[test]
 fn every_builtin_file_has_a_named_test() {
-    let named = [
-        "checkpoint.json",
-        "plan.json",
-        "commitgate.json",
-        "sideeffect-acquire.json",
-        "sideeffect-verdicts.json",
-        "sideeffect-reconcile.json",
-        "sink.json",
-        "taskboard.json",
-        "inputs.json",
-        "inputs-payload.json",
-        "taskboard-queue.json",
-        "lists.json",
-        "retention.json",
-        "reconcile-claims.json",
-    ];
     for (file, _) in gak::conformance::builtin() {
         assert!(
-            named.iter().any(|n| file.ends_with(n)),
+            FILES.iter().any(|(_, n)| file.ends_with(n)),
             "{file} has no named test"
         );
     }
 }
 
 /// A malformed vector file is a failure naming the file, never a skip.
-#[test]
 fn malformed_files_fail_loudly() {
     let files = vec![
         ("bad.json".to_string(), "{ not json".to_string()),

@@ -9,7 +9,7 @@
 //! that never saw the fault.
 //!
 //! Runs on memory, SQLite (a temp file per case) and PostgreSQL (a schema per
-//! case, when `pg::dsn()` finds a server).
+//! case, when the suite's PostgreSQL requirement is met).
 use std::any::Any;
 use std::sync::Arc;
 
@@ -20,10 +20,14 @@ use gak::store::memory::MemoryBackend;
 use gak::store::postgres::PostgresBackend;
 use gak::{
     Acquired, Action, Error, Lease, ManualClock, Outcome, Resolution, Resolved, SinkError,
-    Snapshot, Status, TaskSeed,
+    Snapshot, Status, TaskSeed, TaskState,
 };
 use gak_tests::faulty::{Fault, FaultPlan, Faulty};
 use gak_tests::pg;
+use gak_tests::suite::{POSTGRES, Suite};
+
+#[path = "faults/lost_commits.rs"]
+mod lost_commits;
 
 /// The fake clock's start.
 const T0: u64 = 1_700_000_000_000;
@@ -70,9 +74,9 @@ impl Binding {
         }
     }
 
-    fn postgres() -> Option<Binding> {
-        let dsn = pg::dsn()?;
-        Some(Binding {
+    fn postgres(dsn: &str) -> Binding {
+        let dsn = dsn.to_owned();
+        Binding {
             name: "postgres",
             fresh: Box::new(move || {
                 let schema = pg::Schema::new(&dsn, "faults");
@@ -80,7 +84,7 @@ impl Binding {
                     Arc::new(PostgresBackend::parse(&schema.url).expect("schema url"));
                 (backend, Box::new(schema))
             }),
-        })
+        }
     }
 }
 
@@ -126,6 +130,8 @@ impl World {
 struct Ctx {
     lease: Option<Lease>,
     token: Option<String>,
+    /// A fenced sink's body fails after its write (the matrix sets it).
+    body_fails: std::cell::Cell<bool>,
 }
 
 impl Ctx {
@@ -223,6 +229,7 @@ fn granted(k: &Kernel, _: &ManualClock) -> Ctx {
     Ctx {
         lease: Some(grant(k, &action())),
         token: None,
+        ..Ctx::default()
     }
 }
 
@@ -236,6 +243,7 @@ fn uncertain(k: &Kernel, _: &ManualClock) -> Ctx {
     Ctx {
         lease: Some(lease),
         token: None,
+        ..Ctx::default()
     }
 }
 
@@ -271,8 +279,8 @@ fn claimed(k: &Kernel, c: &ManualClock) -> Ctx {
     board(k, c);
     let task = k.taskboard().claim("t", "w1", TTL).unwrap();
     Ctx {
-        lease: None,
         token: task.token,
+        ..Ctx::default()
     }
 }
 
@@ -281,8 +289,19 @@ fn sink_body(d: &mut gak::blocking::Downstream<'_, '_>) -> Result<(), Error> {
     d.put("mailbox", &format!("{marker}m"))
 }
 
-fn write_fenced(k: &Kernel, fence: u64) -> Result<String, Error> {
-    match k.sideeffect().write_fenced("mailbox", fence, sink_body) {
+/// A fenced write whose body appends to `mailbox`; with `ctx.body_fails`
+/// the body fails after its write, answering `write-failed`.
+fn write_fenced(k: &Kernel, fence: u64, ctx: &Ctx) -> Result<String, Error> {
+    let body = |d: &mut gak::blocking::Downstream<'_, '_>| {
+        sink_body(d)?;
+        if ctx.body_fails.get() {
+            // The body's own failure (not a store fault): the contract's
+            // `write-failed`, and its write above must roll back.
+            return Err(Error::WriteFailed);
+        }
+        Ok(())
+    };
+    match k.sideeffect().write_fenced("mailbox", fence, body) {
         Ok(()) => Ok("written".into()),
         Err(SinkError::Kernel(e)) => Err(e),
         // The body's own error: a storage fault reaching the body stays one.
@@ -672,23 +691,23 @@ fn cases() -> Vec<Case> {
         Case {
             name: "sink.write-fenced",
             setup: |k, _| {
-                write_fenced(k, 1).unwrap();
+                write_fenced(k, 1, &Ctx::default()).unwrap();
                 Ctx::default()
             },
-            op: |k, _| write_fenced(k, 2),
+            op: |k, c| write_fenced(k, 2, c),
         },
         Case {
             name: "sink.write-fenced (fence-stale)",
             setup: |k, _| {
-                write_fenced(k, 3).unwrap();
+                write_fenced(k, 3, &Ctx::default()).unwrap();
                 Ctx::default()
             },
-            op: |k, _| write_fenced(k, 2),
+            op: |k, c| write_fenced(k, 2, c),
         },
         Case {
             name: "sink.sink-seen",
             setup: |k, _| {
-                write_fenced(k, 4).unwrap();
+                write_fenced(k, 4, &Ctx::default()).unwrap();
                 Ctx::default()
             },
             op: |k, _| {
@@ -858,6 +877,10 @@ struct Tally {
     calls: usize,
     commits: usize,
     begins: usize,
+    /// Operations that read the (database) clock, failed there.
+    clocks: usize,
+    /// Fenced writes whose body failed (`write-failed`).
+    bodies: usize,
 }
 
 impl Tally {
@@ -885,7 +908,7 @@ fn run_matrix(binding: &mut Binding) -> Tally {
         assert!(n > 0, "{} {}: makes no store call", binding.name, case.name);
         drop(world);
 
-        let mut faults = vec![Fault::Begin];
+        let mut faults = vec![Fault::Begin, Fault::Now];
         faults.extend((1..=n).map(Fault::Call));
         if expected.is_ok() {
             // A refusal rolls back: it never reaches commit.
@@ -894,12 +917,19 @@ fn run_matrix(binding: &mut Binding) -> Tally {
         for fault in faults {
             let what = match fault {
                 Fault::Call(k) => format!("store call {k}/{n} ({})", trace[k - 1]),
+                Fault::Now => "the database clock".to_owned(),
                 other => format!("{other:?}"),
             };
             let world = World::new(binding, case.setup);
             let before = world.dump();
+            let started = world.plan.transactions();
             world.plan.arm(fault);
             let got = (case.op)(&world.kernel, &world.ctx);
+            if fault == Fault::Now && !world.plan.fired() {
+                // This operation does not read the clock: it ran clean.
+                assert_eq!(got, expected, "{} {}", binding.name, case.name);
+                continue;
+            }
             assert!(
                 world.plan.fired(),
                 "{} {}: {what} was never reached (store calls {:?})",
@@ -910,6 +940,15 @@ fn run_matrix(binding: &mut Binding) -> Tally {
             assert!(
                 is_storage(&got),
                 "{} {}: a failure at {what} must be `storage`, got {got:?} (unfaulted: {expected:?})",
+                binding.name,
+                case.name
+            );
+            // A failure (not a conflict) is never re-run: the kernel cannot
+            // know whether a failed commit reached the database.
+            assert_eq!(
+                world.plan.transactions() - started,
+                1,
+                "{} {}: a failure at {what} was re-run",
                 binding.name,
                 case.name
             );
@@ -937,8 +976,35 @@ fn run_matrix(binding: &mut Binding) -> Tally {
             match fault {
                 Fault::Begin => tally.begins += 1,
                 Fault::Commit => tally.commits += 1,
+                Fault::Now => tally.clocks += 1,
                 _ => tally.calls += 1,
             }
+        }
+        if case.name.starts_with("sink.write-fenced") && expected.is_ok() {
+            // The body itself fails after its write: `write-failed`, and
+            // neither the body's write nor the fence advance lands.
+            let world = World::new(binding, case.setup);
+            let before = world.dump();
+            world.ctx.body_fails.set(true);
+            let got = (case.op)(&world.kernel, &world.ctx);
+            assert_eq!(
+                got,
+                Err(Error::WriteFailed),
+                "{} {}: a failing body",
+                binding.name,
+                case.name
+            );
+            assert_eq!(
+                world.dump(),
+                before,
+                "{} {}: a failing body left a write behind",
+                binding.name,
+                case.name
+            );
+            world.ctx.body_fails.set(false);
+            let again = (case.op)(&world.kernel, &world.ctx);
+            assert_eq!(again, expected, "{} {}", binding.name, case.name);
+            tally.bodies += 1;
         }
         tally.operations += 1;
     }
@@ -950,13 +1016,15 @@ fn run_matrix(binding: &mut Binding) -> Tally {
         );
     }
     eprintln!(
-        "fault matrix {}: {} (operation, k) pairs clean ({} store calls + {} commits over {} operation states; plus {} begin failures)",
+        "fault matrix {}: {} (operation, k) pairs clean ({} store calls + {} commits over {} operation states; plus {} begin failures, {} database-clock failures, {} failing sink bodies)",
         binding.name,
         tally.pairs(),
         tally.calls,
         tally.commits,
         tally.operations,
-        tally.begins
+        tally.begins,
+        tally.clocks,
+        tally.bodies
     );
     tally
 }
@@ -978,24 +1046,26 @@ fn check_matrix(binding: &mut Binding) {
         "only {} operations",
         tally.operations
     );
+    // Every operation that judges time reads the clock: 29 of the 56 today.
+    assert!(
+        tally.clocks >= 25,
+        "fault matrix {}: only {} operations failed at the clock",
+        binding.name,
+        tally.clocks
+    );
+    assert!(tally.bodies >= 1, "no failing sink body");
 }
 
-#[test]
 fn fault_matrix_memory() {
     check_matrix(&mut Binding::memory());
 }
 
-#[test]
 fn fault_matrix_sqlite() {
     check_matrix(&mut Binding::sqlite());
 }
 
-#[test]
-fn fault_matrix_postgres() {
-    let Some(mut binding) = Binding::postgres() else {
-        return;
-    };
-    check_matrix(&mut binding);
+fn fault_matrix_postgres(dsn: &str) {
+    check_matrix(&mut Binding::postgres(dsn));
 }
 
 // ---------------------------------------------------------------------------
@@ -1061,22 +1131,16 @@ fn unwritten_mark_keeps_the_intent(binding: &mut Binding) {
     }
 }
 
-#[test]
 fn unwritten_mark_uncertain_keeps_the_intent_memory() {
     unwritten_mark_keeps_the_intent(&mut Binding::memory());
 }
 
-#[test]
 fn unwritten_mark_uncertain_keeps_the_intent_sqlite() {
     unwritten_mark_keeps_the_intent(&mut Binding::sqlite());
 }
 
-#[test]
-fn unwritten_mark_uncertain_keeps_the_intent_postgres() {
-    let Some(mut binding) = Binding::postgres() else {
-        return;
-    };
-    unwritten_mark_keeps_the_intent(&mut binding);
+fn unwritten_mark_uncertain_keeps_the_intent_postgres(dsn: &str) {
+    unwritten_mark_keeps_the_intent(&mut Binding::postgres(dsn));
 }
 
 // ---------------------------------------------------------------------------
@@ -1137,14 +1201,16 @@ fn conflicts_rerun_cleanly(binding: &mut Binding) {
     );
 }
 
-#[test]
 fn conflicts_are_rerun_to_the_same_outcome_memory() {
     conflicts_rerun_cleanly(&mut Binding::memory());
 }
 
-#[test]
 fn conflicts_are_rerun_to_the_same_outcome_sqlite() {
     conflicts_rerun_cleanly(&mut Binding::sqlite());
+}
+
+fn conflicts_are_rerun_to_the_same_outcome_postgres(dsn: &str) {
+    conflicts_rerun_cleanly(&mut Binding::postgres(dsn));
 }
 
 /// `write_fenced` documents that "`body` may run more than once if the store
@@ -1154,11 +1220,14 @@ fn conflicts_are_rerun_to_the_same_outcome_sqlite() {
 /// not end it as the body's `storage` error.
 fn sink_body_conflict_is_rerun(binding: &mut Binding) {
     let setup: Setup = |k, _| {
-        write_fenced(k, 1).unwrap();
+        write_fenced(k, 1, &Ctx::default()).unwrap();
         Ctx::default()
     };
     let world = World::new(binding, setup);
-    assert_eq!(write_fenced(&world.kernel, 2), Ok("written".into()));
+    assert_eq!(
+        write_fenced(&world.kernel, 2, &world.ctx),
+        Ok("written".into())
+    );
     let trace = world.plan.last_trace();
     drop(world);
     let body_calls: Vec<usize> = (1..=trace.len())
@@ -1168,7 +1237,7 @@ fn sink_body_conflict_is_rerun(binding: &mut Binding) {
     for k in body_calls {
         let world = World::new(binding, setup);
         world.plan.arm(Fault::Conflict(k));
-        let got = write_fenced(&world.kernel, 2);
+        let got = write_fenced(&world.kernel, 2, &world.ctx);
         assert!(world.plan.fired());
         assert_eq!(
             got,
@@ -1183,19 +1252,20 @@ fn sink_body_conflict_is_rerun(binding: &mut Binding) {
     }
 }
 
-#[test]
 fn a_conflict_inside_a_sink_body_is_rerun_memory() {
     sink_body_conflict_is_rerun(&mut Binding::memory());
 }
 
-#[test]
 fn a_conflict_inside_a_sink_body_is_rerun_sqlite() {
     sink_body_conflict_is_rerun(&mut Binding::sqlite());
 }
 
+fn a_conflict_inside_a_sink_body_is_rerun_postgres(dsn: &str) {
+    sink_body_conflict_is_rerun(&mut Binding::postgres(dsn));
+}
+
 /// The wrapper itself: the plan is consumed by one transaction, commit
 /// faults commit nothing, and the dump never consumes the plan.
-#[test]
 fn the_wrapper_injects_what_it_is_told() {
     let (backend, plan) = Faulty::wrap(Arc::new(MemoryBackend::default()));
     let mut s = run(backend.session()).unwrap();
@@ -1230,4 +1300,78 @@ fn the_wrapper_injects_what_it_is_told() {
     // A rejected commit left no transaction open: the next begins.
     run(s.begin()).unwrap();
     run(s.rollback());
+}
+
+fn main() {
+    let mut suite = Suite::new();
+    suite.test("fault_matrix_memory", fault_matrix_memory);
+    suite.test("fault_matrix_sqlite", fault_matrix_sqlite);
+    suite.needs(&POSTGRES, "fault_matrix_postgres", fault_matrix_postgres);
+    suite.test(
+        "unwritten_mark_uncertain_keeps_the_intent_memory",
+        unwritten_mark_uncertain_keeps_the_intent_memory,
+    );
+    suite.test(
+        "unwritten_mark_uncertain_keeps_the_intent_sqlite",
+        unwritten_mark_uncertain_keeps_the_intent_sqlite,
+    );
+    suite.needs(
+        &POSTGRES,
+        "unwritten_mark_uncertain_keeps_the_intent_postgres",
+        unwritten_mark_uncertain_keeps_the_intent_postgres,
+    );
+    suite.test(
+        "conflicts_are_rerun_to_the_same_outcome_memory",
+        conflicts_are_rerun_to_the_same_outcome_memory,
+    );
+    suite.test(
+        "conflicts_are_rerun_to_the_same_outcome_sqlite",
+        conflicts_are_rerun_to_the_same_outcome_sqlite,
+    );
+    suite.needs(
+        &POSTGRES,
+        "conflicts_are_rerun_to_the_same_outcome_postgres",
+        conflicts_are_rerun_to_the_same_outcome_postgres,
+    );
+    suite.test(
+        "a_conflict_inside_a_sink_body_is_rerun_memory",
+        a_conflict_inside_a_sink_body_is_rerun_memory,
+    );
+    suite.test(
+        "a_conflict_inside_a_sink_body_is_rerun_sqlite",
+        a_conflict_inside_a_sink_body_is_rerun_sqlite,
+    );
+    suite.needs(
+        &POSTGRES,
+        "a_conflict_inside_a_sink_body_is_rerun_postgres",
+        a_conflict_inside_a_sink_body_is_rerun_postgres,
+    );
+    suite.test(
+        "the_wrapper_injects_what_it_is_told",
+        the_wrapper_injects_what_it_is_told,
+    );
+    type Check = fn(&mut Binding);
+    let lost: [(&str, Check); 3] = [
+        (
+            "lost_acknowledgements_are_never_rerun",
+            lost_commits::lost_acknowledgements,
+        ),
+        ("a_lost_claim_expires", lost_commits::lost_claim_expires),
+        (
+            "a_lost_acquire_turns_uncertain",
+            lost_commits::lost_acquire_turns_uncertain,
+        ),
+    ];
+    for (name, check) in lost {
+        suite.test(&format!("{name}_memory"), move || {
+            check(&mut Binding::memory())
+        });
+        suite.test(&format!("{name}_sqlite"), move || {
+            check(&mut Binding::sqlite())
+        });
+        suite.needs(&POSTGRES, &format!("{name}_postgres"), move |dsn| {
+            check(&mut Binding::postgres(dsn))
+        });
+    }
+    suite.run();
 }

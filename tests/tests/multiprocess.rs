@@ -2,7 +2,7 @@
 //! exactly one winner per claim epoch, at most one body execution per key.
 use gak::blocking::Kernel;
 use gak::{Acquired, Action, TaskSeed, TaskState};
-use gak_tests::hammer;
+use gak_tests::hammer::{self, Start};
 
 const WORKERS: usize = 4;
 const ROUNDS: usize = 200;
@@ -25,6 +25,9 @@ fn processes_sharing_a_sqlite_file() {
 
     let epochs = audit.check_claims(&kernel);
     assert!(epochs >= ROUNDS / 4, "too few epochs: {epochs}");
+    let overlap = audit
+        .check_overlap(WORKERS / 2)
+        .unwrap_or_else(|why| panic!("the processes did not race: {why}"));
     assert!(
         kernel
             .taskboard()
@@ -42,6 +45,27 @@ fn processes_sharing_a_sqlite_file() {
         assert!(matches!(answer, Acquired::Replayed(_)), "k{n}: {answer:?}");
     }
     eprintln!(
-        "multiprocess: {WORKERS} processes, {epochs} claim epochs, {KEYS} keys each applied once"
+        "multiprocess: {WORKERS} processes, {epochs} claim epochs, {KEYS} keys each applied once; {overlap}"
     );
+}
+
+/// The overlap check has teeth: the same workers run one after another
+/// pass every correctness check, and the overlap check rejects them.
+#[test]
+fn a_serial_run_fails_the_overlap_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("serial.db").display());
+    let kernel = Kernel::open(&url).unwrap();
+    let tasks: Vec<TaskSeed> = (0..4).map(|i| TaskSeed::new(&format!("t{i}"))).collect();
+    kernel.taskboard().seed(&tasks).unwrap();
+    let audit = hammer::run_with(
+        env!("CARGO_BIN_EXE_gak-hammer"),
+        2,
+        &[&url, "40", "6"],
+        Start::Serially,
+    );
+    audit.check_claims(&kernel);
+    audit.check_bodies(6);
+    let verdict = audit.check_overlap(1);
+    assert!(verdict.is_err(), "a serial run passed: {verdict:?}");
 }

@@ -85,6 +85,45 @@ fn split_sink_is_caught_by_the_vectors() {
     );
 }
 
+/// Tokens and holders not checked. Built as a binding that stores every
+/// capability digest as the all-zero capability's, rather than as a second
+/// kernel build with the check compiled out: the product's source keeps no
+/// switch that disables a safety check, no extra component build costs CI
+/// time, and the defect is observable exactly where the check lives (the
+/// stored digest the presented capability is compared with). It accepts the
+/// all-zero token the vectors' forged leases and wrong tokens use and
+/// refuses every genuine one, so the suite must fail it by name on both
+/// sides: a forgery accepted, a genuine capability refused.
+#[test]
+fn unchecked_tokens_and_holders_are_caught_by_the_vectors() {
+    let mut target = FnTarget(|clock: Arc<ManualClock>| {
+        Kernel::with_backend(Defective::backend(Defect::ZeroDigests), clock)
+            .map_err(|e| e.to_string())
+    });
+    let report = run_builtin(&mut target, None);
+    let failures = report.failures();
+    for forged_accepted in [
+        "taskboard/release-wrong-token-lease-lost",
+        "taskboard/complete-wrong-token-lease-lost",
+        "sideeffect/triple-check-complete",
+        "sideeffect/triple-check-release",
+        "reconcile-claims/verdict-under-a-taken-over-claim-refused",
+    ] {
+        assert!(
+            failures.iter().any(|f| f.contains(forged_accepted)),
+            "{forged_accepted} passed an unchecked token:\n{}",
+            report.render()
+        );
+    }
+    assert!(
+        failures
+            .iter()
+            .any(|f| f.contains("taskboard/complete-is-idempotent-with-completing-token")),
+        "a genuine token refused must fail too:\n{}",
+        report.render()
+    );
+}
+
 /// The controls are only meaningful if the same suite passes the real
 /// memory binding.
 #[test]

@@ -4,16 +4,15 @@
 use std::collections::BTreeSet;
 
 use gak::{Acquired, Action, TaskSeed};
+use gak_tests::suite::{POSTGRES, Suite};
 use gak_tests::{hammer, pg};
 
 const WORKERS: usize = 8;
 const ROUNDS: usize = 100;
 const KEYS: usize = 40;
 
-#[test]
-fn eight_processes_on_one_postgres_schema() {
-    let Some(dsn) = pg::dsn() else { return };
-    let schema = pg::Schema::new(&dsn, "mp");
+fn eight_processes_on_one_postgres_schema(dsn: &str) {
+    let schema = pg::Schema::new(dsn, "mp");
     let kernel = schema.kernel();
     let name = schema.url.rsplit("schema=").next().unwrap().to_owned();
     let tasks: Vec<TaskSeed> = (0..4).map(|i| TaskSeed::new(&format!("t{i}"))).collect();
@@ -37,6 +36,13 @@ fn eight_processes_on_one_postgres_schema() {
         &[&schema.url, &rounds, &keys, &name],
     );
     let epochs = audit.check_claims(&kernel);
+    let overlap = audit
+        .check_overlap(WORKERS / 2)
+        .unwrap_or_else(|why| panic!("the processes did not race: {why}"));
+    assert!(
+        audit.sink_stale > 0,
+        "no stale sink write was refused: the sink phase did not overlap"
+    );
 
     // Effects: exactly one body run and one downstream row per key.
     audit.check_bodies(KEYS);
@@ -74,7 +80,7 @@ fn eight_processes_on_one_postgres_schema() {
         *fences.last().unwrap()
     );
     eprintln!(
-        "pg multiprocess: {WORKERS} processes, {epochs} claim epochs, {KEYS} keys each applied once, {} sink writes landed, {} refused stale",
+        "pg multiprocess: {WORKERS} processes, {epochs} claim epochs, {KEYS} keys each applied once, {} sink writes landed, {} refused stale; {overlap}",
         fences.len(),
         audit.sink_stale
     );
@@ -91,4 +97,14 @@ fn query(kernel: &gak::blocking::Kernel, sql: &str) -> Vec<(String, i64)> {
             (text, row[1].as_deref().unwrap_or("0").parse().unwrap())
         })
         .collect()
+}
+
+fn main() {
+    let mut suite = Suite::new();
+    suite.needs(
+        &POSTGRES,
+        "eight_processes_on_one_postgres_schema",
+        eight_processes_on_one_postgres_schema,
+    );
+    suite.run();
 }

@@ -1,19 +1,21 @@
 //! PostgreSQL failure modes: a connection dropped mid-call, hostile schema
 //! names, an unreachable server, and the database clock.
+use std::sync::Arc;
 use std::time::Instant;
 
 use gak::blocking::Kernel;
 use gak::store::postgres::{PostgresBackend, valid_schema};
-use gak::{Acquired, Action, Error, SinkError, TaskSeed};
+use gak::{Acquired, Action, Error, ManualClock, SinkError, TaskSeed, TaskState};
+use gak_tests::broken::IgnoresDatabaseClock;
 use gak_tests::pg;
+use gak_tests::proxy::CommitCutter;
+use gak_tests::suite::{POSTGRES, Suite};
 
 /// The connection dies inside the transaction (after the fence compare and
 /// the body's write): the call is `storage`, nothing of it lands, and the
 /// next call reconnects and works.
-#[test]
-fn dropped_connection_mid_call_is_storage_and_changes_nothing() {
-    let Some(dsn) = pg::dsn() else { return };
-    let schema = pg::Schema::new(&dsn, "drop");
+fn dropped_connection_mid_call_is_storage_and_changes_nothing(dsn: &str) {
+    let schema = pg::Schema::new(dsn, "drop");
     let kernel = schema.kernel();
     kernel
         .sideeffect()
@@ -42,7 +44,6 @@ fn dropped_connection_mid_call_is_storage_and_changes_nothing() {
     );
 }
 
-#[test]
 fn schema_names_with_quotes_or_dots_are_refused() {
     for bad in [
         "a\"b",
@@ -66,7 +67,6 @@ fn schema_names_with_quotes_or_dots_are_refused() {
     assert!(valid_schema("gak_tenant_7"));
 }
 
-#[test]
 fn unreachable_server_fails_fast_naming_host_and_port() {
     let started = Instant::now();
     let err = Kernel::open("postgres://postgres@127.0.0.1:1/test")
@@ -81,28 +81,242 @@ fn unreachable_server_fails_fast_naming_host_and_port() {
     );
 }
 
-/// With `clock=db` expiry is judged by the server's clock: a lease granted
-/// for 1 ms is expired by the next call, whatever the host's clock says.
-#[test]
-fn database_clock_judges_expiry() {
-    let Some(dsn) = pg::dsn() else { return };
-    let schema = pg::Schema::new(&dsn, "clock");
-    let kernel = Kernel::open(&format!("{}&clock=db", schema.url)).unwrap();
-    let action = Action::new("k", "r");
-    let Acquired::Granted(lease) = kernel.sideeffect().acquire(&action, 1).unwrap() else {
-        panic!("fresh key");
-    };
-    // Poll until the server's clock has passed `until` (1 ms): no sleeping.
-    let mut answer = kernel.sideeffect().acquire(&action, 1).unwrap();
-    while answer == Acquired::InFlight {
-        answer = kernel.sideeffect().acquire(&action, 1).unwrap();
-    }
-    assert_eq!(answer, Acquired::Uncertain("intent-expired".into()));
-    let server_now_ms = lease.until - 1;
-    let host_now_ms = std::time::SystemTime::now()
+const HOUR: u64 = 3_600_000;
+const TEN_YEARS: u64 = 10 * 365 * 24 * HOUR;
+
+fn system_ms() -> u64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    // Same machine here, so the two clocks agree to within seconds.
-    assert!(server_now_ms.abs_diff(host_now_ms) < 60_000);
+        .expect("after 1970")
+        .as_millis() as u64
+}
+
+/// The server's clock, read directly.
+fn server_ms(kernel: &Kernel) -> u64 {
+    let rows = kernel
+        .with_downstream(|d| {
+            d.postgres_query(
+                "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint::text",
+                &[],
+            )
+            .expect("postgres")
+        })
+        .expect("read the server's clock");
+    rows[0][0].as_deref().expect("a time").parse().expect("ms")
+}
+
+/// Expiry under `kernel` follows the server's clock while the host clock
+/// reads `host` (far from it). Err names the first promise broken.
+fn expiry_follows_the_server(
+    kernel: &Kernel,
+    direct: &Kernel,
+    host: u64,
+    label: &str,
+) -> Result<(), String> {
+    let se = kernel.sideeffect();
+    // Deadlines are computed from the server's clock.
+    let long = Action::new(&format!("long-{label}"), &format!("r-long-{label}"));
+    let before = server_ms(direct);
+    let Ok(Acquired::Granted(lease)) = se.acquire(&long, HOUR) else {
+        return Err("a fresh key is granted".into());
+    };
+    let after = server_ms(direct);
+    let granted_at = lease.until - HOUR;
+    if !(before.saturating_sub(1_000)..=after + 1_000).contains(&granted_at) {
+        return Err(format!(
+            "granted at {granted_at}: not the server's clock ({before}..{after}), host clock {host}"
+        ));
+    }
+    // A lease live by the server's clock is live, whatever the host says.
+    match se.acquire(&long, HOUR) {
+        Ok(Acquired::InFlight) => {}
+        other => return Err(format!("a one-hour intent live on the server: {other:?}")),
+    }
+    // A 1 ms lease expires by the server's clock, within a bounded wait.
+    let short = Action::new(&format!("short-{label}"), &format!("r-short-{label}"));
+    let Ok(Acquired::Granted(_)) = se.acquire(&short, 1) else {
+        return Err("a fresh key is granted".into());
+    };
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        match se.acquire(&short, 1) {
+            Ok(Acquired::Uncertain(why)) if why == "intent-expired" => return Ok(()),
+            Ok(Acquired::InFlight) if Instant::now() < deadline => std::thread::yield_now(),
+            other => {
+                return Err(format!(
+                    "a 1 ms intent must expire by the server's clock: still {other:?} after 20 s"
+                ));
+            }
+        }
+    }
+}
+
+/// With `clock=db` expiry is judged by the server's clock. The host clock is
+/// a manual clock ten years in the past, then ten years in the future: a
+/// kernel judging by it would grant deadlines far from the server's time,
+/// keep a 1 ms lease live forever (past) or call a one-hour lease expired at
+/// once (future). The same check on a binding that ignores its database
+/// clock must fail, or the check proves nothing.
+fn database_clock_judges_expiry(dsn: &str) {
+    let schema = pg::Schema::new(dsn, "clock");
+    let direct = schema.kernel();
+    let url = format!("{}&clock=db", schema.url);
+    for (label, host) in [
+        ("past", system_ms() - TEN_YEARS),
+        ("future", system_ms() + TEN_YEARS),
+    ] {
+        let clock = Arc::new(ManualClock::at(host));
+        let kernel = gak::Kernel::builder()
+            .store(&url)
+            .clock(clock.clone())
+            .open_blocking()
+            .unwrap();
+        expiry_follows_the_server(&kernel, &direct, host, label)
+            .unwrap_or_else(|why| panic!("host clock in the {label}: {why}"));
+
+        // Teeth: the database clock ignored.
+        let backend = gak::blocking::run_future(gak::store::open(&url)).unwrap();
+        let ignoring =
+            Kernel::with_backend(Arc::new(IgnoresDatabaseClock(backend)), clock).unwrap();
+        let caught =
+            expiry_follows_the_server(&ignoring, &direct, host, &format!("{label}-broken"));
+        assert!(
+            caught.is_err(),
+            "a kernel ignoring clock=db passed ({label})"
+        );
+    }
+}
+
+/// A commit that reaches the server but whose answer never comes back (the
+/// proxy forwards `COMMIT`, withholds the reply and cuts both sockets), at
+/// a claim, an acquire, a snapshot save and a fenced write: each call is
+/// `storage` and is never re-run (one `COMMIT` each), the server did commit,
+/// and every later call behaves per the spec: the unknown claim expires and
+/// is taken over, the unknown intent turns `uncertain`, the saved snapshot
+/// is the newest, the sink's write landed once.
+fn a_commit_whose_answer_is_lost_is_never_rerun(dsn: &str) {
+    const T0: u64 = 1_700_000_000_000;
+    const TTL: u64 = 10_000;
+    let schema = pg::Schema::new(dsn, "lost");
+    let proxy = CommitCutter::start(dsn);
+    let clock = Arc::new(ManualClock::at(T0));
+    let kernel = gak::Kernel::builder()
+        .postgres(proxy.config(), &schema.name)
+        .clock(clock.clone())
+        .open_blocking()
+        .expect("a kernel through the proxy");
+    let direct = schema.kernel_with(clock.clone());
+    let mut lost = 0;
+    let mut lose = |what: &str, call: &dyn Fn() -> Result<(), Error>| {
+        let commits = proxy.commits();
+        proxy.arm();
+        let r = call();
+        assert!(
+            matches!(r, Err(Error::Storage(_))),
+            "{what}: a lost answer must be `storage`, got {r:?}"
+        );
+        lost += 1;
+        assert_eq!(proxy.cuts(), lost, "{what}: the proxy never cut");
+        assert_eq!(
+            proxy.withheld().last().map(String::as_str),
+            Some("COMMIT"),
+            "{what}: the server must have committed"
+        );
+        assert_eq!(
+            proxy.commits() - commits,
+            1,
+            "{what}: a call whose commit may have landed was re-run"
+        );
+    };
+
+    // A claim: the token is lost with the answer.
+    kernel.taskboard().seed(&[TaskSeed::new("t")]).unwrap();
+    lose("claim", &|| {
+        kernel.taskboard().claim("t", "w1", TTL).map(drop)
+    });
+    let task = direct.taskboard().get("t").unwrap();
+    assert_eq!((task.state, task.fence), (TaskState::Claimed, 1));
+    assert_eq!(kernel.taskboard().claim("t", "w2", TTL), Err(Error::Taken));
+    clock.advance(TTL);
+    let taken_over = kernel.taskboard().claim("t", "w2", TTL).unwrap();
+    assert_eq!(
+        (taken_over.owner.as_deref(), taken_over.fence),
+        (Some("w2"), 2)
+    );
+
+    // An acquire: the holder is lost with the answer.
+    let mail = Action::new("mail/1", "smtp");
+    lose("acquire", &|| {
+        kernel.sideeffect().acquire(&mail, TTL).map(drop)
+    });
+    assert_eq!(
+        kernel.sideeffect().acquire(&mail, TTL),
+        Ok(Acquired::InFlight)
+    );
+    clock.advance(TTL);
+    assert_eq!(
+        kernel.sideeffect().acquire(&mail, TTL),
+        Ok(Acquired::Uncertain("intent-expired".into())),
+        "never a second grant"
+    );
+
+    // A snapshot save: it landed, so saving it again is stale.
+    let snap = gak::Snapshot {
+        run_id: "run".into(),
+        seq: 1,
+        fence: None,
+        status: "running".into(),
+        done: vec!["a".into()],
+        fields: vec![],
+    };
+    lose("save-if-newer", &|| {
+        kernel.checkpoint().save_if_newer(&snap)
+    });
+    assert_eq!(direct.checkpoint().load("run").unwrap(), snap);
+    assert_eq!(
+        kernel.checkpoint().save_if_newer(&snap),
+        Err(Error::StaleSeq)
+    );
+
+    // A fenced write: its body's write landed with the fence, once.
+    lose("write-fenced", &|| {
+        kernel
+            .sideeffect()
+            .write_fenced("ledger", 5, |d| {
+                let n: u32 = d.get("ledger")?.map_or(0, |v| v.parse().unwrap_or(0));
+                d.put("ledger", &(n + 1).to_string())
+            })
+            .map_err(|e| e.contract_error())
+    });
+    assert_eq!(direct.sideeffect().sink_seen("ledger"), Ok(5));
+    let ledger = direct.with_downstream(|d| d.get("ledger")).unwrap();
+    assert_eq!(ledger.as_deref(), Some("1"));
+}
+
+fn main() {
+    let mut suite = Suite::new();
+    suite.needs(
+        &POSTGRES,
+        "dropped_connection_mid_call_is_storage_and_changes_nothing",
+        dropped_connection_mid_call_is_storage_and_changes_nothing,
+    );
+    suite.test(
+        "schema_names_with_quotes_or_dots_are_refused",
+        schema_names_with_quotes_or_dots_are_refused,
+    );
+    suite.test(
+        "unreachable_server_fails_fast_naming_host_and_port",
+        unreachable_server_fails_fast_naming_host_and_port,
+    );
+    suite.needs(
+        &POSTGRES,
+        "database_clock_judges_expiry",
+        database_clock_judges_expiry,
+    );
+    suite.needs(
+        &POSTGRES,
+        "a_commit_whose_answer_is_lost_is_never_rerun",
+        a_commit_whose_answer_is_lost_is_never_rerun,
+    );
+    suite.run();
 }

@@ -1,4 +1,7 @@
-//! Real threads racing on one store: exactly one winner per decision.
+//! Real threads racing on one store, released together by a barrier:
+//! exactly one winner per decision.
+use std::sync::Barrier;
+
 use gak::blocking::Kernel;
 use gak::{Acquired, Action, Error};
 use gak_tests::claim_race;
@@ -30,9 +33,15 @@ fn one_key_racing_acquirers_get_one_grant() {
     for (kernel, _dir) in kernels() {
         for round in 0..20 {
             let action = Action::new(&format!("key-{round}"), &format!("res-{round}"));
+            let start = Barrier::new(8);
             let outcomes: Vec<Result<Acquired, Error>> = std::thread::scope(|s| {
                 let handles: Vec<_> = (0..8)
-                    .map(|_| s.spawn(|| kernel.sideeffect().acquire(&action, 60_000)))
+                    .map(|_| {
+                        s.spawn(|| {
+                            start.wait();
+                            kernel.sideeffect().acquire(&action, 60_000)
+                        })
+                    })
                     .collect();
                 handles.into_iter().map(|h| h.join().unwrap()).collect()
             });
@@ -54,11 +63,13 @@ fn one_resource_racing_keys_one_holder_and_increasing_fences() {
     for (kernel, _dir) in kernels() {
         let mut last_fence = 0;
         for round in 0..10 {
+            let start = Barrier::new(6);
             let outcomes: Vec<(Action, Acquired)> = std::thread::scope(|s| {
                 let handles: Vec<_> = (0..6)
                     .map(|i| {
-                        let kernel = &kernel;
+                        let (kernel, start) = (&kernel, &start);
                         s.spawn(move || {
+                            start.wait();
                             let action = Action::new(&format!("r{round}-k{i}"), "printer");
                             let out = kernel.sideeffect().acquire(&action, 60_000).unwrap();
                             (action, out)

@@ -23,6 +23,7 @@ use std::time::Instant;
 use gak::blocking::Kernel;
 use gak::{Acquired, Action, Outcome, Status, TaskSeed, TaskState};
 use gak_tests::pg;
+use gak_tests::suite::{POSTGRES, Suite};
 
 const BIN: &str = env!("CARGO_BIN_EXE_gak-crashy");
 const STEPS: [&str; 3] = ["s1", "s2", "s3"];
@@ -35,17 +36,14 @@ const POINTS: [&str; 4] = [
 /// Restarts allowed per run before the test gives up.
 const MAX_RESTARTS: usize = 3;
 
-#[test]
 fn sigkill_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite:{}", dir.path().join("crash.db").display());
     exercise("sqlite", &url, dir.path());
 }
 
-#[test]
-fn sigkill_postgres() {
-    let Some(dsn) = pg::dsn() else { return };
-    let schema = pg::Schema::new(&dsn, "sigkill");
+fn sigkill_postgres(dsn: &str) {
+    let schema = pg::Schema::new(dsn, "sigkill");
     let dir = tempfile::tempdir().unwrap();
     exercise("postgres", &schema.url, dir.path());
 }
@@ -325,4 +323,11 @@ fn audit(kernel: &Kernel, run: &str, kills: &[(&str, &str)], files: &Files, tall
         STEPS.iter().map(|s| (*s).to_owned()).collect(),
         "{run}"
     );
+}
+
+fn main() {
+    let mut suite = Suite::new();
+    suite.test("sigkill_sqlite", sigkill_sqlite);
+    suite.needs(&POSTGRES, "sigkill_postgres", sigkill_postgres);
+    suite.run();
 }

@@ -7,7 +7,7 @@
 use crate::keys::{self, Finished};
 use crate::sideeffect::{KeyRecord, Phase};
 use crate::taskboard::{Record as TaskRecord, decode_task, load_board};
-use crate::txn::{scan_all, store};
+use crate::txn::{read_many, scan_all, store};
 use crate::{Error, KeyState, Pruned, Table, TaskState, Txn, input};
 
 /// Remove at most `limit` records finished before `before`, oldest first.
@@ -117,7 +117,7 @@ fn removable_task(tx: &mut impl Txn, id: &str) -> Result<Option<TaskRecord>, Err
         .iter()
         .map(|d| (Table::Tasks, d.as_str()))
         .collect();
-    for value in tx.get_many(&wanted)?.into_iter().flatten() {
+    for value in read_many(tx, &wanted)?.into_iter().flatten() {
         if decode_task(&value)?.state != TaskState::Done {
             return Ok(None);
         }

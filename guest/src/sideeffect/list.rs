@@ -1,7 +1,7 @@
 //! Operators' view of side-effect keys: bounded pages by state (SPEC 9).
 //! Never a holder, a fence-holder pair or a reconcile claim.
 use super::record::{INTENT_EXPIRED, KeyRecord, KeyStateEntry, Phase};
-use crate::txn::decode;
+use crate::txn::{decode, read_many};
 use crate::{Error, KeyInfo, KeyPage, KeyState, Table, Txn, input, keys};
 
 /// The key as an operator sees it at `now`.
@@ -89,7 +89,7 @@ pub fn list(
             };
             let wanted: Vec<(Table, &str)> =
                 keys.iter().map(|k| (Table::Actions, k.as_str())).collect();
-            tx.get_many(&wanted)?
+            read_many(tx, &wanted)?
                 .iter()
                 .flatten()
                 .map(|v| Ok(info(KeyRecord::decode(v)?, now)))

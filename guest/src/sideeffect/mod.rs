@@ -2,7 +2,7 @@
 //! state and reconciliation, fenced sinks (SPEC 5, 8 "Side effect"), and the
 //! operators' listings of keys by state (SPEC 9).
 use crate::format::V;
-use crate::txn::{decode, mint, store};
+use crate::txn::{decode, mint, read_many, store};
 use crate::{
     Acquired, Action, Error, Lease, ReconcileClaim, Resolution, Resolved, RetrySafety, Table, Txn,
     input,
@@ -43,11 +43,16 @@ fn decode_resource(value: &str) -> Result<ResourceRecord, Error> {
 pub fn acquire(tx: &mut impl Txn, action: &Action, ttl: u64) -> Result<Acquired, Error> {
     validate_action(action)?;
     input::ttl(ttl)?;
+    let found = read_many(
+        tx,
+        &[
+            (Table::Actions, action.key.as_str()),
+            (Table::Resources, action.resource.as_str()),
+        ],
+    )?;
+    // The clock after the reads: with a binding that locks on read, expiry
+    // is judged at an instant no older than the state it is judged on.
     let now = tx.now();
-    let found = tx.get_many(&[
-        (Table::Actions, action.key.as_str()),
-        (Table::Resources, action.resource.as_str()),
-    ])?;
     let record = found[0].as_deref().map(KeyRecord::decode).transpose()?;
     let resource = found[1].as_deref().map(decode_resource).transpose()?;
 
@@ -137,11 +142,18 @@ impl Checked {
         }
     }
 
-    /// Give the live attempt its verdict, and drop the hold if asked.
+    /// Give the live attempt its verdict, and drop the hold if asked. A
+    /// verdict that settles the key (complete, abandon) also ends any
+    /// reconciliation of it: the key is no longer uncertain.
     fn settle(self, tx: &mut impl Txn, phase: Phase, release_hold: bool) -> Result<(), Error> {
         let old = self.key.expect("a live attempt has a key record");
+        let reconcile = match phase {
+            Phase::Completed { .. } | Phase::Cleared => None,
+            _ => old.reconcile.clone(),
+        };
         let new = KeyRecord {
             phase,
+            reconcile,
             ..old.clone()
         };
         write_key(tx, Some(&old), &new)?;
@@ -169,10 +181,13 @@ fn triple_check(tx: &mut impl Txn, action: &Action, lease: &Lease) -> Result<Che
     if lease.key != action.key || lease.resource != action.resource {
         return Err(Error::ResourceMismatch);
     }
-    let found = tx.get_many(&[
-        (Table::Actions, action.key.as_str()),
-        (Table::Resources, action.resource.as_str()),
-    ])?;
+    let found = read_many(
+        tx,
+        &[
+            (Table::Actions, action.key.as_str()),
+            (Table::Resources, action.resource.as_str()),
+        ],
+    )?;
     let resource = match &found[1] {
         Some(v) => decode_resource(v)?,
         None => return Err(Error::FenceStale),

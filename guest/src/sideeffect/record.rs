@@ -26,7 +26,8 @@ pub(crate) struct KeyRecord {
     /// The resource of the latest attempt.
     pub resource: String,
     pub phase: Phase,
-    /// A live or expired claim to reconcile; only on uncertain keys.
+    /// A live or expired claim to reconcile; only on uncertain keys (a
+    /// verdict or a resolution clears it).
     pub reconcile: Option<Reconcile>,
 }
 

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::format::{V, digest};
-use crate::txn::{decode, mark, mint, scan_all, store};
+use crate::txn::{decode, mark, mint, read_many, scan_all, store};
 use crate::{Error, Table, Task, TaskPage, TaskSeed, TaskState, Txn, input, keys};
 
 mod record;
@@ -23,7 +23,7 @@ pub fn seed(tx: &mut impl Txn, tasks: &[TaskSeed]) -> Result<(), Error> {
         .map(|t| (Table::Tasks, t.id.as_str()))
         .collect();
     wanted.push((Table::Meta, keys::BOARD));
-    let mut found = tx.get_many(&wanted)?;
+    let mut found = read_many(tx, &wanted)?;
     let board_before: Board = match found.pop().flatten() {
         Some(v) => decode(Table::Meta, &v)?,
         None => Board::default(),
@@ -142,7 +142,7 @@ fn note_done(
     done: &mut HashMap<String, bool>,
 ) -> Result<(), Error> {
     let wanted: Vec<(Table, &str)> = ids.iter().map(|d| (Table::Tasks, d.as_str())).collect();
-    for (id, value) in ids.iter().zip(tx.get_many(&wanted)?) {
+    for (id, value) in ids.iter().zip(read_many(tx, &wanted)?) {
         let is_done = match value {
             Some(v) => decode_task(&v)?.state == TaskState::Done,
             None => false,
@@ -167,7 +167,7 @@ fn recheck_dependents(
         .filter(|id| !skip.contains(id.as_str()))
         .collect();
     let wanted: Vec<(Table, &str)> = ids.iter().map(|d| (Table::Tasks, d.as_str())).collect();
-    for value in tx.get_many(&wanted)?.into_iter().flatten() {
+    for value in read_many(tx, &wanted)?.into_iter().flatten() {
         let record = decode_task(&value)?;
         if record.state == TaskState::Done {
             continue;
@@ -217,7 +217,7 @@ pub fn list(
                 .collect();
             let wanted: Vec<(Table, &str)> =
                 ids.iter().map(|i| (Table::Tasks, i.as_str())).collect();
-            tx.get_many(&wanted)?
+            read_many(tx, &wanted)?
                 .iter()
                 .flatten()
                 .map(|v| decode_task(v))
@@ -271,7 +271,7 @@ fn grant(tx: &mut impl Txn, record: Record, agent: &str, ttl: u64) -> Result<Tas
         .iter()
         .map(|d| (Table::Tasks, d.as_str()))
         .collect();
-    for dep in tx.get_many(&deps)? {
+    for dep in read_many(tx, &deps)? {
         let done = match dep {
             Some(v) => decode_task(&v)?.state == TaskState::Done,
             None => false,

@@ -8,6 +8,14 @@
 //! `LEDGER_SCHEMA.effects` through a fenced write, and a last phase has every
 //! worker write `LEDGER_SCHEMA.ledger` through one fenced sink with its own
 //! fences.
+//!
+//! Every line ends with the wall-clock time in nanoseconds, so the parent can
+//! prove the processes overlapped. With `GAK_HAMMER_START=DIR:N` a worker
+//! opens its kernel, says it is ready in DIR, and starts each phase only
+//! once N workers are ready for it (bounded polling): process start-up
+//! (seconds in a debug build) would otherwise serialize the run.
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
 use anyhow::{Context, Result, bail};
 use gak::blocking::{Kernel, Runner};
 use gak::{Action, BodyError, Error, Ran, RunError, SinkError};
@@ -22,41 +30,120 @@ fn main() -> Result<()> {
     let rounds: usize = rounds.parse().context("ROUNDS")?;
     let keys: usize = keys.parse().context("KEYS")?;
     let kernel = Kernel::open(url)?;
+    // Warm up: the first call instantiates the component.
+    kernel.taskboard().list(None, None, 1)?;
+    together("claims", worker)?;
     claims(&kernel, worker, rounds)?;
+    together("effects", worker)?;
     effects(&kernel, worker, keys, ledger)?;
     if let Some(schema) = ledger {
+        together("sink", worker)?;
         sink_writes(&kernel, worker, rounds, schema)?;
     }
     Ok(())
 }
 
+/// The work a real worker does between its store calls: the task itself,
+/// the effect's remote call. Not synchronisation (nothing waits for
+/// anything): without it, one process holding SQLite's write lock runs its
+/// whole phase before the other processes' busy handlers wake up, and a
+/// "multi-process" run is serial.
+fn work() {
+    std::thread::sleep(Duration::from_millis(1));
+}
+
+/// The worker's number (`w3` → 3).
+fn index(worker: &str) -> u64 {
+    worker
+        .trim_start_matches(|c: char| !c.is_ascii_digit())
+        .parse()
+        .unwrap_or(0)
+}
+
+/// Nanoseconds since the epoch: one clock for every process on the machine.
+fn now() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// The barrier before `phase` with `GAK_HAMMER_START=DIR:N` (none
+/// without it): each phase starts in every worker once all N are ready for
+/// it, so no worker runs a whole phase alone while another is still busy
+/// with the previous one (bounded polling).
+fn together(phase: &str, worker: &str) -> Result<()> {
+    let Ok(spec) = std::env::var("GAK_HAMMER_START") else {
+        return Ok(());
+    };
+    let (dir, n) = spec.rsplit_once(':').context("GAK_HAMMER_START=DIR:N")?;
+    let n: usize = n.parse().context("GAK_HAMMER_START=DIR:N")?;
+    let dir = std::path::Path::new(dir);
+    std::fs::write(dir.join(format!("{phase}-{worker}")), b"")?;
+    let prefix = format!("{phase}-");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let ready = std::fs::read_dir(dir)?
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            })
+            .count();
+        if ready >= n {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("only {ready} of {n} workers became ready for {phase} within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Claim hot tasks, release each win: every claim epoch is one fence.
+///
+/// A win is held until the worker's next win, so a worker always holds a
+/// claim between its transactions: whenever another process gets the store
+/// (SQLite hands its lock over unfairly, in bursts), it meets live claims.
 fn claims(kernel: &Kernel, worker: &str, rounds: usize) -> Result<()> {
     let board = kernel.taskboard();
+    let mut held: Option<(String, String)> = None;
     for r in 0..rounds {
         let task = format!("t{}", r % 4);
+        if held.as_ref().is_some_and(|(t, _)| *t == task) {
+            continue;
+        }
         match board.claim(&task, worker, 60_000) {
             Ok(t) => {
-                println!("WIN {task} {}", t.fence);
-                board.release(&task, t.token.as_deref().unwrap_or_default())?;
+                println!("WIN {task} {} {}", t.fence, now());
+                if let Some((old, token)) = held.take() {
+                    board.release(&old, &token)?;
+                }
+                held = Some((task, t.token.unwrap_or_default()));
+                work();
             }
-            Err(Error::Taken) => {}
+            Err(Error::Taken) => println!("TAKEN {task} {}", now()),
             Err(e) => bail!("claim {task}: {e}"),
         }
+    }
+    if let Some((task, token)) = held {
+        board.release(&task, &token)?;
     }
     Ok(())
 }
 
-/// Run every key through the Runner until it is applied somewhere.
+/// Run every key through the Runner until it is applied somewhere. Each
+/// worker starts at its own place in the key list and wraps around, so
+/// several processes apply keys and meet each other's in-flight ones.
 fn effects(kernel: &Kernel, worker: &str, keys: usize, ledger: Option<&str>) -> Result<()> {
     let runner = Runner::new(kernel, 60_000);
-    for n in 0..keys {
+    let offset = index(worker) as usize * 7;
+    for n in (0..keys).map(|i| (i + offset) % keys) {
         let key = format!("k{n}");
         let action = Action::new(&key, &format!("res{}", n % 3));
         let mut spins = 0u32;
         loop {
             let ran = runner.run(&action, |lease| {
-                println!("BODY {key} {worker} {}", lease.fence);
+                println!("BODY {key} {worker} {} {}", lease.fence, now());
+                work();
                 if let Some(schema) = ledger {
                     let sql = format!(
                         "INSERT INTO \"{schema}\".effects (key, worker, fence) VALUES ($1, $2, $3)"
@@ -75,9 +162,17 @@ fn effects(kernel: &Kernel, worker: &str, keys: usize, ledger: Option<&str>) -> 
             });
             match ran {
                 Ok(Ran::Applied(_) | Ran::Replayed(_)) => break,
-                Ok(Ran::InFlight | Ran::Contended(_)) if spins < 1_000_000 => {
+                Ok(refused @ (Ran::InFlight | Ran::Contended(_))) if spins < 100_000 => {
+                    if spins == 0 {
+                        let what = match refused {
+                            Ran::InFlight => "INFLIGHT",
+                            _ => "CONTENDED",
+                        };
+                        println!("{what} {key} {}", now());
+                    }
                     spins += 1;
-                    std::thread::yield_now();
+                    // Try again after a moment, as a real worker would.
+                    work();
                 }
                 Ok(other) => bail!("{key}: {other:?}"),
                 Err(RunError::Kernel(e)) => bail!("{key}: {e}"),
@@ -91,10 +186,7 @@ fn effects(kernel: &Kernel, worker: &str, keys: usize, ledger: Option<&str>) -> 
 /// Writers with interleaved fences through one sink: stale ones must be
 /// refused before their body runs.
 fn sink_writes(kernel: &Kernel, worker: &str, rounds: usize, schema: &str) -> Result<()> {
-    let index: u64 = worker
-        .trim_start_matches(|c: char| !c.is_ascii_digit())
-        .parse()
-        .unwrap_or(0);
+    let index = index(worker);
     let sql = format!("INSERT INTO \"{schema}\".ledger (fence, worker) VALUES ($1, $2)");
     for i in 0..rounds as u64 {
         let fence = 1 + i * 8 + index;
@@ -104,8 +196,8 @@ fn sink_writes(kernel: &Kernel, worker: &str, rounds: usize, schema: &str) -> Re
                 .map(drop)
         });
         match written {
-            Ok(()) => println!("SINK {fence}"),
-            Err(SinkError::Kernel(Error::FenceStale)) => println!("STALE {fence}"),
+            Ok(()) => println!("SINK {fence} {}", now()),
+            Err(SinkError::Kernel(Error::FenceStale)) => println!("STALE {fence} {}", now()),
             Err(e) => bail!("sink write {fence}: {e:?}"),
         }
     }
