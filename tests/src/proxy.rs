@@ -7,6 +7,12 @@
 //!
 //! It reads the wire protocol (v3) without TLS: the kernel must connect
 //! through it with `sslmode=disable` ([`CommitCutter::config`] does).
+//!
+//! Only the `COMMIT` of a transaction that wrote is cut: the binding ends a
+//! read-only transaction with a `COMMIT` it does not wait for, whose lost
+//! answer would be no ambiguity at all. A transaction wrote when it bound
+//! an `INSERT` or `DELETE` statement (the proxy remembers which prepared
+//! statements are writes from their `Parse` message).
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::str::FromStr;
@@ -20,7 +26,7 @@ use gak::tokio_postgres::config::{Host, SslMode};
 #[derive(Debug, Default)]
 struct Shared {
     armed: AtomicBool,
-    /// `COMMIT` queries forwarded (answered or not).
+    /// `COMMIT`s of writing transactions forwarded (answered or not).
     commits: AtomicUsize,
     /// Connections cut after a withheld answer.
     cuts: AtomicUsize,
@@ -138,6 +144,38 @@ fn write_message(to: &mut TcpStream, kind: Option<u8>, body: &[u8]) -> Option<()
     to.write_all(&out).ok()
 }
 
+/// The NUL-terminated strings at the start of a message body.
+fn cstrings(body: &[u8], n: usize) -> Vec<String> {
+    body.split(|b| *b == 0)
+        .take(n)
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect()
+}
+
+/// Does this client message make the transaction a writing one? `known`
+/// collects the names of prepared write statements.
+fn writes(kind: Option<u8>, body: &[u8], known: &mut std::collections::HashSet<String>) -> bool {
+    let is_write = |sql: &str| {
+        let sql = sql.trim_start().to_ascii_uppercase();
+        sql.starts_with("INSERT") || sql.starts_with("DELETE") || sql.starts_with("UPDATE")
+    };
+    match kind {
+        Some(b'P') => {
+            let parts = cstrings(body, 2);
+            if parts.len() == 2 && is_write(&parts[1]) {
+                known.insert(parts[0].clone());
+            }
+            false
+        }
+        Some(b'B') => {
+            let parts = cstrings(body, 2);
+            parts.len() == 2 && known.contains(&parts[1])
+        }
+        Some(b'Q') => is_write(&String::from_utf8_lossy(body)),
+        _ => false,
+    }
+}
+
 fn cut(streams: &[&TcpStream]) {
     for s in streams {
         let _ = s.shutdown(Shutdown::Both);
@@ -154,9 +192,16 @@ fn connection(client: TcpStream, server: TcpStream, shared: Arc<Shared>) {
     // client -> server
     std::thread::spawn(move || {
         let mut typed = false;
+        let (mut write_statements, mut wrote) = (std::collections::HashSet::new(), false);
         while let Some((kind, body)) = read_message(&mut c_in, typed) {
             typed = true;
-            let commit = kind == Some(b'Q') && body.starts_with(b"COMMIT");
+            wrote |= writes(kind, &body, &mut write_statements);
+            let ends = kind == Some(b'Q')
+                && (body.starts_with(b"COMMIT") || body.starts_with(b"ROLLBACK"));
+            let commit = kind == Some(b'Q') && body.starts_with(b"COMMIT") && wrote;
+            if ends {
+                wrote = false;
+            }
             if commit {
                 up_shared.commits.fetch_add(1, Ordering::SeqCst);
                 if up_shared.armed.swap(false, Ordering::SeqCst) {

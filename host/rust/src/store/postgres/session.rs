@@ -55,6 +55,8 @@ pub struct PostgresSession {
     deferred: Vec<Deferred>,
     /// Advisory locks this transaction holds.
     locked: HashSet<String>,
+    /// The transaction wrote (or will write) something.
+    wrote: bool,
 }
 
 /// What a batch ends with, after `BEGIN` and the deferred writes.
@@ -88,6 +90,20 @@ impl PostgresSession {
             begin_pending: false,
             deferred: Vec::new(),
             locked: HashSet::new(),
+            wrote: false,
+        }
+    }
+
+    /// End a transaction that wrote nothing: its end matters only for
+    /// releasing its locks, so the `COMMIT` / `ROLLBACK` is sent and not
+    /// waited for (a read-only call costs one round trip). The connection
+    /// runs requests in order, so the next transaction starts after it.
+    fn end_unwaited(&mut self, sql: &'static str) {
+        if let Some(client) = &self.client {
+            use futures_util::FutureExt as _;
+            // Polling once sends the request; the dropped answer is
+            // discarded by the connection.
+            let _ = client.batch_execute(sql).now_or_never();
         }
     }
 
@@ -363,6 +379,7 @@ impl PostgresSession {
         self.begin_pending = false;
         self.deferred.clear();
         self.locked.clear();
+        self.wrote = false;
     }
 }
 
@@ -398,6 +415,7 @@ impl Session for PostgresSession {
     ) -> StoreFuture<'a, ()> {
         let r = self.open_client().map(drop);
         if r.is_ok() {
+            self.wrote = true;
             self.deferred.push(Deferred {
                 table,
                 key: key.to_owned(),
@@ -410,6 +428,7 @@ impl Session for PostgresSession {
     fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
         let r = self.open_client().map(drop);
         if r.is_ok() {
+            self.wrote = true;
             self.deferred.push(Deferred {
                 table,
                 key: key.to_owned(),
@@ -432,8 +451,11 @@ impl Session for PostgresSession {
     fn commit(&mut self) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             self.open_client()?;
-            // A transaction that never sent a statement has nothing to commit.
-            let result = if self.begin_pending && self.deferred.is_empty() {
+            let result = if self.begin_pending && !self.wrote {
+                // Nothing was ever sent: nothing to end.
+                Ok(())
+            } else if !self.wrote {
+                self.end_unwaited("COMMIT");
                 Ok(())
             } else {
                 self.batch(Then::Commit).await.map(drop)
@@ -446,9 +468,17 @@ impl Session for PostgresSession {
     fn rollback(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(async move {
             let sent = self.open && !self.begin_pending;
+            let wrote = self.wrote;
             self.end();
-            if sent
-                && let Some(client) = &self.client
+            if !sent {
+                return;
+            }
+            if !wrote {
+                // Nothing to undo: only the locks go, as with a read-only
+                // commit.
+                return self.end_unwaited("ROLLBACK");
+            }
+            if let Some(client) = &self.client
                 && client.batch_execute("ROLLBACK").await.is_err()
             {
                 self.client = None;
