@@ -44,6 +44,8 @@ pub struct Audit {
     pub sink_ok: BTreeSet<i64>,
     /// Fenced writes refused as stale.
     pub sink_stale: usize,
+    /// Tasks handed out by `claim-next`, with their worker and time.
+    pub queue_grants: Vec<Win>,
 }
 
 /// How the workers are started.
@@ -56,9 +58,18 @@ pub enum Start {
     Serially,
 }
 
-fn spawn(bin: &str, worker: usize, args: &[&str], barrier: Option<(&str, usize)>) -> Child {
+fn spawn(
+    bin: &str,
+    worker: usize,
+    args: &[&str],
+    barrier: Option<(&str, usize)>,
+    queue: bool,
+) -> Child {
     let (url, rest) = args.split_first().expect("a store URL");
     let mut cmd = Command::new(bin);
+    if queue {
+        cmd.env("GAK_HAMMER_QUEUE", "1");
+    }
     cmd.arg(url)
         .arg(format!("w{worker}"))
         .args(rest)
@@ -76,15 +87,40 @@ pub fn run(bin: &str, workers: usize, args: &[&str]) -> Audit {
     run_with(bin, workers, args, Start::Together)
 }
 
+/// The queue `q0..q{n-1}` for [`run_queue`]: the second half each depend
+/// on one of the first, so completions feed the queue while it drains.
+pub fn queue_seeds(n: usize) -> Vec<gak::TaskSeed> {
+    (0..n)
+        .map(|i| {
+            let seed = gak::TaskSeed::new(&format!("q{i}"));
+            if i >= n / 2 {
+                seed.deps(&[&format!("q{}", i - n / 2)])
+            } else {
+                seed
+            }
+        })
+        .collect()
+}
+
+/// `workers` processes started together drain the board at `url` with
+/// `claim-next` (the caller seeded it); audit with [`Audit::check_queue`].
+pub fn run_queue(bin: &str, workers: usize, url: &str) -> Audit {
+    run_full(bin, workers, &[url, "0", "0"], Start::Together, true)
+}
+
 /// [`run`], choosing how the workers start.
 pub fn run_with(bin: &str, workers: usize, args: &[&str], start: Start) -> Audit {
+    run_full(bin, workers, args, start, false)
+}
+
+fn run_full(bin: &str, workers: usize, args: &[&str], start: Start, queue: bool) -> Audit {
     let mut audit = Audit::default();
     match start {
         Start::Together => {
             let barrier = tempfile::tempdir().expect("barrier dir");
             let dir = barrier.path().to_str().expect("utf-8 temp dir");
             let children: Vec<Child> = (0..workers)
-                .map(|w| spawn(bin, w, args, Some((dir, workers))))
+                .map(|w| spawn(bin, w, args, Some((dir, workers)), queue))
                 .collect();
             for (w, child) in children.into_iter().enumerate() {
                 audit.absorb(w, child);
@@ -92,7 +128,7 @@ pub fn run_with(bin: &str, workers: usize, args: &[&str], start: Start) -> Audit
         }
         Start::Serially => {
             for w in 0..workers {
-                audit.absorb(w, spawn(bin, w, args, None));
+                audit.absorb(w, spawn(bin, w, args, None, queue));
             }
         }
     }
@@ -134,6 +170,12 @@ impl Audit {
                     });
                 }
                 ["INFLIGHT" | "CONTENDED", _, _] => self.in_flight += 1,
+                ["NEXT", task, fence, at] => self.queue_grants.push(Win {
+                    worker,
+                    subject: (*task).into(),
+                    fence: number(fence),
+                    at: number(at),
+                }),
                 ["SINK", fence, _] => assert!(self.sink_ok.insert(number(fence))),
                 ["STALE", _, _] => self.sink_stale += 1,
                 other => panic!("unexpected line {other:?}"),
@@ -177,6 +219,50 @@ impl Audit {
         for (key, n) in &self.bodies {
             assert_eq!(*n, 1, "{key} ran {n} times");
         }
+    }
+
+    /// `claim-next` drained the queue `q0..q{n-1}` (the second half each
+    /// depending on one of the first) across processes: each task handed
+    /// out exactly once, at its first claim (fence 1), a dependent only
+    /// after its dependency was handed out, all of them done, and by at
+    /// least `min_workers` processes. Returns how many processes took part.
+    pub fn check_queue(&self, kernel: &Kernel, n: usize, min_workers: usize) -> usize {
+        let mut seen = BTreeMap::new();
+        for grant in &self.queue_grants {
+            assert_eq!(grant.fence, 1, "{} handed out again", grant.subject);
+            *seen.entry(grant.subject.clone()).or_insert(0) += 1;
+        }
+        assert_eq!(
+            seen.len(),
+            n,
+            "not every queued task was handed out: {seen:?}"
+        );
+        assert!(
+            seen.values().all(|c| *c == 1),
+            "a task handed out twice: {seen:?}"
+        );
+        for i in 0..n {
+            let task = kernel
+                .taskboard()
+                .get(&format!("q{i}"))
+                .expect("queued task");
+            assert_eq!(task.state, gak::TaskState::Done, "q{i}");
+        }
+        let at: BTreeMap<&str, u128> = self
+            .queue_grants
+            .iter()
+            .map(|g| (g.subject.as_str(), g.at))
+            .collect();
+        for i in n / 2..n {
+            let (task, dep) = (format!("q{i}"), format!("q{}", i - n / 2));
+            assert!(at[task.as_str()] > at[dep.as_str()], "{task} before {dep}");
+        }
+        let workers: BTreeSet<usize> = self.queue_grants.iter().map(|g| g.worker).collect();
+        assert!(
+            workers.len() >= min_workers,
+            "claim-next served only {workers:?}"
+        );
+        workers.len()
     }
 
     /// The processes really raced: claims won by at least `min_winners`

@@ -7,6 +7,8 @@ use gak_tests::hammer::{self, Start};
 const WORKERS: usize = 4;
 const ROUNDS: usize = 200;
 const KEYS: usize = 60;
+/// Tasks the workers drain with `claim-next`.
+const QUEUED: usize = 80;
 
 #[test]
 fn processes_sharing_a_sqlite_file() {
@@ -50,6 +52,22 @@ fn processes_sharing_a_sqlite_file() {
 }
 
 /// The overlap check has teeth: the same workers run one after another
+/// Processes drain one board with `claim-next`: every task handed out once,
+/// dependents only after their dependency, the work spread over processes.
+#[test]
+fn processes_draining_a_queue_with_claim_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("queue.db").display());
+    let kernel = Kernel::open(&url).unwrap();
+    kernel
+        .taskboard()
+        .seed(&hammer::queue_seeds(QUEUED))
+        .unwrap();
+    let audit = hammer::run_queue(env!("CARGO_BIN_EXE_gak-hammer"), WORKERS, &url);
+    let served = audit.check_queue(&kernel, QUEUED, 2);
+    eprintln!("multiprocess: {QUEUED} tasks drained by {served} processes with claim-next");
+}
+
 /// pass every correctness check, and the overlap check rejects them.
 #[test]
 fn a_serial_run_fails_the_overlap_check() {

@@ -1,6 +1,7 @@
 //! Eight OS processes on one PostgreSQL schema: one winner per claim epoch,
 //! each key's effect exactly once in a real downstream table, and a fenced
-//! sink whose seen fence never decreases.
+//! sink whose seen fence never decreases; and eight processes draining one
+//! board with `claim-next`.
 use std::collections::BTreeSet;
 
 use gak::{Acquired, Action, TaskSeed};
@@ -10,6 +11,7 @@ use gak_tests::{hammer, pg};
 const WORKERS: usize = 8;
 const ROUNDS: usize = 100;
 const KEYS: usize = 40;
+const QUEUED: usize = 120;
 
 fn eight_processes_on_one_postgres_schema(dsn: &str) {
     let schema = pg::Schema::new(dsn, "mp");
@@ -86,6 +88,19 @@ fn eight_processes_on_one_postgres_schema(dsn: &str) {
     );
 }
 
+/// Eight processes drain one PostgreSQL board with `claim-next`.
+fn eight_processes_draining_a_postgres_queue(dsn: &str) {
+    let schema = pg::Schema::new(dsn, "mq");
+    let kernel = schema.kernel();
+    kernel
+        .taskboard()
+        .seed(&hammer::queue_seeds(QUEUED))
+        .unwrap();
+    let audit = hammer::run_queue(env!("CARGO_BIN_EXE_gak-hammer"), WORKERS, &schema.url);
+    let served = audit.check_queue(&kernel, QUEUED, 2);
+    eprintln!("pg multiprocess: {QUEUED} tasks drained by {served} processes with claim-next");
+}
+
 /// Rows of (text, number) through the kernel's own session (tests only).
 fn query(kernel: &gak::blocking::Kernel, sql: &str) -> Vec<(String, i64)> {
     kernel
@@ -105,6 +120,11 @@ fn main() {
         &POSTGRES,
         "eight_processes_on_one_postgres_schema",
         eight_processes_on_one_postgres_schema,
+    );
+    suite.needs(
+        &POSTGRES,
+        "eight_processes_draining_a_postgres_queue",
+        eight_processes_draining_a_postgres_queue,
     );
     suite.run();
 }

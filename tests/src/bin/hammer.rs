@@ -9,6 +9,10 @@
 //! worker write `LEDGER_SCHEMA.ledger` through one fenced sink with its own
 //! fences.
 //!
+//! With `GAK_HAMMER_QUEUE` set, the worker runs one phase instead: it
+//! drains the board with `claim-next`, completing each task it gets, and
+//! prints one line per task handed out (ROUNDS and KEYS are ignored).
+//!
 //! Every line ends with the wall-clock time in nanoseconds, so the parent can
 //! prove the processes overlapped. With `GAK_HAMMER_START=DIR:N` a worker
 //! opens its kernel, says it is ready in DIR, and starts each phase only
@@ -32,6 +36,10 @@ fn main() -> Result<()> {
     let kernel = Kernel::open(url)?;
     // Warm up: the first call instantiates the component.
     kernel.taskboard().list(None, None, 1)?;
+    if std::env::var_os("GAK_HAMMER_QUEUE").is_some() {
+        together("queue", worker)?;
+        return queue(&kernel, worker);
+    }
     together("claims", worker)?;
     claims(&kernel, worker, rounds)?;
     together("effects", worker)?;
@@ -126,6 +134,19 @@ fn claims(kernel: &Kernel, worker: &str, rounds: usize) -> Result<()> {
     }
     if let Some((task, token)) = held {
         board.release(&task, &token)?;
+    }
+    Ok(())
+}
+
+/// Drain the queue with `claim-next`: every task it hands out is this
+/// worker's alone (the audit checks no task is handed out twice), and
+/// completing one can make its dependents ready for anyone.
+fn queue(kernel: &Kernel, worker: &str) -> Result<()> {
+    let board = kernel.taskboard();
+    while let Some(task) = board.claim_next(worker, 60_000)? {
+        println!("NEXT {} {} {}", task.id, task.fence, now());
+        work();
+        board.complete(&task.id, task.token.as_deref().unwrap_or_default())?;
     }
     Ok(())
 }
