@@ -36,6 +36,7 @@ around (so we notice when it is fixed upstream).
 from __future__ import annotations
 
 import ctypes
+import struct
 from ctypes import byref, c_char_p, c_size_t, c_void_p, string_at
 from typing import Any, Callable, Sequence
 
@@ -47,11 +48,9 @@ from wasmtime.component import _types as wt
 WASMTIME_VERSION = "50.0.1"
 
 Val = ffi.wasmtime_component_val_t
-_VAL_SIZE = ctypes.sizeof(Val)
-_PAYLOAD_OFFSET = Val.of.offset
 
 # Kinds of wasmtime_component_val_t (crates/c-api/include/wasmtime/component/val.h).
-_BOOL, _U8, _U32, _U64 = 0, 2, 6, 8
+_BOOL, _U8, _U32_KIND, _U64_KIND = 0, 2, 6, 8
 _STRING, _LIST, _RECORD, _TUPLE, _VARIANT, _ENUM, _OPTION, _RESULT = 12, 13, 14, 15, 16, 17, 18, 19
 
 
@@ -66,17 +65,37 @@ def _fn(name: str, restype: Any, *argtypes: Any) -> Any:
 
 _byte_vec_new = _fn("wasm_byte_vec_new", None, c_void_p, c_size_t, c_char_p)
 _vallist_new = _fn("wasmtime_component_vallist_new", None, c_void_p, c_size_t, c_void_p)
-_vallist_uninit = _fn("wasmtime_component_vallist_new_uninit", None, c_void_p, c_size_t)
-_record_uninit = _fn("wasmtime_component_valrecord_new_uninit", None, c_void_p, c_size_t)
-_tuple_uninit = _fn("wasmtime_component_valtuple_new_uninit", None, c_void_p, c_size_t)
+_record_new = _fn("wasmtime_component_valrecord_new", None, c_void_p, c_size_t, c_void_p)
+_tuple_new = _fn("wasmtime_component_valtuple_new", None, c_void_p, c_size_t, c_void_p)
 _val_new = _fn("wasmtime_component_val_new", c_void_p, c_void_p)
 val_delete = _fn("wasmtime_component_val_delete", None, c_void_p)
 _func_call = _fn(
     "wasmtime_component_func_call", c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_size_t
 )
 
-_ValPtr = ctypes.POINTER(Val)
+# Layouts of the C API's structs on 64-bit targets (checked against ctypes in
+# tests/test_abi.py): a Val is {kind: u8, payload at 8}, 32 bytes; a vec or
+# name is {size: usize, data: ptr}; a record entry is {name, val at 16}, 48
+# bytes; a variant is {name, val ptr at 16}; a result is {is_ok, val ptr at 8}.
+_VAL = 32
+_OF = 8
+_ENTRY = 48
+assert ctypes.sizeof(Val) == _VAL and Val.of.offset == _OF
+assert ctypes.sizeof(ffi.wasmtime_component_valrecord_entry_t) == _ENTRY
+assert ffi.wasmtime_component_valrecord_entry_t.val.offset == 16
+assert ffi.wasmtime_component_valvariant_t.val.offset == 16
+assert ffi.wasmtime_component_valresult_t.val.offset == 8
+
 _addressof = ctypes.addressof
+_c_char = ctypes.c_char
+_QQ = struct.Struct("<QQ").unpack_from
+_Q = struct.Struct("<Q").unpack_from
+_I = struct.Struct("<I").unpack_from
+_put_q = struct.Struct("<Q").pack_into
+_put_kind_u64 = struct.Struct("<B7xQ").pack_into
+_put_kind_u32 = struct.Struct("<B7xI").pack_into
+_put_kind_bool = struct.Struct("<B7x?").pack_into
+_put_kind_result = struct.Struct("<B7x?7xQ").pack_into
 
 
 class ArgError(Exception):
@@ -87,76 +106,100 @@ class Trap(Exception):
     """The component trapped (or wasmtime refused the call): the instance is unusable."""
 
 
-def _set_bytes(vec_addr: int, data: bytes) -> None:
-    _byte_vec_new(vec_addr, len(data), data)
+def _buffer(size: int) -> tuple[bytearray, int]:
+    """A zeroed buffer (zero bytes are `Bool(false)` values and empty names,
+    which wasmtime can always drop) and its address."""
+    buf = bytearray(size)
+    return buf, _addressof(_c_char.from_buffer(buf)) if size else 0
+
+
+# Every codec lowers into (buf, base, off): the Val at `off` of the buffer
+# `buf` whose address is `base`, and lifts from (mem, off): the Val at `off`
+# of the bytes `mem` read from C memory. Composite lowerings hand their
+# element buffer to wasmtime (the C API's `*_new` copies it) even when an
+# element fails, so a partly lowered value is always one wasmtime can drop.
 
 
 class Codec:
-    """Lowers a Python value into a ``Val`` slot and lifts one back."""
+    """Lowers a Python value into a Val slot and lifts one back."""
 
     __slots__ = ()
 
-    def lower(self, value: Any, dst: Any) -> None:  # pragma: no cover - abstract
+    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:  # pragma: no cover
         raise NotImplementedError
 
-    def lift(self, src: Any) -> Any:  # pragma: no cover - abstract
+    def lift(self, mem: bytes, off: int) -> Any:  # pragma: no cover
         raise NotImplementedError
 
 
 class _Bool(Codec):
     __slots__ = ()
 
-    def lower(self, value: Any, dst: Any) -> None:
+    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
         if not isinstance(value, bool):
             raise TypeError(f"expected a bool, got {type(value).__name__}")
-        dst.kind = _BOOL
-        dst.of.boolean = value
+        _put_kind_bool(buf, off, _BOOL, value)
 
-    def lift(self, src: Any) -> Any:
-        return bool(src.of.boolean)
+    def lift(self, mem: bytes, off: int) -> Any:
+        return mem[off + _OF] != 0
 
 
-class _Unsigned(Codec):
-    __slots__ = ("kind", "field", "bound", "name")
+def _int(value: Any, bound: int, name: str) -> int:
+    if type(value) is not int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"expected an int for {name}, got {type(value).__name__}")
+        value = int(value)
+    if not 0 <= value < bound:
+        raise ArgError(f"{value} is out of range for {name}")
+    return value
 
-    def __init__(self, kind: int, field: str, bits: int) -> None:
-        self.kind = kind
-        self.field = field
-        self.bound = 1 << bits
-        self.name = f"u{bits}"
 
-    def lower(self, value: Any, dst: Any) -> None:
-        if type(value) is not int:
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"expected an int for {self.name}, got {type(value).__name__}")
-            value = int(value)
-        if not 0 <= value < self.bound:
-            raise ArgError(f"{value} is out of range for {self.name}")
-        dst.kind = self.kind
-        setattr(dst.of, self.field, value)
+class _U64Codec(Codec):
+    __slots__ = ()
 
-    def lift(self, src: Any) -> Any:
-        return getattr(src.of, self.field)
+    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
+        _put_kind_u64(buf, off, _U64_KIND, _int(value, 1 << 64, "u64"))
+
+    def lift(self, mem: bytes, off: int) -> Any:
+        return _Q(mem, off + _OF)[0]
+
+
+class _U32Codec(Codec):
+    __slots__ = ()
+
+    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
+        _put_kind_u32(buf, off, _U32_KIND, _int(value, 1 << 32, "u32"))
+
+    def lift(self, mem: bytes, off: int) -> Any:
+        return _I(mem, off + _OF)[0]
+
+
+
+
+def _utf8(value: Any) -> bytes:
+    if type(value) is not str and not isinstance(value, str):
+        raise TypeError(f"expected a str, got {type(value).__name__}")
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ArgError(f"not valid Unicode text: {e.reason}") from None
+
+
+def _name(mem: bytes, off: int) -> str:
+    n, data = _QQ(mem, off)
+    return string_at(data, n).decode("utf-8") if n else ""
 
 
 class _String(Codec):
     __slots__ = ()
 
-    def lower(self, value: Any, dst: Any) -> None:
-        if type(value) is not str:
-            if not isinstance(value, str):
-                raise TypeError(f"expected a str, got {type(value).__name__}")
-        try:
-            data = value.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise ArgError(f"not valid Unicode text: {e.reason}") from None
-        dst.kind = _STRING
-        _byte_vec_new(_addressof(dst) + _PAYLOAD_OFFSET, len(data), data)
+    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
+        data = _utf8(value)
+        _byte_vec_new(base + off + _OF, len(data), data)
+        buf[off] = _STRING
 
-    def lift(self, src: Any) -> Any:
-        s = src.of.string
-        n = s.size
-        return string_at(s.data, n).decode("utf-8") if n else ""
+    def lift(self, mem: bytes, off: int) -> Any:
+        return _name(mem, off + _OF)
 
 
 class _Bytes(Codec):
@@ -165,28 +208,22 @@ class _Bytes(Codec):
 
     __slots__ = ()
 
-    def lower(self, value: Any, dst: Any) -> None:
+    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
         if not isinstance(value, (bytes, bytearray, memoryview)):
             raise TypeError(f"expected bytes, got {type(value).__name__}")
         data = bytes(value)
         n = len(data)
-        dst.kind = _LIST
-        if n == 0:
-            _vallist_new(_addressof(dst) + _PAYLOAD_OFFSET, 0, None)
-            return
-        # n consecutive Val{kind: u8, of.u8: byte}; zero elsewhere.
-        buf = bytearray(_VAL_SIZE * n)
-        buf[0::_VAL_SIZE] = bytes((_U8,)) * n
-        buf[_PAYLOAD_OFFSET::_VAL_SIZE] = data
-        raw = (ctypes.c_char * len(buf)).from_buffer(buf)
-        _vallist_new(_addressof(dst) + _PAYLOAD_OFFSET, n, _addressof(raw))
+        # n consecutive Val{kind: u8, payload: the byte}, zero elsewhere.
+        elems, addr = _buffer(_VAL * n)
+        if n:
+            elems[0::_VAL] = bytes((_U8,)) * n
+            elems[_OF::_VAL] = data
+        _vallist_new(base + off + _OF, n, addr or None)
+        buf[off] = _LIST
 
-    def lift(self, src: Any) -> Any:
-        lst = src.of.list
-        n = lst.size
-        if n == 0:
-            return b""
-        return string_at(lst.data, _VAL_SIZE * n)[_PAYLOAD_OFFSET::_VAL_SIZE]
+    def lift(self, mem: bytes, off: int) -> Any:
+        n, data = _QQ(mem, off + _OF)
+        return string_at(data, _VAL * n)[_OF::_VAL] if n else b""
 
 
 class _List(Codec):
@@ -195,22 +232,26 @@ class _List(Codec):
     def __init__(self, elem: Codec) -> None:
         self.elem = elem
 
-    def lower(self, value: Any, dst: Any) -> None:
+    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
         if not isinstance(value, (list, tuple)):
             raise TypeError(f"expected a list, got {type(value).__name__}")
-        dst.kind = _LIST
         n = len(value)
-        _vallist_uninit(_addressof(dst) + _PAYLOAD_OFFSET, n)
-        data = dst.of.list.data
+        elems, addr = _buffer(_VAL * n)
+        buf[off] = _LIST
         lower = self.elem.lower
-        for i in range(n):
-            lower(value[i], data[i])
+        try:
+            for i in range(n):
+                lower(value[i], elems, addr, i * _VAL)
+        finally:
+            _vallist_new(base + off + _OF, n, addr or None)
 
-    def lift(self, src: Any) -> Any:
-        lst = src.of.list
-        data = lst.data
+    def lift(self, mem: bytes, off: int) -> Any:
+        n, data = _QQ(mem, off + _OF)
+        if not n:
+            return []
+        arr = string_at(data, _VAL * n)
         lift = self.elem.lift
-        return [lift(data[i]) for i in range(lst.size)]
+        return [lift(arr, i * _VAL) for i in range(n)]
 
 
 class _Record(Codec):
@@ -221,20 +262,24 @@ class _Record(Codec):
         self.fields = list(fields)
         self.n = len(self.fields)
 
-    def lower(self, value: Any, dst: Any) -> None:
-        if len(value) != self.n:
-            raise TypeError(f"expected a record of {self.n} fields, got {len(value)}")
-        dst.kind = _RECORD
-        _record_uninit(_addressof(dst) + _PAYLOAD_OFFSET, self.n)
-        data = dst.of.record.data
-        for i, (name, codec) in enumerate(zip(self.names, self.fields)):
-            entry = data[i]
-            _byte_vec_new(_addressof(entry), len(name), name)
-            codec.lower(value[i], entry.val)
+    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
+        n = self.n
+        if len(value) != n:
+            raise TypeError(f"expected a record of {n} fields, got {len(value)}")
+        entries, addr = _buffer(_ENTRY * n)
+        buf[off] = _RECORD
+        try:
+            for i in range(n):
+                name = self.names[i]
+                _byte_vec_new(addr + i * _ENTRY, len(name), name)
+                self.fields[i].lower(value[i], entries, addr, i * _ENTRY + 16)
+        finally:
+            _record_new(base + off + _OF, n, addr)
 
-    def lift(self, src: Any) -> Any:
-        data = src.of.record.data
-        return tuple([codec.lift(data[i].val) for i, codec in enumerate(self.fields)])
+    def lift(self, mem: bytes, off: int) -> Any:
+        n, data = _QQ(mem, off + _OF)
+        arr = string_at(data, _ENTRY * n)
+        return tuple([f.lift(arr, i * _ENTRY + 16) for i, f in enumerate(self.fields)])
 
 
 class _Tuple(Codec):
@@ -243,47 +288,52 @@ class _Tuple(Codec):
     def __init__(self, elems: Sequence[Codec]) -> None:
         self.elems = list(elems)
 
-    def lower(self, value: Any, dst: Any) -> None:
-        if len(value) != len(self.elems):
-            raise TypeError(f"expected a tuple of {len(self.elems)}, got {len(value)}")
-        dst.kind = _TUPLE
-        _tuple_uninit(_addressof(dst) + _PAYLOAD_OFFSET, len(self.elems))
-        data = dst.of.tuple.data
-        for i, codec in enumerate(self.elems):
-            codec.lower(value[i], data[i])
+    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
+        n = len(self.elems)
+        if len(value) != n:
+            raise TypeError(f"expected a tuple of {n}, got {len(value)}")
+        elems, addr = _buffer(_VAL * n)
+        buf[off] = _TUPLE
+        try:
+            for i, codec in enumerate(self.elems):
+                codec.lower(value[i], elems, addr, i * _VAL)
+        finally:
+            _tuple_new(base + off + _OF, n, addr)
 
-    def lift(self, src: Any) -> Any:
-        data = src.of.tuple.data
-        return tuple([codec.lift(data[i]) for i, codec in enumerate(self.elems)])
+    def lift(self, mem: bytes, off: int) -> Any:
+        n, data = _QQ(mem, off + _OF)
+        arr = string_at(data, _VAL * n)
+        return tuple([c.lift(arr, i * _VAL) for i, c in enumerate(self.elems)])
 
 
 def _boxed(codec: Codec, value: Any) -> int:
-    """A heap ``Val`` owned by the C API (for option / variant / result payloads)."""
-    tmp = Val()
+    """A heap Val owned by the C API (for option / variant / result payloads);
+    boxed even when lowering fails, so the caller's tree stays droppable."""
+    tmp, addr = _buffer(_VAL)
     try:
-        codec.lower(value, tmp)
+        codec.lower(value, tmp, addr, 0)
     except BaseException:
-        val_delete(_addressof(tmp))
+        val_delete(addr)
         raise
-    return _val_new(_addressof(tmp))
+    return _val_new(addr)  # type: ignore[no-any-return]
+
+
+def _deref(p: int) -> bytes:
+    return string_at(p, _VAL)
 
 
 class _Option(Codec):
-    __slots__ = ("inner", "offset")
+    __slots__ = ("inner",)
 
     def __init__(self, inner: Codec) -> None:
         self.inner = inner
 
-    def lower(self, value: Any, dst: Any) -> None:
-        dst.kind = _OPTION
-        if value is None:
-            dst.of.option = None
-        else:
-            ctypes.c_void_p.from_address(_addressof(dst) + _PAYLOAD_OFFSET).value = _boxed(self.inner, value)
+    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
+        _put_kind_u64(buf, off, _OPTION, 0 if value is None else _boxed(self.inner, value))
 
-    def lift(self, src: Any) -> Any:
-        p = src.of.option
-        return self.inner.lift(p.contents) if p else None
+    def lift(self, mem: bytes, off: int) -> Any:
+        p = _Q(mem, off + _OF)[0]
+        return self.inner.lift(_deref(p), 0) if p else None
 
 
 class _Result(Codec):
@@ -293,58 +343,45 @@ class _Result(Codec):
         self.ok = ok
         self.err = err
 
-    def lower(self, value: Any, dst: Any) -> None:
+    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
         is_ok, payload = value
         codec = self.ok if is_ok else self.err
-        dst.kind = _RESULT
-        r = dst.of.result
-        r.is_ok = bool(is_ok)
-        # The slot may hold stale bytes (wasmtime pre-fills result slots with
-        # `Bool(false)`, whose union tail is undefined): always write the pointer.
-        slot = ctypes.c_void_p.from_address(_addressof(r) + _RESULT_VAL_OFFSET)
-        slot.value = None
-        if codec is not None:
-            slot.value = _boxed(codec, payload)
+        # Every byte written: wasmtime pre-fills result slots with
+        # `Bool(false)`, whose union tail is undefined.
+        _put_kind_result(buf, off, _RESULT, bool(is_ok), 0 if codec is None else _boxed(codec, payload))
 
-    def lift(self, src: Any) -> Any:
-        r = src.of.result
-        codec = self.ok if r.is_ok else self.err
+    def lift(self, mem: bytes, off: int) -> Any:
+        is_ok = mem[off + _OF] != 0
+        codec = self.ok if is_ok else self.err
         if codec is None:
-            return (bool(r.is_ok), None)
-        return (bool(r.is_ok), codec.lift(r.val.contents))
-
-
-_RESULT_VAL_OFFSET = ffi.wasmtime_component_valresult_t.val.offset
-_VARIANT_VAL_OFFSET = ffi.wasmtime_component_valvariant_t.val.offset
+            return (is_ok, None)
+        return (is_ok, codec.lift(_deref(_Q(mem, off + _OF + 8)[0]), 0))
 
 
 class _Variant(Codec):
-    __slots__ = ("cases", "names")
+    __slots__ = ("cases",)
 
     def __init__(self, cases: Sequence[tuple[str, Codec | None]]) -> None:
         self.cases = {name: (name.encode("utf-8"), codec) for name, codec in cases}
 
-    def lower(self, value: Any, dst: Any) -> None:
+    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
         tag, payload = value
         case = self.cases.get(tag)
         if case is None:
             raise ArgError(f"{tag!r} is not a case of this variant")
         name, codec = case
-        dst.kind = _VARIANT
-        v = dst.of.variant
-        base = _addressof(v)
-        slot = ctypes.c_void_p.from_address(base + _VARIANT_VAL_OFFSET)
-        slot.value = None
-        _byte_vec_new(base, len(name), name)
+        _put_q(buf, off + _OF + 16, 0)
+        _byte_vec_new(base + off + _OF, len(name), name)
+        buf[off] = _VARIANT
         if codec is not None:
-            slot.value = _boxed(codec, payload)
+            _put_q(buf, off + _OF + 16, _boxed(codec, payload))
 
-    def lift(self, src: Any) -> Any:
-        v = src.of.variant
-        d = v.discriminant
-        tag = string_at(d.data, d.size).decode("utf-8")
+    def lift(self, mem: bytes, off: int) -> Any:
+        tag = _name(mem, off + _OF)
         codec = self.cases[tag][1]
-        return (tag, codec.lift(v.val.contents) if codec is not None else None)
+        if codec is None:
+            return (tag, None)
+        return (tag, codec.lift(_deref(_Q(mem, off + _OF + 16)[0]), 0))
 
 
 class _Enum(Codec):
@@ -353,16 +390,15 @@ class _Enum(Codec):
     def __init__(self, names: Sequence[str]) -> None:
         self.names = {n: n.encode("utf-8") for n in names}
 
-    def lower(self, value: Any, dst: Any) -> None:
+    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
         name = self.names.get(value) if isinstance(value, str) else None
         if name is None:
             raise ArgError(f"{value!r} is not one of {sorted(self.names)}")
-        dst.kind = _ENUM
-        _byte_vec_new(_addressof(dst) + _PAYLOAD_OFFSET, len(name), name)
+        _byte_vec_new(base + off + _OF, len(name), name)
+        buf[off] = _ENUM
 
-    def lift(self, src: Any) -> Any:
-        e = src.of.enumeration
-        return string_at(e.data, e.size).decode("utf-8")
+    def lift(self, mem: bytes, off: int) -> Any:
+        return _name(mem, off + _OF)
 
 
 def codec_of(ty: Any) -> Codec:
@@ -370,9 +406,9 @@ def codec_of(ty: Any) -> Codec:
     if isinstance(ty, wt.Bool):
         return _Bool()
     if isinstance(ty, wt.U32):
-        return _Unsigned(_U32, "u32", 32)
+        return _U32Codec()
     if isinstance(ty, wt.U64):
-        return _Unsigned(_U64, "u64", 64)
+        return _U64Codec()
     if isinstance(ty, wt.String):
         return _String()
     if isinstance(ty, wt.ListType):
@@ -398,13 +434,19 @@ def codec_of(ty: Any) -> Codec:
 class FuncCodec:
     """Parameter and result codecs of one component function."""
 
-    __slots__ = ("params", "result", "arity")
+    __slots__ = ("params", "result", "arity", "names")
 
     def __init__(self, fty: Any) -> None:
-        self.params = [codec_of(t) for _, t in fty.params]
+        params = fty.params
+        self.names = [n for n, _ in params]
+        self.params = [codec_of(t) for _, t in params]
         result = fty.result
         self.result = codec_of(result) if result is not None else None
         self.arity = len(self.params)
+
+
+def _error(ptr: int) -> str:
+    return str(wasmtime.WasmtimeError._from_ptr(ctypes.cast(ptr, ctypes.POINTER(ffi.wasmtime_error_t))))
 
 
 def call(func_ptr: int, context: int, codec: FuncCodec, args: Sequence[Any]) -> Any:
@@ -415,26 +457,30 @@ def call(func_ptr: int, context: int, codec: FuncCodec, args: Sequence[Any]) -> 
     itself failed (the instance must then be discarded).
     """
     n = codec.arity
-    params = (Val * n)()
+    params, paddr = _buffer(_VAL * n) if n else (bytearray(), 0)
+    lowered = 0
     try:
         for i, c in enumerate(codec.params):
-            c.lower(args[i], params[i])
-        out = Val()
-        has_result = codec.result is not None
-        err = _func_call(func_ptr, context, _addressof(params), n, _addressof(out) if has_result else None,
-                         1 if has_result else 0)
-        if err:
-            raise Trap(str(wasmtime.WasmtimeError._from_ptr(ctypes.cast(err, ctypes.POINTER(ffi.wasmtime_error_t)))))
-        if not has_result:
+            c.lower(args[i], params, paddr, i * _VAL)
+            lowered = i + 1
+        result = codec.result
+        if result is None:
+            err = _func_call(func_ptr, context, paddr or None, n, None, 0)
+            if err:
+                raise Trap(_error(err))
             return None
+        out, oaddr = _buffer(_VAL)
+        err = _func_call(func_ptr, context, paddr or None, n, oaddr, 1)
+        if err:
+            raise Trap(_error(err))
         try:
-            return codec.result.lift(out)  # type: ignore[union-attr]
+            return result.lift(bytes(out), 0)
         finally:
-            val_delete(_addressof(out))
+            val_delete(oaddr)
     finally:
-        base = _addressof(params)
-        for i in range(n):
-            val_delete(base + i * _VAL_SIZE)
+        # The one that failed (if any) is droppable too: see the codecs.
+        for i in range(min(lowered + 1, n)):
+            val_delete(paddr + i * _VAL)
 
 
 #: A host function: receives the store context address and the lifted
@@ -444,7 +490,7 @@ HostFn = Callable[..., Any]
 _HOST_FNS: dict[int, tuple[HostFn, FuncCodec]] = {}
 _next_host_fn = [1]
 
-_callback_type = ctypes.CFUNCTYPE(c_size_t, c_void_p, c_void_p, c_void_p, _ValPtr, c_size_t, _ValPtr, c_size_t)
+_callback_type = ctypes.CFUNCTYPE(c_size_t, c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_size_t)
 _finalizer_type = ctypes.CFUNCTYPE(None, c_void_p)
 _add_func = _fn(
     "wasmtime_component_linker_instance_add_func",
@@ -456,6 +502,7 @@ _add_func = _fn(
     c_void_p,
     _finalizer_type,
 )
+_memmove = ctypes.memmove
 
 
 def _trap_pointer(message: str) -> int:
@@ -464,16 +511,27 @@ def _trap_pointer(message: str) -> int:
 
 
 @_callback_type
-def _dispatch(data: int, context: int, _ty: int, args: Any, nargs: int, results: Any, nresults: int) -> int:
+def _dispatch(data: int, context: int, _ty: int, args: int, nargs: int, results: int, nresults: int) -> int:
     # An exception escaping here would be printed and swallowed by ctypes;
-    # every failure is turned into a trap instead, which the host then
-    # treats as "instance unusable".
+    # every failure becomes a trap instead, which the host then treats as
+    # "instance unusable". Arguments belong to wasmtime (read, never freed);
+    # the result is built in our buffer and moved into wasmtime's slot.
     try:
         fn, codec = _HOST_FNS[data]
-        lifted = [c.lift(args[i]) for i, c in enumerate(codec.params)]
-        value = fn(context, *lifted)
-        if codec.result is not None:
-            codec.result.lower(value, results[0])
+        if nargs:
+            mem = string_at(args, _VAL * nargs)
+            value = fn(context, *[c.lift(mem, i * _VAL) for i, c in enumerate(codec.params)])
+        else:
+            value = fn(context)
+        result = codec.result
+        if result is not None:
+            out, addr = _buffer(_VAL)
+            try:
+                result.lower(value, out, addr, 0)
+            except BaseException:
+                val_delete(addr)
+                raise
+            _memmove(results, addr, _VAL)
         return 0
     except BaseException as e:  # noqa: BLE001 - must never unwind into wasmtime
         return _trap_pointer(f"gak host function failed: {type(e).__name__}: {e}")
