@@ -10,6 +10,8 @@ pub mod broken;
 pub mod faulty;
 pub mod hammer;
 pub mod pg;
+pub mod pyenv;
+pub mod xlang;
 
 /// The whole board, read page by page (for checks after a run; the API
 /// itself never reads a whole table in one call).
