@@ -134,7 +134,7 @@ fn main() {
                 &["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
                 &[("GAK_PG_DSN", pg.as_str())],
             )?;
-            print!("{}", out.lines().last().unwrap_or_default());
+            println!("pytest: {}", out.lines().last().unwrap_or_default());
             Ok(())
         }),
         gate("python::vectors_memory", &ready, |r| vectors(r, "memory:")),

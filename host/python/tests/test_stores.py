@@ -1,0 +1,72 @@
+"""Store bindings: byte order, prefix scans, own writes, rollback; and the
+PostgreSQL advisory-lock names shared with the Rust host."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gak.stores.base import prefix_end
+
+KEYS = ["a", "a/b", "a/c", "ab", "b", "é", "\uffff", "\U0001f600", "a\U0001f600"]
+
+
+def test_scan_is_byte_order_with_prefix_and_cursor(backend: Any) -> None:
+    s = backend.session()
+    try:
+        _scan(s)
+    finally:
+        s.close()
+
+
+def _scan(s: Any) -> None:
+    s.begin()
+    for k in KEYS:
+        s.put("indexes", k, f'{{"k":"{k}"}}')
+    s.commit()
+    s.begin()
+    by_bytes = sorted(KEYS, key=lambda k: k.encode("utf-8"))
+    assert [k for k, _ in s.scan("indexes", "", None, 100)] == by_bytes
+    assert [k for k, _ in s.scan("indexes", "a", None, 100)] == [k for k in by_bytes if k.startswith("a")]
+    assert [k for k, _ in s.scan("indexes", "a", "a/b", 2)] == ["a/c", "ab"]
+    s.put("indexes", "a/bb", "{}")  # own writes are visible to scans and gets
+    s.delete("indexes", "a/c")
+    assert [k for k, _ in s.scan("indexes", "a/", None, 10)] == ["a/b", "a/bb"]
+    assert s.get("indexes", "a/c") is None
+    s.rollback()
+    s.begin()
+    assert [k for k, _ in s.scan("indexes", "a/", None, 10)] == ["a/b", "a/c"]
+    got = s.get_many([("indexes", "b"), ("tasks", "b")])
+    assert got[1] is None and json.loads(got[0]) == {"k": "b"}  # equivalent JSON (jsonb re-spaces it)
+    s.rollback()
+
+
+def test_prefix_end() -> None:
+    assert prefix_end("") is None
+    assert prefix_end("ts/open/") == "ts/open0"
+    assert prefix_end("a\U0010ffff") == "b"
+    assert prefix_end("\ud7ff") == "\ue000"
+    assert prefix_end("\U0010ffff") is None
+
+
+def test_postgres_locks_the_rust_hosts_lock_ids(pg_backend: Any) -> None:
+    s = pg_backend.session()
+    try:
+        s.begin()
+        s.get("tasks", "t1")
+        held, expected = _held(pg_backend)
+    finally:
+        s.close()
+    assert (expected & 0xFFFFFFFFFFFFFFFF) in [h & 0xFFFFFFFFFFFFFFFF for (h,) in held]
+
+
+def _held(pg_backend: Any) -> Any:
+    import psycopg
+
+    name = f"{pg_backend.schema}/tasks/t1"
+    with psycopg.connect(pg_backend.dsn, autocommit=True) as other:
+        (expected,) = other.execute("SELECT hashtextextended(%s, 0)", (name,)).fetchone()  # type: ignore[misc]
+        held = other.execute(
+            "SELECT (classid::int8 << 32) | objid::int8 FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        ).fetchall()
+    return held, expected
