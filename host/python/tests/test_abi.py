@@ -47,22 +47,27 @@ def test_upstream_cannot_return_err_of_result_option_string() -> None:
 
 def test_our_codec_keeps_results_tagged() -> None:
     codec = _abi.codec_of(_store_get_type())
-    for value in [(True, None), (True, "{}"), (False, ("conflict", "busy")), (False, ("failure", "io"))]:
-        buf, addr = _abi._buffer(32)
-        codec.lower(value, buf, addr, 0)
-        try:
-            assert codec.lift(ctypes.string_at(addr, 32), 0) == value
-        finally:
-            _abi.val_delete(addr)
+    for value in [(True, None), (True, "{}"), (True, "é" * 300), (False, ("conflict", "busy")), (False, ("failure", ""))]:
+        arena = _abi.Arena()
+        at = arena.alloc(32)
+        codec.lower(value, arena, at)
+        assert codec.lift(at) == value
 
 
 def test_u64_is_range_checked_before_lowering() -> None:
     codec = _abi._U64Codec()
-    buf, addr = _abi._buffer(32)
+    arena = _abi.Arena()
+    at = arena.alloc(32)
     for bad in (-1, 1 << 64):
         with pytest.raises(_abi.ArgError):
-            codec.lower(bad, buf, addr, 0)
+            codec.lower(bad, arena, at)
     with pytest.raises(TypeError):
-        codec.lower(True, buf, addr, 0)
-    codec.lower((1 << 64) - 1, buf, addr, 0)
-    assert codec.lift(bytes(buf), 0) == (1 << 64) - 1
+        codec.lower(True, arena, at)
+    codec.lower((1 << 64) - 1, arena, at)
+    assert codec.lift(at) == (1 << 64) - 1
+
+
+def test_memory_view_reads_what_ctypes_reads() -> None:
+    data = ctypes.create_string_buffer(b"gak\x00\xff", 5)
+    addr = ctypes.addressof(data)
+    assert _abi.MEM[addr - _abi._BASE : addr - _abi._BASE + 5].tobytes() == b"gak\x00\xff"

@@ -21,12 +21,15 @@ records and tuples → ``tuple`` in declaration order; ``option`` → value or
 ``None``; ``result`` → ``(is_ok, payload)``; ``variant`` → ``(case, payload)``;
 ``enum`` → ``str``.
 
-Ownership follows the C API (``crates/c-api/src/component``): values we lower
-for an export call stay ours and are deleted after the call; the value an
-export returns is ours and deleted after lifting; a host function's arguments
-belong to wasmtime, and its result (lowered into wasmtime's slot) becomes
-wasmtime's. Every nested buffer is allocated by the C API's own constructors
-so that wasmtime's ``Drop`` can free it.
+How values move (``crates/c-api/src/component``): the C API only *reads*
+an export's arguments (``Val::from(&c_val)``), so they are built entirely in
+Python-owned memory (an :class:`Arena` per call) with no C call at all; the
+value an export returns is wasmtime's allocation, read and then deleted; a
+host function's arguments are read in place; its result is built in an arena
+and handed over with ONE ``wasmtime_component_val_clone`` (a deep copy into
+wasmtime's allocator, which is what wasmtime later drops). Memory is read and
+written through one ``memoryview`` over the address space (:data:`MEM`), so a
+field access is a ``struct`` call, not a ctypes object.
 
 ``tests/test_abi.py`` pins all of this: the version, the struct layout the
 byte-list fast path relies on, and the wasmtime-py behaviour this module works
@@ -35,8 +38,10 @@ around (so we notice when it is fixed upstream).
 
 from __future__ import annotations
 
+import codecs
 import ctypes
 import struct
+import threading
 from ctypes import byref, c_char_p, c_size_t, c_void_p, string_at
 from typing import Any, Callable, Sequence
 
@@ -63,20 +68,17 @@ def _fn(name: str, restype: Any, *argtypes: Any) -> Any:
     return f
 
 
-_byte_vec_new = _fn("wasm_byte_vec_new", None, c_void_p, c_size_t, c_char_p)
-_vallist_new = _fn("wasmtime_component_vallist_new", None, c_void_p, c_size_t, c_void_p)
-_record_new = _fn("wasmtime_component_valrecord_new", None, c_void_p, c_size_t, c_void_p)
-_tuple_new = _fn("wasmtime_component_valtuple_new", None, c_void_p, c_size_t, c_void_p)
-_val_new = _fn("wasmtime_component_val_new", c_void_p, c_void_p)
+_val_clone = _fn("wasmtime_component_val_clone", None, c_void_p, c_void_p)
 val_delete = _fn("wasmtime_component_val_delete", None, c_void_p)
 _func_call = _fn(
     "wasmtime_component_func_call", c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_size_t
 )
 
-# Layouts of the C API's structs on 64-bit targets (checked against ctypes in
+# Layouts of the C API's structs on 64-bit targets (asserted here and in
 # tests/test_abi.py): a Val is {kind: u8, payload at 8}, 32 bytes; a vec or
 # name is {size: usize, data: ptr}; a record entry is {name, val at 16}, 48
-# bytes; a variant is {name, val ptr at 16}; a result is {is_ok, val ptr at 8}.
+# bytes; a variant is {name, val ptr at 16}; a result is {is_ok, val ptr at 8};
+# an option is a val ptr.
 _VAL = 32
 _OF = 8
 _ENTRY = 48
@@ -85,17 +87,32 @@ assert ctypes.sizeof(ffi.wasmtime_component_valrecord_entry_t) == _ENTRY
 assert ffi.wasmtime_component_valrecord_entry_t.val.offset == 16
 assert ffi.wasmtime_component_valvariant_t.val.offset == 16
 assert ffi.wasmtime_component_valresult_t.val.offset == 8
+assert ctypes.sizeof(ctypes.c_void_p) == 8
+
+#: The process's address space as one writable memoryview, offset by
+#: ``_BASE`` (no valid object lives in the first page). Reads and writes of
+#: C structs go through ``struct.*_from(MEM, addr - _BASE)``.
+_BASE = 1 << 12
+_PyMemoryView_FromMemory = ctypes.pythonapi.PyMemoryView_FromMemory
+_PyMemoryView_FromMemory.restype = ctypes.py_object
+_PyMemoryView_FromMemory.argtypes = [c_void_p, ctypes.c_ssize_t, ctypes.c_int]
+MEM: memoryview = _PyMemoryView_FromMemory(_BASE, (1 << 47) - _BASE, 0x200)  # PyBUF_WRITE
 
 _addressof = ctypes.addressof
 _c_char = ctypes.c_char
 _QQ = struct.Struct("<QQ").unpack_from
 _Q = struct.Struct("<Q").unpack_from
 _I = struct.Struct("<I").unpack_from
+_B = struct.Struct("<B").unpack_from
 _put_q = struct.Struct("<Q").pack_into
-_put_kind_u64 = struct.Struct("<B7xQ").pack_into
+_put_qq = struct.Struct("<QQ").pack_into
+_put_kind_qq = struct.Struct("<B7xQQ").pack_into
+_put_kind_q = struct.Struct("<B7xQ").pack_into
 _put_kind_u32 = struct.Struct("<B7xI").pack_into
 _put_kind_bool = struct.Struct("<B7x?").pack_into
 _put_kind_result = struct.Struct("<B7x?7xQ").pack_into
+_put_kind_variant = struct.Struct("<B7xQQQ").pack_into
+_utf8_decode = codecs.utf_8_decode
 
 
 class ArgError(Exception):
@@ -107,17 +124,72 @@ class Trap(Exception):
 
 
 def _buffer(size: int) -> tuple[bytearray, int]:
-    """A zeroed buffer (zero bytes are `Bool(false)` values and empty names,
-    which wasmtime can always drop) and its address."""
+    """A zeroed Python-owned buffer and its address."""
     buf = bytearray(size)
     return buf, _addressof(_c_char.from_buffer(buf)) if size else 0
 
 
-# Every codec lowers into (buf, base, off): the Val at `off` of the buffer
-# `buf` whose address is `base`, and lifts from (mem, off): the Val at `off`
-# of the bytes `mem` read from C memory. Composite lowerings hand their
-# element buffer to wasmtime (the C API's `*_new` copies it) even when an
-# element fails, so a partly lowered value is always one wasmtime can drop.
+class Arena:
+    """Python-owned memory for C values: chunks never moved or freed while the
+    arena lives. Fresh chunks are zeroed; after :meth:`reset` memory is reused
+    as is, so every codec writes every field its kind needs."""
+
+    __slots__ = ("chunks", "pos", "end", "first", "size")
+
+    def __init__(self, size: int = 4096) -> None:
+        self.chunks: list[bytearray] = []
+        self.size = size
+        self.pos = self.end = 0
+        self._grow(size)
+        self.first = self.pos
+
+    def _grow(self, size: int) -> None:
+        buf, addr = _buffer(size)
+        self.chunks.append(buf)
+        self.pos, self.end = addr, addr + size
+
+    def reset(self) -> "Arena":
+        """Reuse the first chunk from its start (drops any others)."""
+        if len(self.chunks) > 1:
+            del self.chunks[1:]
+        self.pos, self.end = self.first, self.first + self.size
+        return self
+
+    def alloc(self, n: int) -> int:
+        """The address of ``n`` bytes, 8-aligned."""
+        n = (n + 7) & ~7
+        if self.pos + n > self.end:
+            self._grow(max(4096, n))
+        addr = self.pos
+        self.pos += n
+        return addr
+
+    def copy(self, data: bytes) -> int:
+        """The address of a copy of ``data``."""
+        n = len(data)
+        if not n:
+            return 0
+        addr = self.alloc(n)
+        MEM[addr - _BASE : addr - _BASE + n] = data
+        return addr
+
+
+class _Scratch(threading.local):
+    """Per-thread arenas, reused call after call: one for an export call's
+    arguments, one for host functions' results (a host function runs while
+    its export call's arguments are still in use)."""
+
+    def __init__(self) -> None:
+        self.call = Arena()
+        self.host = Arena()
+
+
+_scratch = _Scratch()
+_ZERO_VAL = bytes(32)
+
+
+# Every codec lowers a Python value into the Val at absolute address `at`,
+# taking nested memory from `arena`, and lifts the Val at `at`.
 
 
 class Codec:
@@ -125,23 +197,23 @@ class Codec:
 
     __slots__ = ()
 
-    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:  # pragma: no cover
+    def lower(self, value: Any, arena: Arena, at: int) -> None:  # pragma: no cover
         raise NotImplementedError
 
-    def lift(self, mem: bytes, off: int) -> Any:  # pragma: no cover
+    def lift(self, at: int) -> Any:  # pragma: no cover
         raise NotImplementedError
 
 
 class _Bool(Codec):
     __slots__ = ()
 
-    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
+    def lower(self, value: Any, arena: Arena, at: int) -> None:
         if not isinstance(value, bool):
             raise TypeError(f"expected a bool, got {type(value).__name__}")
-        _put_kind_bool(buf, off, _BOOL, value)
+        _put_kind_bool(MEM, at - _BASE, _BOOL, value)
 
-    def lift(self, mem: bytes, off: int) -> Any:
-        return mem[off + _OF] != 0
+    def lift(self, at: int) -> Any:
+        return MEM[at - _BASE + _OF] != 0
 
 
 def _int(value: Any, bound: int, name: str) -> int:
@@ -154,26 +226,29 @@ def _int(value: Any, bound: int, name: str) -> int:
     return value
 
 
+_U64_BOUND = 1 << 64
+
+
 class _U64Codec(Codec):
     __slots__ = ()
 
-    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
-        _put_kind_u64(buf, off, _U64_KIND, _int(value, 1 << 64, "u64"))
+    def lower(self, value: Any, arena: Arena, at: int) -> None:
+        if type(value) is not int or not 0 <= value < _U64_BOUND:
+            value = _int(value, _U64_BOUND, "u64")
+        _put_kind_q(MEM, at - _BASE, _U64_KIND, value)
 
-    def lift(self, mem: bytes, off: int) -> Any:
-        return _Q(mem, off + _OF)[0]
+    def lift(self, at: int) -> Any:
+        return _Q(MEM, at - _BASE + _OF)[0]
 
 
 class _U32Codec(Codec):
     __slots__ = ()
 
-    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
-        _put_kind_u32(buf, off, _U32_KIND, _int(value, 1 << 32, "u32"))
+    def lower(self, value: Any, arena: Arena, at: int) -> None:
+        _put_kind_u32(MEM, at - _BASE, _U32_KIND, _int(value, 1 << 32, "u32"))
 
-    def lift(self, mem: bytes, off: int) -> Any:
-        return _I(mem, off + _OF)[0]
-
-
+    def lift(self, at: int) -> Any:
+        return _I(MEM, at - _BASE + _OF)[0]
 
 
 def _utf8(value: Any) -> bytes:
@@ -185,21 +260,23 @@ def _utf8(value: Any) -> bytes:
         raise ArgError(f"not valid Unicode text: {e.reason}") from None
 
 
-def _name(mem: bytes, off: int) -> str:
-    n, data = _QQ(mem, off)
-    return string_at(data, n).decode("utf-8") if n else ""
+def _read_name(at: int) -> str:
+    n, data = _QQ(MEM, at - _BASE)
+    if not n:
+        return ""
+    d = data - _BASE
+    return _utf8_decode(MEM[d : d + n], "strict", True)[0]
 
 
 class _String(Codec):
     __slots__ = ()
 
-    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
+    def lower(self, value: Any, arena: Arena, at: int) -> None:
         data = _utf8(value)
-        _byte_vec_new(base + off + _OF, len(data), data)
-        buf[off] = _STRING
+        _put_kind_qq(MEM, at - _BASE, _STRING, len(data), arena.copy(data))
 
-    def lift(self, mem: bytes, off: int) -> Any:
-        return _name(mem, off + _OF)
+    def lift(self, at: int) -> Any:
+        return _read_name(at + _OF)
 
 
 class _Bytes(Codec):
@@ -208,22 +285,26 @@ class _Bytes(Codec):
 
     __slots__ = ()
 
-    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
+    def lower(self, value: Any, arena: Arena, at: int) -> None:
         if not isinstance(value, (bytes, bytearray, memoryview)):
             raise TypeError(f"expected bytes, got {type(value).__name__}")
         data = bytes(value)
         n = len(data)
-        # n consecutive Val{kind: u8, payload: the byte}, zero elsewhere.
-        elems, addr = _buffer(_VAL * n)
+        addr = 0
         if n:
-            elems[0::_VAL] = bytes((_U8,)) * n
-            elems[_OF::_VAL] = data
-        _vallist_new(base + off + _OF, n, addr or None)
-        buf[off] = _LIST
+            # n consecutive Val{kind: u8, payload: the byte}, zero elsewhere.
+            addr = arena.alloc(_VAL * n)
+            a = addr - _BASE
+            MEM[a : a + _VAL * n : _VAL] = bytes((_U8,)) * n
+            MEM[a + _OF : a + _VAL * n : _VAL] = data
+        _put_kind_qq(MEM, at - _BASE, _LIST, n, addr)
 
-    def lift(self, mem: bytes, off: int) -> Any:
-        n, data = _QQ(mem, off + _OF)
-        return string_at(data, _VAL * n)[_OF::_VAL] if n else b""
+    def lift(self, at: int) -> Any:
+        n, data = _QQ(MEM, at - _BASE + _OF)
+        if not n:
+            return b""
+        d = data - _BASE + _OF
+        return MEM[d : d + _VAL * n : _VAL].tobytes()
 
 
 class _List(Codec):
@@ -232,54 +313,46 @@ class _List(Codec):
     def __init__(self, elem: Codec) -> None:
         self.elem = elem
 
-    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
+    def lower(self, value: Any, arena: Arena, at: int) -> None:
         if not isinstance(value, (list, tuple)):
             raise TypeError(f"expected a list, got {type(value).__name__}")
         n = len(value)
-        elems, addr = _buffer(_VAL * n)
-        buf[off] = _LIST
+        addr = arena.alloc(_VAL * n) if n else 0
         lower = self.elem.lower
-        try:
-            for i in range(n):
-                lower(value[i], elems, addr, i * _VAL)
-        finally:
-            _vallist_new(base + off + _OF, n, addr or None)
+        for i in range(n):
+            lower(value[i], arena, addr + i * _VAL)
+        _put_kind_qq(MEM, at - _BASE, _LIST, n, addr)
 
-    def lift(self, mem: bytes, off: int) -> Any:
-        n, data = _QQ(mem, off + _OF)
-        if not n:
-            return []
-        arr = string_at(data, _VAL * n)
+    def lift(self, at: int) -> Any:
+        n, data = _QQ(MEM, at - _BASE + _OF)
         lift = self.elem.lift
-        return [lift(arr, i * _VAL) for i in range(n)]
+        return [lift(data + i * _VAL) for i in range(n)]
 
 
 class _Record(Codec):
-    __slots__ = ("names", "fields", "n")
+    __slots__ = ("names", "fields", "n", "offsets")
 
     def __init__(self, names: Sequence[str], fields: Sequence[Codec]) -> None:
         self.names = [n.encode("utf-8") for n in names]
         self.fields = list(fields)
         self.n = len(self.fields)
+        self.offsets = [i * _ENTRY + 16 for i in range(self.n)]
 
-    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
+    def lower(self, value: Any, arena: Arena, at: int) -> None:
         n = self.n
         if len(value) != n:
             raise TypeError(f"expected a record of {n} fields, got {len(value)}")
-        entries, addr = _buffer(_ENTRY * n)
-        buf[off] = _RECORD
-        try:
-            for i in range(n):
-                name = self.names[i]
-                _byte_vec_new(addr + i * _ENTRY, len(name), name)
-                self.fields[i].lower(value[i], entries, addr, i * _ENTRY + 16)
-        finally:
-            _record_new(base + off + _OF, n, addr)
+        addr = arena.alloc(_ENTRY * n)
+        for i in range(n):
+            name = self.names[i]
+            entry = addr + i * _ENTRY
+            _put_qq(MEM, entry - _BASE, len(name), arena.copy(name))
+            self.fields[i].lower(value[i], arena, entry + 16)
+        _put_kind_qq(MEM, at - _BASE, _RECORD, n, addr)
 
-    def lift(self, mem: bytes, off: int) -> Any:
-        n, data = _QQ(mem, off + _OF)
-        arr = string_at(data, _ENTRY * n)
-        return tuple([f.lift(arr, i * _ENTRY + 16) for i, f in enumerate(self.fields)])
+    def lift(self, at: int) -> Any:
+        data = _QQ(MEM, at - _BASE + _OF)[1]
+        return tuple([f.lift(data + o) for f, o in zip(self.fields, self.offsets)])
 
 
 class _Tuple(Codec):
@@ -288,38 +361,24 @@ class _Tuple(Codec):
     def __init__(self, elems: Sequence[Codec]) -> None:
         self.elems = list(elems)
 
-    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
+    def lower(self, value: Any, arena: Arena, at: int) -> None:
         n = len(self.elems)
         if len(value) != n:
             raise TypeError(f"expected a tuple of {n}, got {len(value)}")
-        elems, addr = _buffer(_VAL * n)
-        buf[off] = _TUPLE
-        try:
-            for i, codec in enumerate(self.elems):
-                codec.lower(value[i], elems, addr, i * _VAL)
-        finally:
-            _tuple_new(base + off + _OF, n, addr)
+        addr = arena.alloc(_VAL * n)
+        for i, codec in enumerate(self.elems):
+            codec.lower(value[i], arena, addr + i * _VAL)
+        _put_kind_qq(MEM, at - _BASE, _TUPLE, n, addr)
 
-    def lift(self, mem: bytes, off: int) -> Any:
-        n, data = _QQ(mem, off + _OF)
-        arr = string_at(data, _VAL * n)
-        return tuple([c.lift(arr, i * _VAL) for i, c in enumerate(self.elems)])
+    def lift(self, at: int) -> Any:
+        data = _QQ(MEM, at - _BASE + _OF)[1]
+        return tuple([c.lift(data + i * _VAL) for i, c in enumerate(self.elems)])
 
 
-def _boxed(codec: Codec, value: Any) -> int:
-    """A heap Val owned by the C API (for option / variant / result payloads);
-    boxed even when lowering fails, so the caller's tree stays droppable."""
-    tmp, addr = _buffer(_VAL)
-    try:
-        codec.lower(value, tmp, addr, 0)
-    except BaseException:
-        val_delete(addr)
-        raise
-    return _val_new(addr)  # type: ignore[no-any-return]
-
-
-def _deref(p: int) -> bytes:
-    return string_at(p, _VAL)
+def _boxed(codec: Codec, value: Any, arena: Arena) -> int:
+    addr = arena.alloc(_VAL)
+    codec.lower(value, arena, addr)
+    return addr
 
 
 class _Option(Codec):
@@ -328,12 +387,12 @@ class _Option(Codec):
     def __init__(self, inner: Codec) -> None:
         self.inner = inner
 
-    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
-        _put_kind_u64(buf, off, _OPTION, 0 if value is None else _boxed(self.inner, value))
+    def lower(self, value: Any, arena: Arena, at: int) -> None:
+        _put_kind_q(MEM, at - _BASE, _OPTION, 0 if value is None else _boxed(self.inner, value, arena))
 
-    def lift(self, mem: bytes, off: int) -> Any:
-        p = _Q(mem, off + _OF)[0]
-        return self.inner.lift(_deref(p), 0) if p else None
+    def lift(self, at: int) -> Any:
+        p = _Q(MEM, at - _BASE + _OF)[0]
+        return self.inner.lift(p) if p else None
 
 
 class _Result(Codec):
@@ -343,19 +402,18 @@ class _Result(Codec):
         self.ok = ok
         self.err = err
 
-    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
+    def lower(self, value: Any, arena: Arena, at: int) -> None:
         is_ok, payload = value
         codec = self.ok if is_ok else self.err
-        # Every byte written: wasmtime pre-fills result slots with
-        # `Bool(false)`, whose union tail is undefined.
-        _put_kind_result(buf, off, _RESULT, bool(is_ok), 0 if codec is None else _boxed(codec, payload))
+        _put_kind_result(MEM, at - _BASE, _RESULT, bool(is_ok), 0 if codec is None else _boxed(codec, payload, arena))
 
-    def lift(self, mem: bytes, off: int) -> Any:
-        is_ok = mem[off + _OF] != 0
+    def lift(self, at: int) -> Any:
+        a = at - _BASE + _OF
+        is_ok = MEM[a] != 0
         codec = self.ok if is_ok else self.err
         if codec is None:
             return (is_ok, None)
-        return (is_ok, codec.lift(_deref(_Q(mem, off + _OF + 8)[0]), 0))
+        return (is_ok, codec.lift(_Q(MEM, a + 8)[0]))
 
 
 class _Variant(Codec):
@@ -364,24 +422,21 @@ class _Variant(Codec):
     def __init__(self, cases: Sequence[tuple[str, Codec | None]]) -> None:
         self.cases = {name: (name.encode("utf-8"), codec) for name, codec in cases}
 
-    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
+    def lower(self, value: Any, arena: Arena, at: int) -> None:
         tag, payload = value
         case = self.cases.get(tag)
         if case is None:
             raise ArgError(f"{tag!r} is not a case of this variant")
         name, codec = case
-        _put_q(buf, off + _OF + 16, 0)
-        _byte_vec_new(base + off + _OF, len(name), name)
-        buf[off] = _VARIANT
-        if codec is not None:
-            _put_q(buf, off + _OF + 16, _boxed(codec, payload))
+        boxed = 0 if codec is None else _boxed(codec, payload, arena)
+        _put_kind_variant(MEM, at - _BASE, _VARIANT, len(name), arena.copy(name), boxed)
 
-    def lift(self, mem: bytes, off: int) -> Any:
-        tag = _name(mem, off + _OF)
+    def lift(self, at: int) -> Any:
+        tag = _read_name(at + _OF)
         codec = self.cases[tag][1]
         if codec is None:
             return (tag, None)
-        return (tag, codec.lift(_deref(_Q(mem, off + _OF + 16)[0]), 0))
+        return (tag, codec.lift(_Q(MEM, at - _BASE + _OF + 16)[0]))
 
 
 class _Enum(Codec):
@@ -390,15 +445,14 @@ class _Enum(Codec):
     def __init__(self, names: Sequence[str]) -> None:
         self.names = {n: n.encode("utf-8") for n in names}
 
-    def lower(self, value: Any, buf: bytearray, base: int, off: int) -> None:
+    def lower(self, value: Any, arena: Arena, at: int) -> None:
         name = self.names.get(value) if isinstance(value, str) else None
         if name is None:
             raise ArgError(f"{value!r} is not one of {sorted(self.names)}")
-        _byte_vec_new(base + off + _OF, len(name), name)
-        buf[off] = _ENUM
+        _put_kind_qq(MEM, at - _BASE, _ENUM, len(name), arena.copy(name))
 
-    def lift(self, mem: bytes, off: int) -> Any:
-        return _name(mem, off + _OF)
+    def lift(self, at: int) -> Any:
+        return _read_name(at + _OF)
 
 
 def codec_of(ty: Any) -> Codec:
@@ -457,30 +511,25 @@ def call(func_ptr: int, context: int, codec: FuncCodec, args: Sequence[Any]) -> 
     itself failed (the instance must then be discarded).
     """
     n = codec.arity
-    params, paddr = _buffer(_VAL * n) if n else (bytearray(), 0)
-    lowered = 0
+    arena = _scratch.call.reset()
+    params = arena.alloc(_VAL * n) if n else 0
+    for i, c in enumerate(codec.params):
+        c.lower(args[i], arena, params + i * _VAL)
+    result = codec.result
+    out = 0
+    if result is not None:
+        # wasmtime assigns the result (dropping what the slot held): zero it.
+        out = arena.alloc(_VAL)
+        MEM[out - _BASE : out - _BASE + _VAL] = _ZERO_VAL
+    err = _func_call(func_ptr, context, params or None, n, out or None, 1 if out else 0)
+    if err:
+        raise Trap(_error(err))
+    if result is None:
+        return None
     try:
-        for i, c in enumerate(codec.params):
-            c.lower(args[i], params, paddr, i * _VAL)
-            lowered = i + 1
-        result = codec.result
-        if result is None:
-            err = _func_call(func_ptr, context, paddr or None, n, None, 0)
-            if err:
-                raise Trap(_error(err))
-            return None
-        out, oaddr = _buffer(_VAL)
-        err = _func_call(func_ptr, context, paddr or None, n, oaddr, 1)
-        if err:
-            raise Trap(_error(err))
-        try:
-            return result.lift(bytes(out), 0)
-        finally:
-            val_delete(oaddr)
+        return result.lift(out)
     finally:
-        # The one that failed (if any) is droppable too: see the codecs.
-        for i in range(min(lowered + 1, n)):
-            val_delete(paddr + i * _VAL)
+        val_delete(out)  # wasmtime's allocation
 
 
 #: A host function: receives the store context address and the lifted
@@ -502,7 +551,6 @@ _add_func = _fn(
     c_void_p,
     _finalizer_type,
 )
-_memmove = ctypes.memmove
 
 
 def _trap_pointer(message: str) -> int:
@@ -514,24 +562,23 @@ def _trap_pointer(message: str) -> int:
 def _dispatch(data: int, context: int, _ty: int, args: int, nargs: int, results: int, nresults: int) -> int:
     # An exception escaping here would be printed and swallowed by ctypes;
     # every failure becomes a trap instead, which the host then treats as
-    # "instance unusable". Arguments belong to wasmtime (read, never freed);
-    # the result is built in our buffer and moved into wasmtime's slot.
+    # "instance unusable". Arguments are wasmtime's (read in place); the
+    # result is built in an arena and deep-copied into wasmtime's slot.
     try:
         fn, codec = _HOST_FNS[data]
-        if nargs:
-            mem = string_at(args, _VAL * nargs)
-            value = fn(context, *[c.lift(mem, i * _VAL) for i, c in enumerate(codec.params)])
-        else:
+        params = codec.params
+        if nargs == 2:
+            value = fn(context, params[0].lift(args), params[1].lift(args + _VAL))
+        elif nargs == 0:
             value = fn(context)
+        else:
+            value = fn(context, *[c.lift(args + i * _VAL) for i, c in enumerate(params)])
         result = codec.result
         if result is not None:
-            out, addr = _buffer(_VAL)
-            try:
-                result.lower(value, out, addr, 0)
-            except BaseException:
-                val_delete(addr)
-                raise
-            _memmove(results, addr, _VAL)
+            arena = _scratch.host.reset()
+            tmp = arena.alloc(_VAL)
+            result.lower(value, arena, tmp)
+            _val_clone(tmp, results)
         return 0
     except BaseException as e:  # noqa: BLE001 - must never unwind into wasmtime
         return _trap_pointer(f"gak host function failed: {type(e).__name__}: {e}")

@@ -190,40 +190,60 @@ class Worker:
 # --- the host side of the imports -----------------------------------------
 
 
-def _guard(ctx: int, op: Any) -> Any:
-    worker = _WORKERS[ctx]
-    try:
-        return (True, op(worker.session))
-    except StoreConflict as e:
+def _failed(worker: Worker, e: BaseException) -> Any:
+    """The store-error for an exception of the binding (never a trap)."""
+    if isinstance(e, StoreConflict):
         worker.conflict = True
         return (False, ("conflict", str(e) or "conflict"))
-    except StoreFailure as e:
+    if isinstance(e, StoreFailure):
         return (False, ("failure", str(e) or "failure"))
-    except Exception as e:  # noqa: BLE001 - a trap would kill the instance
-        worker.failure = f"store binding failed: {type(e).__name__}: {e}"
-        return (False, ("failure", worker.failure))
+    worker.failure = f"store binding failed: {type(e).__name__}: {e}"
+    return (False, ("failure", worker.failure))
 
 
 def _get(ctx: int, table: str, key: str) -> Any:
-    return _guard(ctx, lambda s: s.get(table, key))
+    worker = _WORKERS[ctx]
+    try:
+        return (True, worker.session.get(table, key))
+    except Exception as e:  # noqa: BLE001 - a trap would kill the instance
+        return _failed(worker, e)
 
 
 def _get_many(ctx: int, keys: list[tuple[str, str]]) -> Any:
-    return _guard(ctx, lambda s: s.get_many(keys))
+    worker = _WORKERS[ctx]
+    try:
+        return (True, worker.session.get_many(keys))
+    except Exception as e:  # noqa: BLE001
+        return _failed(worker, e)
 
 
 def _put(ctx: int, table: str, key: str, value: str) -> Any:
-    return _guard(ctx, lambda s: s.put(table, key, value))
+    worker = _WORKERS[ctx]
+    try:
+        worker.session.put(table, key, value)
+        return _OK
+    except Exception as e:  # noqa: BLE001
+        return _failed(worker, e)
 
 
 def _delete(ctx: int, table: str, key: str) -> Any:
-    return _guard(ctx, lambda s: s.delete(table, key))
+    worker = _WORKERS[ctx]
+    try:
+        worker.session.delete(table, key)
+        return _OK
+    except Exception as e:  # noqa: BLE001
+        return _failed(worker, e)
 
 
 def _scan(ctx: int, table: str, prefix: str, after: Optional[str], limit: int) -> Any:
-    return _guard(ctx, lambda s: s.scan(table, prefix, after, limit))
+    worker = _WORKERS[ctx]
+    try:
+        return (True, worker.session.scan(table, prefix, after, limit))
+    except Exception as e:  # noqa: BLE001
+        return _failed(worker, e)
 
 
+_OK = (True, None)
 _STORE_FUNCS = {"get": _get, "get-many": _get_many, "put": _put, "delete": _delete, "scan": _scan}
 
 
