@@ -33,14 +33,11 @@ pub fn ci() -> bool {
 
 /// A trial that runs `body` when `need` is met; otherwise it is reported
 /// ignored (reason printed) or, under `CI=true`, failed with the reason.
-pub fn gate<T: Send + 'static>(
+pub fn gate<T: Clone + Send + 'static>(
     name: &str,
     need: &Result<T, String>,
     body: impl FnOnce(&T) -> Result<(), Failed> + Send + 'static,
-) -> Trial
-where
-    T: Clone,
-{
+) -> Trial {
     match need {
         Ok(v) => {
             let v = v.clone();
