@@ -70,3 +70,17 @@ def _held(pg_backend: Any) -> Any:
             "SELECT (classid::int8 << 32) | objid::int8 FROM pg_locks WHERE locktype = 'advisory' AND granted"
         ).fetchall()
     return held, expected
+
+
+def test_postgres_clock_db_judges_by_the_server(pg_backend: Any) -> None:
+    import time
+
+    from gak import Kernel, ManualClock, TaskSeed
+    from gak.stores.postgres import PostgresBackend
+
+    backend = PostgresBackend(pg_backend.dsn.replace("?", f"?schema={pg_backend.schema}&clock=db&", 1))
+    k = Kernel(backend, clock=ManualClock(0))  # ignored: the server's clock counts
+    k.taskboard.seed([TaskSeed("a")])
+    until = k.taskboard.claim("a", "w", 60_000).until or 0
+    assert abs(until - 60_000 - time.time() * 1000) < 60_000
+    k.close()
