@@ -315,8 +315,9 @@ pub fn audit_store(events: &[Event], kernel: &Kernel, p: Params) -> Result<Summa
 }
 
 /// Overlap is proven, not assumed: every language won a claim epoch, wins of
-/// different languages interleave in time, and refusals were observed. A
-/// fully serial run fails here.
+/// different languages interleave in time, workers of different languages
+/// provably ran at the same time, and refusals were observed. A serial run
+/// fails here.
 pub fn audit_overlap(events: &[Event]) -> Result<(), String> {
     let langs: BTreeSet<&str> = events.iter().map(|e| e.lang.as_str()).collect();
     let mut wins: Vec<&Event> = events.iter().filter(|e| e.event == "win").collect();
@@ -326,19 +327,46 @@ pub fn audit_overlap(events: &[Event]) -> Result<(), String> {
         }
     }
     if langs.len() > 1 {
-        // Some win of language A lies strictly (in time) between two wins of
-        // ONE worker of language B: that worker's claim phase was running
-        // while A won. (Between two wins of *different* B workers would also
-        // hold for B-worker, A-worker, B-worker run one after another.)
+        // The protocol's rule: some win of language A lies strictly (in
+        // time) between two wins of language B.
         wins.sort_by_key(|e| e.t);
-        let interleaved = wins.iter().any(|a| {
-            let (before, after) = wins.split_at(wins.partition_point(|x| x.t < a.t));
-            before.iter().any(|x| {
-                x.lang != a.lang && after.iter().any(|y| y.worker == x.worker && y.t > a.t)
+        let between = |same_worker: bool| {
+            wins.iter().any(|a| {
+                let split = wins.partition_point(|x| x.t < a.t);
+                let (before, after) = wins.split_at(split);
+                before.iter().any(|x| {
+                    x.lang != a.lang
+                        && after.iter().any(|y| {
+                            y.t > a.t && y.lang == x.lang && (!same_worker || y.worker == x.worker)
+                        })
+                })
             })
+        };
+        if !between(false) {
+            return Err(
+                "the wins of different languages never interleave in time: the run was serial"
+                    .into(),
+            );
+        }
+        // That alone also holds for workers run one after another (rust-0,
+        // python-0, rust-1). Concurrency itself is shown by either: a win of
+        // A between two wins of ONE worker of B (that worker's claim phase
+        // was running), or an in-flight answer to a worker of A on a key
+        // whose body a worker of B ran (B's intent was live while A ran).
+        let body_lang: BTreeMap<&str, &str> = events
+            .iter()
+            .filter(|e| e.event == "body")
+            .filter_map(|e| Some((e.key.as_deref()?, e.lang.as_str())))
+            .collect();
+        let cross_in_flight = events.iter().any(|e| {
+            e.event == "in-flight"
+                && e.key
+                    .as_deref()
+                    .and_then(|k| body_lang.get(k))
+                    .is_some_and(|owner| *owner != e.lang)
         });
-        if !interleaved {
-            return Err("no win of one language lies between two wins of a worker of another language: the run was serial".into());
+        if !between(true) && !cross_in_flight {
+            return Err("no sign that workers of different languages ran at the same time: the run was serial".into());
         }
     }
     for (what, kinds) in [

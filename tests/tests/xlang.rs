@@ -9,16 +9,18 @@ use gak_tests::pyenv::{self, Ready, gate};
 use gak_tests::xlang::{self, Event, Params, WorkerCmd};
 use libtest_mimic::{Arguments, Failed, Trial};
 
-/// Sized so that the workers' phases overlap: a Python worker needs ~0.3 s
-/// to start (imports, component), and SQLite's single writer lock lets one
-/// process run many transactions in a row, so the SQLite run has many keys:
-/// the Rust workers are still in the effects phase (where in-flight answers
-/// come from) when the Python workers arrive. SQLite runs
-/// with synchronous=normal: durability is not what this test is about, and
-/// fsync-bound transactions would serialize the phases.
+/// Sized so that the workers' phases overlap. A Python worker needs ~0.3 s
+/// to start (imports, component) while a Rust worker claims and releases in
+/// ~0.1 ms, and SQLite's single writer lock lets one process run many
+/// transactions in a row: with few rounds every Rust claim is over before
+/// the first Python one (the audit then reports a serial run). So the SQLite
+/// run has many rounds, and many keys so that the Rust workers are still in
+/// the effects phase (where in-flight answers come from) when the Python
+/// workers arrive. synchronous=normal: durability is not what this test is
+/// about, and fsync-bound transactions would serialize the phases.
 const SQLITE: Params = Params {
     tasks: 4,
-    rounds: 300,
+    rounds: 3000,
     keys: 1500,
     sink_rounds: 25,
 };
@@ -85,61 +87,71 @@ fn postgres(r: &Ready, dsn: &str) -> Result<(), Failed> {
     Ok(())
 }
 
-fn event(t: u64, lang: &str, event: &str) -> Event {
-    Event {
+/// The overlap audit must reject serial runs and accept concurrent ones.
+fn audit_rejects_a_serial_run() -> Result<(), Failed> {
+    let ev = |t: u64, worker: &str, event: &str, key: &str| Event {
         t,
-        worker: format!("{lang}-0"),
-        lang: lang.into(),
+        worker: worker.into(),
+        lang: worker.split('-').next().unwrap_or_default().into(),
         event: event.into(),
         task: Some("t0".into()),
-        key: Some("key-0".into()),
+        key: Some(key.into()),
         fence: Some(1),
+    };
+    let refusals = || {
+        vec![
+            ev(50, "rust-0", "taken", ""),
+            ev(51, "rust-0", "in-flight", "key-9"),
+            ev(52, "rust-1", "body", "key-9"),
+            ev(53, "rust-0", "sink-stale", ""),
+        ]
+    };
+    let run = |wins: &[(u64, &str)], extra: Vec<Event>| {
+        let mut all: Vec<Event> = wins.iter().map(|(t, w)| ev(*t, w, "win", "")).collect();
+        all.extend(refusals());
+        all.extend(extra);
+        xlang::audit_overlap(&all)
+    };
+    // Language after language.
+    if run(
+        &[
+            (1, "rust-0"),
+            (2, "rust-0"),
+            (3, "python-0"),
+            (4, "python-0"),
+        ],
+        vec![],
+    )
+    .is_ok()
+    {
+        return Err("a run of one language after the other passed".into());
     }
-}
-
-/// The overlap audit must reject a serial run (every Rust win before every
-/// Python win) and accept an interleaved one.
-fn audit_rejects_a_serial_run() -> Result<(), Failed> {
-    let refusals = [
-        event(50, "rust", "taken"),
-        event(51, "python", "in-flight"),
-        event(52, "rust", "sink-stale"),
+    // Worker after worker: rust-0, python-0, rust-1.
+    if run(&[(1, "rust-0"), (2, "python-0"), (3, "rust-1")], vec![]).is_ok() {
+        return Err("workers running one after another passed".into());
+    }
+    // Concurrent claims: a python win inside rust-0's claim phase.
+    run(&[(1, "rust-0"), (2, "python-0"), (3, "rust-0")], vec![])
+        .map_err(|e| format!("interleaved claims refused: {e}"))?;
+    // Worker after worker for claims, but python saw rust's live intent.
+    let cross = vec![
+        ev(60, "python-0", "in-flight", "key-7"),
+        ev(61, "rust-1", "body", "key-7"),
     ];
-    let serial: Vec<Event> = [
-        event(1, "rust", "win"),
-        event(2, "rust", "win"),
-        event(3, "python", "win"),
-        event(4, "python", "win"),
-    ]
-    .into_iter()
-    .chain(refusals.iter().cloned())
-    .collect();
-    if xlang::audit_overlap(&serial).is_ok() {
-        return Err("a serial run passed the overlap audit".into());
-    }
-    // Serial in worker order too: rust-0, python-0, rust-1.
-    let mut abab = serial.clone();
-    abab[1].worker = "rust-1".into();
-    abab[1].t = 5;
-    if xlang::audit_overlap(&abab).is_ok() {
-        return Err("workers running one after another passed the overlap audit".into());
-    }
-    let mut interleaved = serial.clone();
-    interleaved[1].t = 5;
-    xlang::audit_overlap(&interleaved).map_err(|e| format!("interleaved run refused: {e}"))?;
-    let quiet: Vec<Event> = interleaved
+    run(&[(1, "rust-0"), (2, "python-0"), (3, "rust-1")], cross)
+        .map_err(|e| format!("cross-language in-flight refused: {e}"))?;
+    // Every refusal kind must show up; every language must win.
+    let quiet: Vec<Event> = [(1, "rust-0"), (2, "python-0"), (3, "rust-0")]
         .iter()
-        .filter(|e| e.event != "sink-stale")
-        .cloned()
+        .map(|(t, w)| ev(*t, w, "win", ""))
+        .chain(refusals().into_iter().filter(|e| e.event != "sink-stale"))
         .collect();
     if xlang::audit_overlap(&quiet).is_ok() {
         return Err("a run without sink-stale refusals passed".into());
     }
-    let one_sided: Vec<Event> = interleaved
-        .iter()
-        .filter(|e| !(e.lang == "python" && e.event == "win"))
-        .cloned()
-        .collect();
+    let mut one_sided = refusals();
+    one_sided.push(ev(1, "rust-0", "win", ""));
+    one_sided.push(ev(2, "python-0", "taken", ""));
     if xlang::audit_overlap(&one_sided).is_ok() {
         return Err("a run where python never won passed".into());
     }
