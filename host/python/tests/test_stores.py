@@ -84,3 +84,26 @@ def test_postgres_clock_db_judges_by_the_server(pg_backend: Any) -> None:
     until = k.taskboard.claim("a", "w", 60_000).until or 0
     assert abs(until - 60_000 - time.time() * 1000) < 60_000
     k.close()
+
+
+def test_memory_sorted_keys_across_chunks() -> None:
+    import random
+
+    from gak.stores.memory import _SortedKeys
+
+    keys = _SortedKeys()
+    live: set[str] = set()
+    rng = random.Random(7)
+    for _ in range(20_000):
+        k = f"k{rng.randrange(5000):05d}"
+        if k in live and rng.random() < 0.4:
+            keys.remove(k)
+            live.discard(k)
+        elif k not in live:
+            keys.add(k)
+            live.add(k)
+    ordered = sorted(live)
+    assert list(keys.from_("", False)) == ordered
+    assert list(keys.from_("k02500", True)) == [k for k in ordered if k > "k02500"]
+    assert list(keys.from_("k02500", False)) == [k for k in ordered if k >= "k02500"]
+    assert all(len(c) <= 1024 for c in keys.chunks) and len(keys.chunks) > 2

@@ -38,7 +38,6 @@ around (so we notice when it is fixed upstream).
 
 from __future__ import annotations
 
-import codecs
 import ctypes
 import struct
 import threading
@@ -59,10 +58,16 @@ _BOOL, _U8, _U32_KIND, _U64_KIND = 0, 2, 6, 8
 _STRING, _LIST, _RECORD, _TUPLE, _VARIANT, _ENUM, _OPTION, _RESULT = 12, 13, 14, 15, 16, 17, 18, 19
 
 
+#: The library wasmtime-py loaded, opened again as a PyDLL: calls keep the
+#: GIL (they are short, or call back into Python), which saves releasing and
+#: re-taking it around every call and callback.
+_lib = ctypes.PyDLL(ffi.dll._name)
+
+
 def _fn(name: str, restype: Any, *argtypes: Any) -> Any:
-    # `dll[name]` makes a fresh function object, so these prototypes do not
+    # `_lib[name]` makes a fresh function object, so these prototypes do not
     # change the ones wasmtime-py's own bindings use.
-    f = ffi.dll[name]
+    f = _lib[name]
     f.restype = restype
     f.argtypes = list(argtypes)
     return f
@@ -70,6 +75,10 @@ def _fn(name: str, restype: Any, *argtypes: Any) -> Any:
 
 _val_clone = _fn("wasmtime_component_val_clone", None, c_void_p, c_void_p)
 val_delete = _fn("wasmtime_component_val_delete", None, c_void_p)
+# With the GIL held during an export call, the host functions it calls back
+# (all Python) need not take it again. A call spends most of its time in
+# those host functions anyway; SQLite and psycopg release the GIL themselves
+# while they wait for I/O.
 _func_call = _fn(
     "wasmtime_component_func_call", c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_size_t
 )
@@ -112,7 +121,6 @@ _put_kind_u32 = struct.Struct("<B7xI").pack_into
 _put_kind_bool = struct.Struct("<B7x?").pack_into
 _put_kind_result = struct.Struct("<B7x?7xQ").pack_into
 _put_kind_variant = struct.Struct("<B7xQQQ").pack_into
-_utf8_decode = codecs.utf_8_decode
 
 
 class ArgError(Exception):
@@ -265,7 +273,7 @@ def _read_name(at: int) -> str:
     if not n:
         return ""
     d = data - _BASE
-    return _utf8_decode(MEM[d : d + n], "strict", True)[0]
+    return MEM[d : d + n].tobytes().decode("utf-8")
 
 
 class _String(Codec):
@@ -440,10 +448,14 @@ class _Variant(Codec):
 
 
 class _Enum(Codec):
-    __slots__ = ("names",)
+    __slots__ = ("names", "by_shape")
 
     def __init__(self, names: Sequence[str]) -> None:
         self.names = {n: n.encode("utf-8") for n in names}
+        # Lifting reads two bytes instead of decoding the name when (length,
+        # first byte, last byte) tells the cases apart (true of every gak enum).
+        shapes = {(len(b), b[0], b[-1]): n for n, b in self.names.items()}
+        self.by_shape = shapes if len(shapes) == len(self.names) else None
 
     def lower(self, value: Any, arena: Arena, at: int) -> None:
         name = self.names.get(value) if isinstance(value, str) else None
@@ -452,6 +464,12 @@ class _Enum(Codec):
         _put_kind_qq(MEM, at - _BASE, _ENUM, len(name), arena.copy(name))
 
     def lift(self, at: int) -> Any:
+        if self.by_shape is not None:
+            n, data = _QQ(MEM, at - _BASE + _OF)
+            d = data - _BASE
+            name = self.by_shape.get((n, MEM[d], MEM[d + n - 1])) if n else None
+            if name is not None:
+                return name
         return _read_name(at + _OF)
 
 
@@ -485,10 +503,18 @@ def codec_of(ty: Any) -> Codec:
     raise TypeError(f"gak's WIT uses no {type(ty).__name__}")
 
 
+#: Python-owned values that live as long as the process (see FuncCodec.ok_none).
+_CONSTANTS = Arena()
+
+#: What host functions return for `ok` with no payload (``put``, ``delete``)
+#: or an empty one (``get`` of a missing key).
+OK_NONE = (True, None)
+
+
 class FuncCodec:
     """Parameter and result codecs of one component function."""
 
-    __slots__ = ("params", "result", "arity", "names")
+    __slots__ = ("params", "result", "arity", "names", "ok_none")
 
     def __init__(self, fty: Any) -> None:
         params = fty.params
@@ -497,6 +523,13 @@ class FuncCodec:
         result = fty.result
         self.result = codec_of(result) if result is not None else None
         self.arity = len(self.params)
+        # The most frequent host result, lowered once: `put` and `delete`
+        # answer it every time, `get` for every missing key.
+        self.ok_none = 0
+        r = self.result
+        if isinstance(r, _Result) and (r.ok is None or isinstance(r.ok, _Option)):
+            self.ok_none = _CONSTANTS.alloc(_VAL)
+            self.result.lower(OK_NONE, _CONSTANTS, self.ok_none)
 
 
 def _error(ptr: int) -> str:
@@ -574,7 +607,9 @@ def _dispatch(data: int, context: int, _ty: int, args: int, nargs: int, results:
         else:
             value = fn(context, *[c.lift(args + i * _VAL) for i, c in enumerate(params)])
         result = codec.result
-        if result is not None:
+        if value is OK_NONE and codec.ok_none:
+            _val_clone(codec.ok_none, results)
+        elif result is not None:
             arena = _scratch.host.reset()
             tmp = arena.alloc(_VAL)
             result.lower(value, arena, tmp)

@@ -32,6 +32,18 @@ MAX_NUMBER = (1 << 53) - 1
 #: Live workers by store context address, for the host functions.
 _WORKERS: dict[int, "Worker"] = {}
 
+#: The process generation: bumped in a forked child, so pools can tell the
+#: parent's workers (its connections, its random state) without a syscall.
+FORKS = [0]
+
+
+def _forked() -> None:
+    FORKS[0] += 1
+    _WORKERS.clear()
+
+
+os.register_at_fork(after_in_child=_forked)
+
 
 def _wasmtime_version() -> str:
     from importlib.metadata import version
@@ -153,7 +165,7 @@ class Worker:
         #: Set when an import failed in a way the component cannot see (the
         #: clock): the call ends with ``storage``.
         self.failure: Optional[str] = None
-        self.pid = os.getpid()
+        self.pid = FORKS[0]
         self.store = Store(compiled.engine)
         wasi = WasiConfig()
         wasi.inherit_stderr()
@@ -204,7 +216,8 @@ def _failed(worker: Worker, e: BaseException) -> Any:
 def _get(ctx: int, table: str, key: str) -> Any:
     worker = _WORKERS[ctx]
     try:
-        return (True, worker.session.get(table, key))
+        value = worker.session.get(table, key)
+        return _OK if value is None else (True, value)
     except Exception as e:  # noqa: BLE001 - a trap would kill the instance
         return _failed(worker, e)
 
@@ -243,7 +256,7 @@ def _scan(ctx: int, table: str, prefix: str, after: Optional[str], limit: int) -
         return _failed(worker, e)
 
 
-_OK = (True, None)
+_OK = _abi.OK_NONE
 _STORE_FUNCS = {"get": _get, "get-many": _get_many, "put": _put, "delete": _delete, "scan": _scan}
 
 

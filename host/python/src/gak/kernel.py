@@ -96,7 +96,7 @@ class Kernel:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._idle: list[_engine.Worker] = []
         self._lock = threading.Lock()
-        self._pid = os.getpid()
+        self._pid = _engine.FORKS[0]
 
     @classmethod
     def open(
@@ -162,13 +162,12 @@ class Kernel:
     # --- workers and transactions --------------------------------------
 
     def _checkout(self) -> _engine.Worker:
-        pid = os.getpid()
         with self._lock:
-            if pid != self._pid:
+            if self._pid != _engine.FORKS[0]:
                 # After fork: the parent's workers share its connections and
                 # its WASI random state; never use them here.
                 self._idle = []
-                self._pid = pid
+                self._pid = _engine.FORKS[0]
             if self._idle:
                 return self._idle.pop()
         try:
@@ -178,7 +177,7 @@ class Kernel:
         return _engine.Worker(self._compiled, session, self.clock)
 
     def _checkin(self, worker: _engine.Worker) -> None:
-        if worker.pid == os.getpid():
+        if worker.pid == _engine.FORKS[0]:
             with self._lock:
                 self._idle.append(worker)
 

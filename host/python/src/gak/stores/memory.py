@@ -10,11 +10,67 @@ from __future__ import annotations
 
 import bisect
 import threading
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 from .base import TABLES, StoreFailure, checked_table
 
 _DELETED = object()
+
+
+class _SortedKeys:
+    """Keys in code point order (= UTF-8 byte order), in chunks of at most
+    ``_CHUNK`` so that inserting or removing one costs O(log n + chunk), not
+    a shift of the whole list (what ``bisect.insort`` on one list costs)."""
+
+    __slots__ = ("chunks", "maxes")
+
+    def __init__(self) -> None:
+        self.chunks: list[list[str]] = []
+        self.maxes: list[str] = []
+
+    def add(self, key: str) -> None:
+        if not self.chunks:
+            self.chunks.append([key])
+            self.maxes.append(key)
+            return
+        i = bisect.bisect_left(self.maxes, key)
+        if i == len(self.maxes):
+            i -= 1
+            self.chunks[i].append(key)
+            self.maxes[i] = key
+        else:
+            bisect.insort(self.chunks[i], key)
+        chunk = self.chunks[i]
+        if len(chunk) > 2 * _CHUNK:
+            half = chunk[_CHUNK:]
+            del chunk[_CHUNK:]
+            self.chunks.insert(i + 1, half)
+            self.maxes[i] = chunk[-1]
+            self.maxes.insert(i + 1, half[-1])
+
+    def remove(self, key: str) -> None:
+        i = bisect.bisect_left(self.maxes, key)
+        chunk = self.chunks[i]
+        del chunk[bisect.bisect_left(chunk, key)]
+        if not chunk:
+            del self.chunks[i]
+            del self.maxes[i]
+        else:
+            self.maxes[i] = chunk[-1]
+
+    def from_(self, lower: str, strict: bool) -> Iterator[str]:
+        """Keys >= lower (> lower when ``strict``), in order."""
+        pick = bisect.bisect_right if strict else bisect.bisect_left
+        i = pick(self.maxes, lower)
+        if i == len(self.chunks):
+            return
+        j = pick(self.chunks[i], lower)
+        yield from self.chunks[i][j:]
+        for chunk in self.chunks[i + 1 :]:
+            yield from chunk
+
+
+_CHUNK = 512
 
 
 class _Table:
@@ -22,17 +78,16 @@ class _Table:
 
     def __init__(self) -> None:
         self.values: dict[str, str] = {}
-        self.keys: list[str] = []
+        self.keys = _SortedKeys()
 
     def put(self, key: str, value: str) -> None:
         if key not in self.values:
-            bisect.insort(self.keys, key)
+            self.keys.add(key)
         self.values[key] = value
 
     def delete(self, key: str) -> None:
         if self.values.pop(key, None) is not None:
-            i = bisect.bisect_left(self.keys, key)
-            del self.keys[i]
+            self.keys.remove(key)
 
 
 class MemoryBackend:
@@ -103,16 +158,12 @@ class MemorySession:
         # This transaction's writes in range (they win over committed data).
         mine = {k: v for (t, k), v in pending.items() if t == table and inside(k)}
         deleted = sum(1 for v in mine.values() if v is _DELETED)
-        keys = tab.keys
-        i = bisect.bisect_right(keys, lower) if strict else bisect.bisect_left(keys, lower)
         merged: dict[str, Any] = {}
         want = limit + deleted
-        while i < len(keys) and len(merged) < want:
-            k = keys[i]
-            if not k.startswith(prefix):
+        for k in tab.keys.from_(lower, strict):
+            if len(merged) >= want or not k.startswith(prefix):
                 break
             merged[k] = tab.values[k]
-            i += 1
         merged.update(mine)
         out = [(k, v) for k, v in sorted(merged.items()) if v is not _DELETED]
         return out[:limit]
