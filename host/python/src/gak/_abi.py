@@ -473,6 +473,32 @@ class _Enum(Codec):
         return _read_name(at + _OF)
 
 
+_put_ok_some_string = struct.Struct("<B7xQ16xB7xQQ8x").pack_into
+
+
+class _ResultOptionString(_Result):
+    """``result<option<string>, E>`` (``store.get``'s answer, the most frequent
+    host result): ``ok(some(text))`` written with one ``pack_into`` as three
+    consecutive Vals (result → option → string) and the text after them."""
+
+    __slots__ = ()
+
+    def lower(self, value: Any, arena: Arena, at: int) -> None:
+        is_ok, payload = value
+        if not (is_ok and type(payload) is str):
+            super().lower(value, arena, at)
+            return
+        data = _utf8(payload)
+        n = len(data)
+        block = arena.alloc(2 * _VAL + n)
+        text = block + 2 * _VAL
+        MEM[text - _BASE : text - _BASE + n] = data
+        # The result lives at `at`; its payload (the option) and the option's
+        # payload (the string) at `block`, `block + 32`.
+        _put_kind_result(MEM, at - _BASE, _RESULT, True, block)
+        _put_ok_some_string(MEM, block - _BASE, _OPTION, block + _VAL, _STRING, n, text if n else 0)
+
+
 def codec_of(ty: Any) -> Codec:
     """Build the codec for one wasmtime-py component type, once."""
     if isinstance(ty, wt.Bool):
@@ -495,7 +521,11 @@ def codec_of(ty: Any) -> Codec:
         return _Option(codec_of(ty.payload))
     if isinstance(ty, wt.ResultType):
         ok, err = ty.ok, ty.err
-        return _Result(codec_of(ok) if ok is not None else None, codec_of(err) if err is not None else None)
+        ok_codec = codec_of(ok) if ok is not None else None
+        err_codec = codec_of(err) if err is not None else None
+        if isinstance(ok_codec, _Option) and isinstance(ok_codec.inner, _String):
+            return _ResultOptionString(ok_codec, err_codec)
+        return _Result(ok_codec, err_codec)
     if isinstance(ty, wt.VariantType):
         return _Variant([(n, codec_of(t) if t is not None else None) for n, t in ty.cases])
     if isinstance(ty, wt.EnumType):
@@ -602,6 +632,10 @@ def _dispatch(data: int, context: int, _ty: int, args: int, nargs: int, results:
         params = codec.params
         if nargs == 2:
             value = fn(context, params[0].lift(args), params[1].lift(args + _VAL))
+        elif nargs == 3:
+            value = fn(context, params[0].lift(args), params[1].lift(args + _VAL), params[2].lift(args + 2 * _VAL))
+        elif nargs == 1:
+            value = fn(context, params[0].lift(args))
         elif nargs == 0:
             value = fn(context)
         else:
