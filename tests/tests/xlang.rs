@@ -12,15 +12,17 @@ use libtest_mimic::{Arguments, Failed, Trial};
 /// Sized so that the workers' phases overlap. A Python worker needs ~0.3 s
 /// to start (imports, component) while a Rust worker claims and releases in
 /// ~0.1 ms, and SQLite's single writer lock lets one process run many
-/// transactions in a row: with few rounds every Rust claim is over before
-/// the first Python one (the audit then reports a serial run). So the SQLite
-/// run has many rounds, and many keys so that the Rust workers are still in
-/// the effects phase (where in-flight answers come from) when the Python
-/// workers arrive. synchronous=normal: durability is not what this test is
-/// about, and fsync-bound transactions would serialize the phases.
+/// transactions in a row (a waiting Rust worker sleeps in SQLite's busy
+/// handler, up to 100 ms at a time): with few rounds every Rust claim is
+/// over before the first Python one (the audit then reports a serial run).
+/// So the SQLite run has more rounds, and many keys so that the Rust
+/// workers are still in the effects phase (where in-flight answers come
+/// from) when the Python workers arrive. synchronous=normal: durability is
+/// not what this test is about, and fsync-bound transactions would
+/// serialize the phases.
 const SQLITE: Params = Params {
     tasks: 4,
-    rounds: 3000,
+    rounds: 600,
     keys: 1500,
     sink_rounds: 25,
 };

@@ -14,6 +14,7 @@ creates them, so a Rust and a Python host can share one file.
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 import time
 from typing import Any, Optional, Sequence
@@ -35,20 +36,33 @@ def _fault(e: sqlite3.Error) -> Exception:
     return StoreFailure(f"{type(e).__name__}: {e}")
 
 
+def _busy(e: sqlite3.Error) -> bool:
+    code = getattr(e, "sqlite_errorcode", 0) or 0
+    return (code & 0xFF) in _BUSY
+
+
 def _with_busy_retry(f: Any) -> Any:
-    """``BEGIN IMMEDIATE`` waits ``BUSY_TIMEOUT`` inside SQLite; a few more
-    tries cover the rare busy it returns without waiting (WAL recovery)."""
-    attempt = 0
+    """Run ``f`` (``BEGIN IMMEDIATE``), polling while the database is busy.
+
+    The connections run with SQLite's busy timeout at 0 and poll here instead,
+    every 0.05-2 ms with jitter, for up to ``BUSY_TIMEOUT``: SQLite's own busy
+    handler sleeps 1, 2, 5 … 100 ms between tries, so a writer that commits
+    and begins again in a tight loop keeps the lock for as long as it likes
+    while the others sleep (measured: one process ran 300 claims while five
+    waited). Polling makes handing over the lock between transactions
+    likely. Still busy after ``BUSY_TIMEOUT``: a conflict, and the kernel
+    re-runs the whole call with backoff.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    pause = 0.00005
     while True:
         try:
             return f()
         except sqlite3.OperationalError as e:
-            code = getattr(e, "sqlite_errorcode", 0) or 0
-            if attempt < 5 and (code & 0xFF) in _BUSY:
-                attempt += 1
-                time.sleep((1 << attempt) / 1000)
-                continue
-            raise
+            if not _busy(e) or time.monotonic() >= deadline:
+                raise
+            time.sleep(pause * (0.5 + random.random()))
+            pause = min(pause * 1.5, 0.002)
 
 
 class SqliteBackend:
@@ -86,10 +100,13 @@ class SqliteBackend:
     def _connect(self) -> sqlite3.Connection:
         # isolation_level=None: the module issues no BEGIN/COMMIT of its own;
         # every transaction is the kernel's explicit BEGIN IMMEDIATE.
+        # timeout=0: busy answers come back at once and are polled by
+        # _with_busy_retry (BEGIN IMMEDIATE takes the write lock up front, so
+        # no later statement of the transaction waits for another writer).
         conn = sqlite3.connect(
-            self.path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False, cached_statements=64
+            self.path, timeout=0, isolation_level=None, check_same_thread=False, cached_statements=64
         )
-        conn.execute("PRAGMA journal_mode=WAL")
+        _with_busy_retry(lambda: conn.execute("PRAGMA journal_mode=WAL"))
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
         return conn
 
@@ -186,7 +203,7 @@ class SqliteSession:
     def commit(self) -> None:
         conn = self._in_tx()
         try:
-            conn.execute("COMMIT")
+            _with_busy_retry(lambda: conn.execute("COMMIT"))
         except sqlite3.Error as e:
             # COMMIT refused (busy): the transaction is still open and was not
             # applied; roll it back so the kernel can re-run the call.
