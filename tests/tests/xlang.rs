@@ -29,7 +29,7 @@ const SQLITE: Params = Params {
 const POSTGRES: Params = Params {
     tasks: 4,
     rounds: 150,
-    keys: 60,
+    keys: 400,
     sink_rounds: 25,
 };
 
