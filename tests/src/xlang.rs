@@ -115,6 +115,7 @@ impl fmt::Display for Summary {
 /// Seed the board, start every worker at once, wait for all, audit.
 /// `kernel` opens the store for the parent; it is called twice (to seed,
 /// then to audit), so the parent holds no connection while the workers run.
+/// With `GAK_XLANG_LOGS=DIR` every worker's stdout and stderr are kept there.
 pub fn run(
     url: &str,
     kernel: impl Fn() -> Result<Kernel, String>,
