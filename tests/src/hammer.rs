@@ -7,7 +7,7 @@
 //! `in-flight`, `fence-stale`) actually observed; a serial run fails it
 //! ([`Audit::check_overlap`]).
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 use gak::blocking::Kernel;
 
@@ -119,16 +119,22 @@ fn run_full(bin: &str, workers: usize, args: &[&str], start: Start, queue: bool)
         Start::Together => {
             let barrier = tempfile::tempdir().expect("barrier dir");
             let dir = barrier.path().to_str().expect("utf-8 temp dir");
-            let children: Vec<Child> = (0..workers)
+            // Every child's output is drained at once, each by its own
+            // thread: waiting for one child while another blocks on a full
+            // pipe would stall it with its lease held.
+            let outputs: Vec<_> = (0..workers)
                 .map(|w| spawn(bin, w, args, Some((dir, workers)), queue))
+                .map(|child| std::thread::spawn(move || child.wait_with_output()))
                 .collect();
-            for (w, child) in children.into_iter().enumerate() {
-                audit.absorb(w, child);
+            for (w, output) in outputs.into_iter().enumerate() {
+                let output = output.join().expect("reader thread");
+                audit.absorb(w, output.expect("wait for gak-hammer"));
             }
         }
         Start::Serially => {
             for w in 0..workers {
-                audit.absorb(w, spawn(bin, w, args, None, queue));
+                let child = spawn(bin, w, args, None, queue);
+                audit.absorb(w, child.wait_with_output().expect("wait for gak-hammer"));
             }
         }
     }
@@ -143,8 +149,7 @@ where
 }
 
 impl Audit {
-    fn absorb(&mut self, worker: usize, child: Child) {
-        let out = child.wait_with_output().expect("wait for gak-hammer");
+    fn absorb(&mut self, worker: usize, out: Output) {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "worker {worker} failed: {stderr}");
         for line in String::from_utf8(out.stdout).expect("utf-8").lines() {

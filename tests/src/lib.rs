@@ -13,10 +13,13 @@ pub mod counting;
 pub mod faulty;
 pub mod golden;
 pub mod hammer;
+pub mod jsenv;
 pub mod pg;
 pub mod proxy;
+pub mod pyenv;
 pub mod suite;
 pub mod worked;
+pub mod xlang;
 
 /// The whole board, read page by page (for checks after a run; the API
 /// itself never reads a whole table in one call).

@@ -19,10 +19,11 @@
 //! reason; under `CI=true` they fail instead.
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, OnceLock};
 
 use gak::blocking::Kernel;
 use gak::{Acquired, Action, TaskSeed};
+use gak_tests::jsenv;
+use gak_tests::suite::{Requirement, Verdict, under_ci};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
 type Step = Result<Completion, Failed>;
@@ -32,10 +33,6 @@ fn repo() -> PathBuf {
         .parent()
         .expect("tests/ sits in the repository")
         .to_path_buf()
-}
-
-fn package() -> PathBuf {
-    repo().join("host/js")
 }
 
 /// The target dir this test was built into (`CARGO_TARGET_TMPDIR` is its
@@ -56,145 +53,34 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-fn tail(bytes: &[u8], lines: usize) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-fn report(what: &str, out: &Output) -> String {
-    format!(
-        "{what} exited with {}\n--- stdout (tail)\n{}\n--- stderr (tail)\n{}",
-        out.status,
-        tail(&out.stdout, 150),
-        tail(&out.stderr, 60)
-    )
-}
-
 fn failed(what: &str, out: &Output) -> Failed {
-    Failed::from(report(what, out))
-}
-
-fn message(f: &Failed) -> String {
-    f.message().unwrap_or("failed").to_owned()
-}
-
-/// Node and npm, when both are there and Node is 20 or newer.
-fn toolchain() -> &'static Result<String, String> {
-    static NODE: OnceLock<Result<String, String>> = OnceLock::new();
-    NODE.get_or_init(|| {
-        let version = Command::new("node")
-            .arg("--version")
-            .output()
-            .map_err(|e| format!("`node` not found ({e})"))?;
-        let version = String::from_utf8_lossy(&version.stdout).trim().to_owned();
-        let major: u32 = version
-            .trim_start_matches('v')
-            .split('.')
-            .next()
-            .and_then(|m| m.parse().ok())
-            .ok_or_else(|| format!("cannot read the Node version {version:?}"))?;
-        if major < 20 {
-            return Err(format!("Node {version} is older than 20"));
-        }
-        Command::new("npm")
-            .arg("--version")
-            .output()
-            .map_err(|e| format!("`npm` not found ({e})"))?;
-        Ok(version)
-    })
+    Failed::from(jsenv::report(what, out))
 }
 
 /// Ignored (or, under `CI=true`, failed) when Node 20+ is missing.
 fn need_node() -> Result<(), Step> {
-    match toolchain() {
-        Ok(_) => Ok(()),
-        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => Err(Err(Failed::from(
-            format!("the JavaScript host needs Node 20+ and npm, and CI=true: {why}"),
-        ))),
-        Err(why) => Err(Ok(Completion::ignored_with(format!(
-            "needs Node 20+ and npm: {why}"
-        )))),
+    let found = jsenv::toolchain().clone();
+    match Requirement::judge(jsenv::NODE, &found, under_ci()) {
+        Verdict::Run(_) => Ok(()),
+        Verdict::Fail(why) => Err(Err(Failed::from(why))),
+        Verdict::Skip(why) => Err(Ok(Completion::ignored_with(why))),
     }
 }
 
-/// Install `node_modules` from the lock unless the stamp says it is current.
 fn npm_ci() -> Result<(), Failed> {
-    static DONE: Mutex<Option<Result<(), String>>> = Mutex::new(None);
-    let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(r) = done.as_ref() {
-        return r.clone().map_err(Failed::from);
-    }
-    let r = install();
-    *done = Some(r.clone());
-    r.map_err(Failed::from)
+    jsenv::npm_ci().map_err(Failed::from)
 }
 
-fn install() -> Result<(), String> {
-    let pkg = package();
-    let lock = std::fs::read(pkg.join("package-lock.json")).map_err(|e| e.to_string())?;
-    let node = toolchain().as_ref().map_err(Clone::clone)?;
-    let mut hasher = std::hash::DefaultHasher::new();
-    std::hash::Hash::hash(&lock, &mut hasher);
-    let stamp_text = format!("{:016x} node {node}\n", std::hash::Hasher::finish(&hasher));
-    let stamp = pkg.join("node_modules/.gak-npm-ci-stamp");
-    if std::fs::read_to_string(&stamp).is_ok_and(|s| s == stamp_text) {
-        return Ok(());
-    }
-    let mut ci = Command::new("npm");
-    ci.args(["ci", "--no-audit", "--no-fund"]).current_dir(&pkg);
-    // better-sqlite3 compiles from source here (its prebuilt download is not
-    // reachable); node-gyp needs the Node headers, which the Node install
-    // ships next to the binary: point it there unless npm is told already.
-    if std::env::var_os("npm_config_nodedir").is_none()
-        && let Some(prefix) = node_prefix()
-    {
-        ci.env("npm_config_nodedir", prefix);
-    }
-    let out = ci.output().map_err(|e| format!("cannot run npm: {e}"))?;
-    if !out.status.success() {
-        return Err(report("npm ci", &out));
-    }
-    std::fs::write(&stamp, stamp_text).map_err(|e| e.to_string())
-}
-
-/// The install prefix of `node` when it has the headers node-gyp needs.
-fn node_prefix() -> Option<PathBuf> {
-    let out = Command::new("node")
-        .args(["-p", "process.execPath"])
-        .output()
-        .ok()?;
-    let exe = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    let prefix = exe.parent()?.parent()?.to_path_buf();
-    prefix
-        .join("include/node/node.h")
-        .exists()
-        .then_some(prefix)
-}
-
-/// Environment for every Node child: find the component the Rust host
-/// embeds, through the documented default lookup when it is published where
-/// the docs say, else by `GAK_COMPONENT`.
-fn component_env(cmd: &mut Command) -> Result<(), Failed> {
-    let target = target_dir();
-    let published = target.join("component/gak.wasm");
-    cmd.env_remove("GAK_COMPONENT");
-    if std::fs::read(&published).is_ok_and(|b| b == gak::COMPONENT_WASM) {
-        cmd.env("CARGO_TARGET_DIR", &target);
-    } else {
-        let copy = target.join("tmp/gak-js-component.wasm");
-        std::fs::write(&copy, gak::COMPONENT_WASM).map_err(|e| Failed::from(e.to_string()))?;
-        cmd.env("GAK_COMPONENT", copy);
-    }
-    Ok(())
+fn transpile() -> Result<(), Failed> {
+    jsenv::transpile(&target_dir()).map_err(Failed::from)
 }
 
 /// `node ARGS` in `host/js` (after install and transpile), checked for success.
 fn node(args: &[&str], cwd: Option<&Path>) -> Result<Output, Failed> {
     ready()?;
     let mut cmd = Command::new("node");
-    cmd.args(args).current_dir(cwd.unwrap_or(&package()));
-    component_env(&mut cmd)?;
+    cmd.args(args).current_dir(cwd.unwrap_or(&jsenv::package()));
+    jsenv::component_env(&mut cmd, &target_dir())?;
     let out = cmd
         .output()
         .map_err(|e| Failed::from(format!("cannot run node: {e}")))?;
@@ -204,32 +90,8 @@ fn node(args: &[&str], cwd: Option<&Path>) -> Result<Output, Failed> {
     Ok(out)
 }
 
-fn transpile() -> Result<(), Failed> {
-    static DONE: Mutex<Option<Result<(), String>>> = Mutex::new(None);
-    let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(r) = done.as_ref() {
-        return r.clone().map_err(Failed::from);
-    }
-    let r = npm_ci().and_then(|()| {
-        let mut cmd = Command::new("node");
-        cmd.arg("scripts/transpile.mjs").current_dir(package());
-        component_env(&mut cmd)?;
-        let out = cmd
-            .output()
-            .map_err(|e| Failed::from(format!("cannot run node: {e}")))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(failed("node scripts/transpile.mjs", &out))
-        }
-    });
-    *done = Some(r.as_ref().map(|_| ()).map_err(message));
-    r
-}
-
 fn ready() -> Result<(), Failed> {
-    npm_ci()?;
-    transpile()
+    jsenv::ready(&target_dir()).map_err(Failed::from)
 }
 
 /// A trial that needs Node: ignored (or failed under CI) without it.
@@ -265,7 +127,7 @@ fn vectors(store: &str) -> Result<(), Failed> {
 }
 
 fn node_test() -> Result<(), Failed> {
-    let mut files: Vec<String> = std::fs::read_dir(package().join("test"))
+    let mut files: Vec<String> = std::fs::read_dir(jsenv::package().join("test"))
         .map_err(|e| Failed::from(e.to_string()))?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -331,7 +193,7 @@ fn sqlite_shared_with_rust() -> Result<(), Failed> {
         .complete(&k1, &lease, b"from-rust")
         .map_err(fail)?;
 
-    let script = package().join("test/fixtures/shared-sqlite.mjs");
+    let script = jsenv::package().join("test/fixtures/shared-sqlite.mjs");
     node(
         &[
             &script.display().to_string(),
@@ -377,7 +239,7 @@ fn readme_snippet() -> Result<(), Failed> {
         .0;
     // Inside the package (so `import … from 'gak'` resolves to it), in an
     // ignored folder; run from a scratch dir (the snippet writes gak.db).
-    let file = package().join("gen/readme/snippet.mjs");
+    let file = jsenv::package().join("gen/readme/snippet.mjs");
     std::fs::create_dir_all(file.parent().expect("a folder"))
         .map_err(|e| Failed::from(e.to_string()))?;
     std::fs::write(&file, code).map_err(|e| Failed::from(e.to_string()))?;

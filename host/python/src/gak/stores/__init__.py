@@ -1,0 +1,39 @@
+"""Store bindings: memory, SQLite (stdlib ``sqlite3``) and PostgreSQL (psycopg 3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import OpenError
+from .base import TABLES, Backend, Session, StoreConflict, StoreFailure
+from .memory import MemoryBackend
+from .sqlite import SqliteBackend
+
+
+def open_store(url: str) -> Any:
+    """A backend from a store URL: ``memory:``; ``sqlite:PATH`` (or a bare path
+    ending in ``.db`` / ``.sqlite``); ``postgres://user@host:port/db?schema=NAME``."""
+    if url.startswith(("postgres://", "postgresql://")):
+        from .postgres import PostgresBackend  # psycopg is only needed here
+
+        return PostgresBackend(url)
+    if url in ("memory", "memory:"):
+        return MemoryBackend()
+    if url.startswith("sqlite:"):
+        return SqliteBackend(url[len("sqlite:") :])
+    if url.endswith((".db", ".sqlite")):
+        return SqliteBackend(url)
+    raise OpenError(f"unknown store {url!r} (expected memory:, sqlite:PATH or postgres://…)")
+
+
+__all__ = [
+    "TABLES",
+    "Backend",
+    "MemoryBackend",
+    "OpenError",
+    "Session",
+    "SqliteBackend",
+    "StoreConflict",
+    "StoreFailure",
+    "open_store",
+]

@@ -1,0 +1,197 @@
+"""The in-memory binding: one map per table, one writer at a time.
+
+A transaction takes the store-wide lock at ``begin`` and keeps its writes in
+an overlay until ``commit``, so it is serializable and all-or-nothing. Keys
+are kept sorted per table (code point order = UTF-8 byte order) so ``scan``
+reads O(limit) entries.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from typing import Any, Iterator, Optional, Sequence
+
+from .base import TABLES, StoreFailure, checked_table
+
+_DELETED = object()
+
+
+class _SortedKeys:
+    """Keys in code point order (= UTF-8 byte order), in chunks of at most
+    ``_CHUNK`` so that inserting or removing one costs O(log n + chunk), not
+    a shift of the whole list (what ``bisect.insort`` on one list costs)."""
+
+    __slots__ = ("chunks", "maxes")
+
+    def __init__(self) -> None:
+        self.chunks: list[list[str]] = []
+        self.maxes: list[str] = []
+
+    def add(self, key: str) -> None:
+        if not self.chunks:
+            self.chunks.append([key])
+            self.maxes.append(key)
+            return
+        i = bisect.bisect_left(self.maxes, key)
+        if i == len(self.maxes):
+            i -= 1
+            self.chunks[i].append(key)
+            self.maxes[i] = key
+        else:
+            bisect.insort(self.chunks[i], key)
+        chunk = self.chunks[i]
+        if len(chunk) > 2 * _CHUNK:
+            half = chunk[_CHUNK:]
+            del chunk[_CHUNK:]
+            self.chunks.insert(i + 1, half)
+            self.maxes[i] = chunk[-1]
+            self.maxes.insert(i + 1, half[-1])
+
+    def remove(self, key: str) -> None:
+        i = bisect.bisect_left(self.maxes, key)
+        chunk = self.chunks[i]
+        del chunk[bisect.bisect_left(chunk, key)]
+        if not chunk:
+            del self.chunks[i]
+            del self.maxes[i]
+        else:
+            self.maxes[i] = chunk[-1]
+
+    def from_(self, lower: str, strict: bool) -> Iterator[str]:
+        """Keys >= lower (> lower when ``strict``), in order."""
+        pick = bisect.bisect_right if strict else bisect.bisect_left
+        i = pick(self.maxes, lower)
+        if i == len(self.chunks):
+            return
+        j = pick(self.chunks[i], lower)
+        yield from self.chunks[i][j:]
+        for chunk in self.chunks[i + 1 :]:
+            yield from chunk
+
+
+_CHUNK = 512
+
+
+class _Table:
+    __slots__ = ("values", "keys")
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+        self.keys = _SortedKeys()
+
+    def put(self, key: str, value: str) -> None:
+        if key not in self.values:
+            self.keys.add(key)
+        self.values[key] = value
+
+    def delete(self, key: str) -> None:
+        if self.values.pop(key, None) is not None:
+            self.keys.remove(key)
+
+
+class MemoryBackend:
+    """A map shared by every session made from it (one process)."""
+
+    def __init__(self) -> None:
+        self._tables = {t: _Table() for t in TABLES}
+        self._lock = threading.Lock()
+
+    def session(self) -> "MemorySession":
+        return MemorySession(self)
+
+    def describe(self) -> str:
+        return "memory"
+
+    def close(self) -> None:
+        pass
+
+    def dump(self) -> dict[tuple[str, str], str]:
+        """Every entry, for tests comparing store states."""
+        with self._lock:
+            return {(t, k): v for t, tab in self._tables.items() for k, v in tab.values.items()}
+
+
+class MemorySession:
+    """One worker's view; ``begin`` waits for the store-wide lock."""
+
+    def __init__(self, backend: MemoryBackend) -> None:
+        self._backend = backend
+        self._overlay: Optional[dict[tuple[str, str], Any]] = None
+
+    def _pending(self) -> dict[tuple[str, str], Any]:
+        if self._overlay is None:
+            raise StoreFailure("no open transaction")
+        return self._overlay
+
+    def begin(self) -> None:
+        if self._overlay is not None:
+            raise StoreFailure("transaction already open")
+        self._backend._lock.acquire()
+        self._overlay = {}
+
+    def get(self, table: str, key: str) -> Optional[str]:
+        pending = self._pending()
+        v = pending.get((table, key))
+        if v is not None:
+            return None if v is _DELETED else v
+        return self._backend._tables[checked_table(table)].values.get(key)
+
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Optional[str]]:
+        return [self.get(t, k) for t, k in keys]
+
+    def put(self, table: str, key: str, value: str) -> None:
+        self._pending()[(checked_table(table), key)] = value
+
+    def delete(self, table: str, key: str) -> None:
+        self._pending()[(checked_table(table), key)] = _DELETED
+
+    def scan(self, table: str, prefix: str, after: Optional[str], limit: int) -> list[tuple[str, str]]:
+        pending = self._pending()
+        tab = self._backend._tables[checked_table(table)]
+        strict = after is not None and after >= prefix
+        lower = after if strict else prefix
+
+        def inside(k: str) -> bool:
+            return k.startswith(prefix) and (k > lower if strict else k >= lower)
+
+        # This transaction's writes in range (they win over committed data).
+        mine = {k: v for (t, k), v in pending.items() if t == table and inside(k)}
+        deleted = sum(1 for v in mine.values() if v is _DELETED)
+        merged: dict[str, Any] = {}
+        want = limit + deleted
+        for k in tab.keys.from_(lower, strict):
+            if len(merged) >= want or not k.startswith(prefix):
+                break
+            merged[k] = tab.values[k]
+        merged.update(mine)
+        out = [(k, v) for k, v in sorted(merged.items()) if v is not _DELETED]
+        return out[:limit]
+
+    def commit(self) -> None:
+        pending = self._pending()
+        tables = self._backend._tables
+        for (t, k), v in pending.items():
+            if v is _DELETED:
+                tables[t].delete(k)
+            else:
+                tables[t].put(k, v)
+        self._end()
+
+    def rollback(self) -> None:
+        if self._overlay is not None:
+            self._end()
+
+    def _end(self) -> None:
+        self._overlay = None
+        self._backend._lock.release()
+
+    def now(self) -> Optional[int]:
+        return None
+
+    def close(self) -> None:
+        self.rollback()
+
+    @property
+    def raw(self) -> Any:
+        return None

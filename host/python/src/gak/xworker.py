@@ -1,0 +1,124 @@
+"""The cross-language worker (protocol v1, ``host/HOSTS.md``):
+
+    python -m gak.xworker --store URL --worker NAME --index N --tasks T \\
+        --rounds R --keys K --sink-rounds S
+
+Three phases against a shared store (claims, effects, a fenced ledger), one
+JSON object per line on stdout. Any unexpected error exits non-zero with the
+error on stderr. It is a load generator: the audit lives in the test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from typing import Any, Optional, Sequence
+
+from .errors import GakError, Refused
+from .kernel import Downstream, Kernel
+from .types import Action, Contended, Granted, InFlight, Replayed, RetrySafety
+
+LEASE = 60_000
+MAX_TRIES = 2000
+
+
+class Worker:
+    def __init__(self, kernel: Kernel, name: str) -> None:
+        self.kernel = kernel
+        self.name = name
+
+    def emit(self, event: str, **fields: Any) -> None:
+        line = {"t": time.time_ns() // 1_000_000, "worker": self.name, "lang": "python", "event": event, **fields}
+        sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.flush()
+
+    def claims(self, tasks: int, rounds: int) -> None:
+        board = self.kernel.taskboard
+        for r in range(rounds):
+            task = f"t{r % tasks}"
+            try:
+                claimed = board.claim(task, self.name, LEASE)
+            except Refused as e:
+                if e.code != "taken":
+                    raise
+                self.emit("taken", task=task)
+                continue
+            self.emit("win", task=task, fence=claimed.fence)
+            board.release(task, claimed.token or "")
+
+    def effects(self, keys: int) -> None:
+        gate = self.kernel.sideeffect
+        for i in range(keys):
+            key = f"key-{i}"
+            action = Action(key, f"res-{i}", RetrySafety.SAFE)
+            for _ in range(MAX_TRIES):
+                decision = gate.acquire(action, LEASE)
+                if isinstance(decision, Granted):
+                    lease = decision.lease
+
+                    def body(down: Downstream, key: str = key) -> None:
+                        down.put(f"effect/{key}", self.name)
+
+                    gate.write_fenced(action.resource, lease.fence, body)
+                    self.emit("body", key=key, fence=lease.fence)
+                    gate.complete(action, lease, self.name.encode())
+                    break
+                if isinstance(decision, Replayed):
+                    self.emit("replayed", key=key)
+                    break
+                if isinstance(decision, (InFlight, Contended)):
+                    self.emit("in-flight" if isinstance(decision, InFlight) else "contended", key=key)
+                    time.sleep(random.uniform(0.001, 0.005))
+                    continue
+                raise RuntimeError(f"{key}: unexpected {decision}")
+            else:
+                raise RuntimeError(f"{key}: still busy after {MAX_TRIES} tries")
+
+    def sink(self, index: int, sink_rounds: int) -> None:
+        gate = self.kernel.sideeffect
+        for s in range(sink_rounds):
+            fence = s * 16 + index + 1
+
+            def body(down: Downstream, fence: int = fence) -> None:
+                count = int(down.get("ledger/count") or "0")
+                down.put("ledger/count", str(count + 1))
+                down.put(f"ledger/{count + 1:08d}", json.dumps({"worker": self.name, "fence": fence}))
+
+            try:
+                gate.write_fenced("ledger", fence, body)
+            except Refused as e:
+                if e.code != "fence-stale":
+                    raise
+                self.emit("sink-stale", fence=fence)
+                continue
+            self.emit("sink-ok", fence=fence)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gak.xworker")
+    p.add_argument("--store", required=True)
+    p.add_argument("--worker", required=True)
+    p.add_argument("--index", type=int, required=True)
+    p.add_argument("--tasks", type=int, required=True)
+    p.add_argument("--rounds", type=int, required=True)
+    p.add_argument("--keys", type=int, required=True)
+    p.add_argument("--sink-rounds", type=int, required=True)
+    p.add_argument("--component")
+    a = p.parse_args(argv)
+    try:
+        with Kernel.open(a.store, component=a.component) as kernel:
+            w = Worker(kernel, a.worker)
+            w.claims(a.tasks, a.rounds)
+            w.effects(a.keys)
+            w.sink(a.index, a.sink_rounds)
+    except (GakError, RuntimeError) as e:
+        print(f"xworker {a.worker}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""The wasmtime-py 50 specifics that gak._abi relies on or works around."""
+
+from __future__ import annotations
+
+import ctypes
+from importlib.metadata import version
+
+import pytest
+from wasmtime.component import _types as wt
+
+from gak import _abi, _engine
+from gak.component import find_component
+
+
+def test_pinned_wasmtime_version() -> None:
+    # gak._abi reads the C API's structs directly: any other version must be
+    # re-checked (layouts, ownership) before the pin moves.
+    assert version("wasmtime") == _abi.WASMTIME_VERSION == "50.0.1"
+
+
+def test_struct_layouts_match_the_c_api() -> None:
+    ffi = _abi.ffi
+    assert ctypes.sizeof(ffi.wasmtime_component_val_t) == 32
+    assert ffi.wasmtime_component_val_t.of.offset == 8
+    assert ctypes.sizeof(ffi.wasmtime_component_valrecord_entry_t) == 48
+    assert ffi.wasmtime_component_valresult_t.val.offset == 8
+    assert ffi.wasmtime_component_valvariant_t.val.offset == 16
+
+
+def _store_get_type() -> object:
+    compiled = _engine.compiled(find_component())
+    store = compiled.component.type.imports(compiled.engine)["gak:kernel/store@0.2.0"].ty
+    return store.exports(compiled.engine)["get"].ty.result
+
+
+def test_upstream_cannot_return_err_of_result_option_string() -> None:
+    """wasmtime-py 50 maps `result<option<string>, store-error>` untagged and
+    routes an `err` value into the `ok` case (the option's "anything"
+    matches first): a host function could never report a store error.
+    gak._abi exists partly for this; when this test fails, upstream fixed it."""
+    ty = _store_get_type()
+    assert isinstance(ty, wt.ResultType)
+    assert not ty._tagged()
+    with pytest.raises((TypeError, ValueError)):
+        ty._lower(None, wt.Variant("conflict", "busy"))  # type: ignore[arg-type]
+
+
+def test_our_codec_keeps_results_tagged() -> None:
+    codec = _abi.codec_of(_store_get_type())
+    for value in [(True, None), (True, "{}"), (True, "é" * 300), (False, ("conflict", "busy")), (False, ("failure", ""))]:
+        arena = _abi.Arena()
+        at = arena.alloc(32)
+        codec.lower(value, arena, at)
+        assert codec.lift(at) == value
+
+
+def test_u64_is_range_checked_before_lowering() -> None:
+    codec = _abi._U64Codec()
+    arena = _abi.Arena()
+    at = arena.alloc(32)
+    for bad in (-1, 1 << 64):
+        with pytest.raises(_abi.ArgError):
+            codec.lower(bad, arena, at)
+    with pytest.raises(TypeError):
+        codec.lower(True, arena, at)
+    codec.lower((1 << 64) - 1, arena, at)
+    assert codec.lift(at) == (1 << 64) - 1
+
+
+def test_memory_view_reads_what_ctypes_reads() -> None:
+    data = ctypes.create_string_buffer(b"gak\x00\xff", 5)
+    addr = ctypes.addressof(data)
+    assert _abi.MEM[addr - _abi._BASE : addr - _abi._BASE + 5].tobytes() == b"gak\x00\xff"
+
+
+def test_upstream_u64_is_not_range_checked() -> None:
+    """wasmtime-py 50 lowers -1 as a u64 by wrapping it (ctypes), so -1 ms
+    would become a 584-million-year ttl; gak checks ranges itself."""
+    raw = _abi.Val()
+    wt.U64().convert_to_c(None, -1, ctypes.pointer(raw))  # type: ignore[arg-type]
+    assert raw.of.u64 == (1 << 64) - 1
+
+
+def test_upstream_store_without_wasi_aborts_the_process(tmp_path: object) -> None:
+    """Every Store needs set_wasi(WasiConfig()): without it the first
+    wasi:random call aborts the whole process (checked in a child)."""
+    import subprocess
+    import sys
+
+    code = """
+import wasmtime
+from wasmtime.component import Linker
+from gak import _engine
+from gak.component import find_component
+c = _engine.compiled(find_component())
+store = wasmtime.Store(c.engine)  # no set_wasi
+inst = c.linker.instantiate(store, c.component)
+print("instantiated", flush=True)
+idx, codec = c.export("sideeffect#acquire")  # a grant mints a holder
+f = inst.get_func(store, idx)
+from gak import _abi, ManualClock
+from gak.stores.memory import MemoryBackend
+w = _engine.Worker.__new__(_engine.Worker)
+w.session, w.clock, w.conflict, w.failure = MemoryBackend().session(), ManualClock(5), False, None
+w.session.begin()
+_engine._WORKERS[_abi.context_address(store)] = w
+_abi.call(_abi.func_address(f), _abi.context_address(store), codec, (("k", "r", "safe", None), 10))
+print("survived", flush=True)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "instantiated" in out.stdout and "survived" not in out.stdout
+    assert out.returncode == -6, (out.returncode, out.stderr[-500:])  # SIGABRT, not a Python error
+
+
+RECORDS = {
+    # (export, where the record is) → field names in the order gak.interfaces sends them
+    "taskboard#claim": ["id", "title", "deps", "state", "owner", "token", "until", "fence"],
+    "checkpoint#load": ["run-id", "seq", "fence", "status", "done", "fields"],
+    "retention#prune": ["removed-keys", "removed-tasks", "removed-runs", "more"],
+    "sideeffect#get": [
+        "key",
+        "state",
+        "retry-safety",
+        "fingerprint",
+        "resource",
+        "until",
+        "reason",
+        "completed-at",
+        "reconciling-until",
+    ],
+    "sideeffect#begin-reconcile": ["claim", "until"],
+}
+
+
+@pytest.mark.parametrize("export", sorted(RECORDS))
+def test_record_fields_keep_the_order_the_api_relies_on(export: str) -> None:
+    compiled = _engine.compiled(find_component())
+    _, codec = compiled.export(export)
+    ok = codec.result.ok  # type: ignore[union-attr]
+    assert [n.decode() for n in ok.names] == RECORDS[export]
+
+
+@pytest.mark.parametrize(
+    ("export", "param", "names"),
+    [
+        ("sideeffect#acquire", 0, ["key", "resource", "retry-safety", "fingerprint"]),
+        ("sideeffect#complete", 1, ["key", "resource", "fence", "holder", "until"]),
+        ("sideeffect#resolve-uncertain", 1, ["applied", "result", "force-retryable", "claim"]),
+        ("commitgate#commit", 3, ["status", "result"]),
+    ],
+)
+def test_argument_records_keep_their_order(export: str, param: int, names: list[str]) -> None:
+    compiled = _engine.compiled(find_component())
+    _, codec = compiled.export(export)
+    assert [n.decode() for n in codec.params[param].names] == names
