@@ -35,3 +35,7 @@ gak *ARGS:
 # write the component and its WIT package for hosts in other languages
 component OUT="target/component/gak.wasm" WIT="target/component/wit":
     cargo run -q -p gak -- component --out {{OUT}} --wit {{WIT}}
+
+# per-call latency of the Rust, Python and JavaScript hosts side by side, one run
+latency-hosts N="5000":
+    python3 host/latency.py {{N}}

@@ -95,6 +95,19 @@ pub fn run_builtin(target: &mut dyn Target, file: Option<&str>) -> Report {
     conformance::run(target, &files)
 }
 
+/// How many scenarios the built-in vectors hold, as the Rust runner parses
+/// them: another host's runner must report exactly this many passed.
+pub fn builtin_scenarios() -> usize {
+    conformance::builtin()
+        .iter()
+        .map(|(name, text)| {
+            conformance::parse_file(text)
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+                .len()
+        })
+        .sum()
+}
+
 /// `n` threads claim one open task at the same instant; returns how many won.
 /// Every loser must be refused with `taken`.
 pub fn claim_race(kernel: &Kernel, task: &str, n: usize) -> usize {

@@ -104,22 +104,10 @@ fn trial(name: &str, run: fn() -> Result<(), Failed>) -> Trial {
     })
 }
 
-/// How many scenarios the built-in vectors hold (as the Rust runner parses them).
-fn builtin_scenarios() -> usize {
-    gak::conformance::builtin()
-        .iter()
-        .map(|(name, text)| {
-            gak::conformance::parse_file(text)
-                .unwrap_or_else(|e| panic!("{name}: {e}"))
-                .len()
-        })
-        .sum()
-}
-
 fn vectors(store: &str) -> Result<(), Failed> {
     let out = node(&["bin/gak.mjs", "conformance", "--store", store], None)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let want = format!("{} passed, 0 failed", builtin_scenarios());
+    let want = format!("{} passed, 0 failed", gak_tests::builtin_scenarios());
     if stdout.lines().last() != Some(want.as_str()) {
         return Err(failed(&format!("conformance (expected {want:?})"), &out));
     }

@@ -6,19 +6,6 @@
 use gak_tests::pyenv::{self, Ready, gate};
 use libtest_mimic::{Arguments, Failed};
 
-/// How many scenarios the built-in suite holds (as the Rust runner counts
-/// them), so a Python run that skipped a file cannot pass.
-fn builtin_scenarios() -> usize {
-    gak::conformance::builtin()
-        .iter()
-        .map(|(name, text)| {
-            gak::conformance::parse_file(text)
-                .unwrap_or_else(|e| panic!("{name}: {e}"))
-                .len()
-        })
-        .sum()
-}
-
 fn env(r: &Ready) -> Vec<(&'static str, String)> {
     vec![("GAK_COMPONENT", r.component.display().to_string())]
 }
@@ -33,7 +20,7 @@ fn run_python(r: &Ready, args: &[&str], extra: &[(&str, &str)]) -> Result<String
 fn vectors(r: &Ready, store: &str) -> Result<(), Failed> {
     let out = run_python(r, &["-m", "gak", "conformance", "--store", store], &[])?;
     let last = out.lines().last().unwrap_or_default();
-    let want = format!("{} passed, 0 failed", builtin_scenarios());
+    let want = format!("{} passed, 0 failed", gak_tests::builtin_scenarios());
     if last != want {
         return Err(format!("closing line {last:?}, expected {want:?}:\n{out}").into());
     }

@@ -27,14 +27,11 @@ pub fn run(command: Effects) -> Outcome {
                 .sideeffect()
                 .list(state.map(key_state), after.as_deref(), limit)
                 .map_err(Failure::on(&kernel, "the listing"))?;
-            if style.json {
-                style.print_json(&output::key_page_json(&page));
-            } else {
-                print!("{}", output::key_rows(&style, &page.items, time::now_ms()));
-                if let Some(next) = &page.next {
-                    println!("(more: --after {})", output::printable(next));
-                }
-            }
+            style.print_page(
+                || output::key_page_json(&page),
+                || output::key_rows(&style, &page.items, time::now_ms()),
+                page.next.as_deref(),
+            );
             Ok(())
         }
         Effects::Show { target, key } => {

@@ -38,6 +38,24 @@ impl Style {
         );
     }
 
+    /// One page of a listing: its JSON document, or its rows and, when
+    /// there is more, the `--after` that reads the next page.
+    pub fn print_page(
+        &self,
+        json: impl FnOnce() -> Value,
+        rows: impl FnOnce() -> String,
+        next: Option<&str>,
+    ) {
+        if self.json {
+            self.print_json(&json());
+            return;
+        }
+        print!("{}", rows());
+        if let Some(next) = next {
+            println!("(more: --after {})", printable(next));
+        }
+    }
+
     /// A state name, coloured by what it asks of an operator.
     pub fn state(&self, name: &str) -> Cell {
         let code = match name {

@@ -29,14 +29,11 @@ pub fn run(command: Tasks) -> Outcome {
                 .taskboard()
                 .list(state.map(task_state), after.as_deref(), limit)
                 .map_err(Failure::on(&kernel, "the listing"))?;
-            if style.json {
-                style.print_json(&output::task_page_json(&page));
-            } else {
-                print!("{}", output::task_rows(&style, &page.items, time::now_ms()));
-                if let Some(next) = &page.next {
-                    println!("(more: --after {})", output::printable(next));
-                }
-            }
+            style.print_page(
+                || output::task_page_json(&page),
+                || output::task_rows(&style, &page.items, time::now_ms()),
+                page.next.as_deref(),
+            );
             Ok(())
         }
         Tasks::Show { target, id } => {

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Per-call latency of the three hosts side by side, from one run.
+
+    python3 host/latency.py [N]        (or: just latency-hosts N)
+
+Runs, one after another on the same machine, the latency tool of each host:
+
+- Rust:       cargo run --release -p gak-examples --example latency -- N
+- Python:     host/python/.venv/bin/python host/python/tools/latency.py N
+- JavaScript: node host/js/bench/latency.mjs N
+
+and prints one table of wall-clock microseconds per call, by operation and
+store, with each host's ratio to the Rust host. Every tool embeds the same
+component file and makes the same calls on the same stores (memory:, SQLite
+with synchronous=FULL and NORMAL; the Rust tool adds PostgreSQL and the async
+API). The Python and JavaScript environments are the ones `cargo test`
+creates (host/python/.venv, host/js/node_modules and host/js/gen); run the
+test command once first. A host whose tool cannot run is reported and left
+out, never guessed.
+
+Speed is measured here, never asserted: run it on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LINE = re.compile(r"^(?P<label>\S.*?)\s+(?P<us>[0-9.]+) µs/op\s")
+
+
+def store_kind(url: str) -> str:
+    if url.startswith("memory"):
+        return "memory"
+    if url.startswith("postgres"):
+        return "postgres"
+    if "synchronous=normal" in url:
+        return "sqlite normal"
+    return "sqlite full"
+
+
+def parse(text: str) -> dict[tuple[str, str], float]:
+    """(operation, store kind) -> µs per call, from a tool's output."""
+    figures: dict[tuple[str, str], float] = {}
+    store = None
+    for line in text.splitlines():
+        if line.startswith("-- "):
+            store = store_kind(line[3:].strip())
+            continue
+        m = LINE.match(line)
+        if m and store:
+            figures[(m["label"].strip(), store)] = float(m["us"])
+    return figures
+
+
+def run(name: str, cmd: list[str], env: dict[str, str] | None = None) -> dict[tuple[str, str], float]:
+    print(f"[{name}] {' '.join(cmd)}", file=sys.stderr, flush=True)
+    try:
+        out = subprocess.run(
+            cmd, cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True, check=False
+        )
+    except OSError as e:
+        print(f"[{name}] cannot run: {e}", file=sys.stderr)
+        return {}
+    if out.returncode != 0:
+        print(f"[{name}] failed (exit {out.returncode}):\n{out.stderr[-2000:]}", file=sys.stderr)
+        return {}
+    return parse(out.stdout)
+
+
+def main() -> int:
+    n = sys.argv[1] if len(sys.argv) > 1 else "5000"
+    if not n.isdigit():
+        print("usage: host/latency.py [N]", file=sys.stderr)
+        return 2
+    # The Rust build also writes target/component/gak.wasm, the file the
+    # other two hosts load (host/HOSTS.md).
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    component = str(target / "component" / "gak.wasm")
+    hosts = {
+        "Rust": run("Rust", ["cargo", "run", "--release", "-q", "-p", "gak-examples", "--example", "latency", "--", n]),
+        "Python": run(
+            "Python",
+            [str(ROOT / "host/python/.venv/bin/python"), "host/python/tools/latency.py", n],
+            {"GAK_COMPONENT": component, "PYTHONPATH": str(ROOT / "host/python/src")},
+        ),
+        "JS": run(
+            "JS",
+            ["node", "host/js/bench/latency.mjs", n],
+            {"GAK_COMPONENT": component},
+        ),
+    }
+    rows: list[tuple[str, str]] = []
+    for figures in hosts.values():
+        rows.extend(key for key in figures if key not in rows)
+    order = ["memory", "sqlite normal", "sqlite full", "postgres"]
+    rows.sort(key=lambda r: (order.index(r[1]), r[0]))
+    names = list(hosts)
+    head = f"{'operation':<40} {'store':<14}" + "".join(f"{h + ' µs':>11}" for h in names)
+    head += "".join(f"{h + '/Rust':>12}" for h in names[1:])
+    print(f"per-call wall time, N={n}, one run")
+    print(head)
+    for label, store in rows:
+        cells = [hosts[h].get((label, store)) for h in names]
+        line = f"{label:<40} {store:<14}" + "".join(f"{c:>11.1f}" if c is not None else f"{'-':>11}" for c in cells)
+        rust = cells[0]
+        for c in cells[1:]:
+            line += f"{c / rust:>11.1f}x" if c is not None and rust else f"{'-':>12}"
+        print(line)
+    missing = [h for h, f in hosts.items() if not f]
+    if missing:
+        print(f"not measured: {', '.join(missing)} (see stderr)")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
