@@ -8,31 +8,84 @@
 import { StoreFailure } from './errors.js';
 import { TABLES, compareKeys } from './keys.js';
 
-/** One table: keys kept sorted in byte order, values by key. */
-class SortedTable {
-  keys = [];
+/**
+ * One table: values by key, and the keys in byte order as a list of sorted
+ * chunks of at most CHUNK keys, so an insert or delete moves at most CHUNK
+ * keys instead of the whole table (a single sorted array made each write
+ * O(table size), which dominated a claim on a board of thousands of tasks).
+ */
+const CHUNK = 256;
+
+export class SortedTable {
+  chunks = [];
   values = new Map();
 
-  /** Index of the first key >= `key` (or > `key` when `strict`). */
+  /** Position [chunk, index] of the first key >= `key` (or > `key` when `strict`). */
   lowerBound(key, strict) {
+    const below = (k) => {
+      const c = compareKeys(k, key);
+      return c < 0 || (strict && c === 0);
+    };
+    const chunks = this.chunks;
+    // The first chunk whose last key is not below `key`.
     let lo = 0;
-    let hi = this.keys.length;
+    let hi = chunks.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      const c = compareKeys(this.keys[mid], key);
-      if (c < 0 || (strict && c === 0)) lo = mid + 1;
+      const c = chunks[mid];
+      if (below(c[c.length - 1])) lo = mid + 1;
       else hi = mid;
     }
-    return lo;
+    if (lo === chunks.length) return [lo, 0];
+    const c = chunks[lo];
+    let l = 0;
+    let h = c.length;
+    while (l < h) {
+      const mid = (l + h) >>> 1;
+      if (below(c[mid])) l = mid + 1;
+      else h = mid;
+    }
+    return [lo, l];
   }
 
   set(key, value) {
-    if (!this.values.has(key)) this.keys.splice(this.lowerBound(key, false), 0, key);
+    if (!this.values.has(key)) {
+      const chunks = this.chunks;
+      if (chunks.length === 0) {
+        chunks.push([key]);
+      } else {
+        let [ci, i] = this.lowerBound(key, false);
+        if (ci === chunks.length) {
+          ci -= 1;
+          i = chunks[ci].length;
+        }
+        const c = chunks[ci];
+        c.splice(i, 0, key);
+        if (c.length > 2 * CHUNK) chunks.splice(ci + 1, 0, c.splice(CHUNK));
+      }
+    }
     this.values.set(key, value);
   }
 
   delete(key) {
-    if (this.values.delete(key)) this.keys.splice(this.lowerBound(key, false), 1);
+    if (!this.values.delete(key)) return;
+    const [ci, i] = this.lowerBound(key, false);
+    const c = this.chunks[ci];
+    c.splice(i, 1);
+    if (c.length === 0) this.chunks.splice(ci, 1);
+  }
+
+  /** Keys from position `at` on, in order. */
+  *keysFrom([ci, i]) {
+    for (; ci < this.chunks.length; ci++, i = 0) {
+      const c = this.chunks[ci];
+      for (; i < c.length; i++) yield c[i];
+    }
+  }
+
+  /** Every key, in order. */
+  keys() {
+    return this.keysFrom([0, 0]);
   }
 }
 
@@ -58,7 +111,7 @@ export class MemoryBackend {
   /** Every entry as [table, key, value], in table then key order. */
   dump() {
     const out = [];
-    for (const [name, t] of this.tables) for (const k of t.keys) out.push([name, k, t.values.get(k)]);
+    for (const [name, t] of this.tables) for (const k of t.keys()) out.push([name, k, t.values.get(k)]);
     return out;
   }
 }
@@ -141,9 +194,8 @@ class MemoryTxn {
     const pending = [...(this.overlay.get(table) ?? [])].filter(([k]) => inRange(k));
     const deleted = pending.filter(([, v]) => v === null).length;
     const merged = new Map();
-    for (let i = t.lowerBound(lower, strict); i < t.keys.length && merged.size < limit + deleted; i++) {
-      const k = t.keys[i];
-      if (!k.startsWith(prefix)) break;
+    for (const k of t.keysFrom(t.lowerBound(lower, strict))) {
+      if (merged.size >= limit + deleted || !k.startsWith(prefix)) break;
       merged.set(k, t.values.get(k));
     }
     for (const [k, v] of pending) merged.set(k, v);
