@@ -1,6 +1,6 @@
 //! Data survives upgrades: golden databases written by stored format 1.
 //!
-//! [`write`] puts a store in every state format 1 can hold (open, claimed,
+//! [`write()`] puts a store in every state format 1 can hold (open, claimed,
 //! done and failed tasks; cleared, in-flight, expired, uncertain and
 //! completed keys; a live reconcile claim; resources, a sink and its
 //! downstream write; snapshots, step and run outcomes; every index kind; the

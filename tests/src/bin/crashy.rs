@@ -3,7 +3,7 @@
 //! counted side effect, and can stop dead at a chosen point so the test can
 //! kill it there with a real SIGKILL.
 //!
-//! usage: gak-crashy STORE_URL RUN_ID EFFECTS_FILE STEPS_LOG [POINT:STEP]
+//! usage: `gak-crashy STORE_URL RUN_ID EFFECTS_FILE STEPS_LOG [POINT:STEP]`
 //!
 //! - `EFFECTS_FILE` is the downstream system's truth: applying the effect of
 //!   step `s` appends one line `RUN_ID/s` (append, write, fsync).

@@ -2,7 +2,7 @@
 //! blocks until it is killed (a worker dying mid-effect) or reports what the
 //! kernel answered (the next attempt after an operator's verdict).
 //!
-//! usage: gak-effect-worker STORE_URL (hold|probe) KEY RESOURCE TTL_MS [unsafe]
+//! usage: `gak-effect-worker STORE_URL (hold|probe) KEY RESOURCE TTL_MS [unsafe]`
 //!
 //! - `hold`: acquire; on a grant print `GRANTED fence=N holder=H`, then block
 //!   reading stdin: the test SIGKILLs the process, so the intent expires with

@@ -1,6 +1,6 @@
 //! Writes the golden databases of stored format 1 (`tests/golden/`).
 //!
-//! usage: gak-golden OUT_DIR [POSTGRES_DSN]
+//! usage: `gak-golden OUT_DIR [POSTGRES_DSN]`
 //!
 //! `cargo run -p gak-tests --bin gak-golden -- tests/golden postgres://postgres@127.0.0.1:5432/test`
 //!

@@ -2,7 +2,7 @@
 //! side effects on a shared store, printing one line per win and per body
 //! execution for the parent to audit.
 //!
-//! usage: gak-hammer STORE_URL WORKER ROUNDS KEYS [LEDGER_SCHEMA]
+//! usage: `gak-hammer STORE_URL WORKER ROUNDS KEYS [LEDGER_SCHEMA]`
 //!
 //! With LEDGER_SCHEMA (PostgreSQL), each effect body also inserts a row into
 //! `LEDGER_SCHEMA.effects` through a fenced write, and a last phase has every

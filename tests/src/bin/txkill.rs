@@ -2,7 +2,7 @@
 //! test: its binding pauses right before (or right after) COMMIT, prints
 //! where it is, and waits to be killed.
 //!
-//! usage: gak-txkill SQLITE_PATH before-commit|after-commit OPERATION
+//! usage: `gak-txkill SQLITE_PATH before-commit|after-commit OPERATION`
 use std::any::Any;
 use std::future::Future;
 use std::io::{BufRead, Write};
