@@ -264,9 +264,16 @@ fn plot_svg() {
         &svg[..svg.len().min(200)]
     );
     assert!(svg.trim_end().ends_with("</svg>"));
-    // kernel, native and ceiling: a line each (legend samples are paths too).
-    let lines = svg.matches("<polyline").count();
-    assert!(lines >= 3, "{lines} lines:\n{svg}");
+    // kernel, native and ceiling: a data line each, in the implementation's
+    // colour (the plot's palette: kernel red, native blue, ceiling grey).
+    for (imp, colour) in [
+        ("kernel", "#D62728"),
+        ("native", "#1F77B4"),
+        ("ceiling", "#7F7F7F"),
+    ] {
+        let line = format!("stroke=\"{colour}\" stroke-width=\"2\" points=");
+        assert!(svg.contains(&line), "no {imp} line:\n{svg}");
+    }
     for imp in ["kernel", "native", "ceiling"] {
         assert!(svg.contains(imp), "no {imp} in the legend");
     }
