@@ -192,8 +192,6 @@ pub struct Options {
     pub samples: usize,
     /// Separate OS processes on one database (1: threads only).
     pub processes: usize,
-    /// Measure the startup figures.
-    pub startup: bool,
 }
 
 impl Options {

@@ -141,7 +141,6 @@ fn options(args: &BenchArgs) -> Result<Options, Failure> {
         seconds: args.seconds,
         samples: args.samples,
         processes: args.processes,
-        startup: !args.internal_child,
     })
 }
 
