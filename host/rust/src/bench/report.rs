@@ -184,3 +184,49 @@ pub fn table(report: &Report) -> String {
     );
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(store: &str, op: &str, workers: usize, imp: &str, ops_per_s: f64) -> ResultRow {
+        ResultRow {
+            op: op.into(),
+            store: store.into(),
+            workers,
+            imp: imp.into(),
+            ops_per_s,
+            p50_us: 1.0,
+            p99_us: 2.0,
+            ops: 10,
+            refused: 0,
+            samples: vec![ops_per_s],
+            processes: 1,
+        }
+    }
+
+    #[test]
+    fn figures_group_in_run_order_and_ratios_divide_the_kernel_by_the_baseline() {
+        let rows = vec![
+            row("sqlite:b.db", "claim", 8, "kernel", 300.0),
+            row("memory", "claim", 1, "kernel", 90.0),
+            row("sqlite:b.db", "claim", 8, "sql", 400.0),
+            row("memory", "claim", 1, "native", 100.0),
+            row("sqlite:b.db", "claim", 8, "ceiling", 0.0),
+        ];
+        let groups = groups(&rows);
+        let keys: Vec<&FigureKey> = groups.iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            keys,
+            [
+                &("sqlite:b.db".to_owned(), "claim".to_owned(), 8),
+                &("memory".to_owned(), "claim".to_owned(), 1)
+            ]
+        );
+        assert_eq!(ratio(&groups[0].1, "sql"), Some(0.75));
+        // No ratio against a baseline that did nothing or did not run.
+        assert_eq!(ratio(&groups[0].1, "ceiling"), None);
+        assert_eq!(ratio(&groups[0].1, "native"), None);
+        assert_eq!(ratio(&groups[1].1, "native"), Some(0.9));
+    }
+}

@@ -128,11 +128,11 @@ fn options(args: &BenchArgs) -> Result<Options, Failure> {
     } else {
         dedup(&args.ops)
     };
-    let impls = if args.impls.is_empty() {
-        Impl::ALL.to_vec()
-    } else {
-        dedup(&args.impls)
-    };
+    // Report order, whatever the order asked in.
+    let impls: Vec<Impl> = Impl::ALL
+        .into_iter()
+        .filter(|i| args.impls.is_empty() || args.impls.contains(i))
+        .collect();
     Ok(Options {
         stores,
         ops,
