@@ -95,6 +95,47 @@ pub(super) fn tag() -> String {
     format!("b{run:08x}{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
+/// PostgreSQL's default `max_connections` is 100: keep every figure's
+/// connections (all implementations, all processes) below this, or each
+/// sample connects afresh (see [`run_figure`]).
+const PG_CONNECTIONS: usize = 80;
+
+/// A figure's shared context. Each `round` gets a new kernel (a new pool)
+/// and new names.
+fn context(
+    store: &OpenStore,
+    backend: &Arc<dyn crate::store::Backend>,
+    shared: &str,
+    workers: usize,
+    round: usize,
+) -> Result<Context, String> {
+    let kernel = crate::Kernel::builder()
+        .backend(backend.clone())
+        .max_connections(workers + 1)
+        .build()
+        .map_err(|e| e.to_string())?;
+    Ok(Context {
+        kernel: kernel.into(),
+        backend: backend.clone(),
+        sql: store.sql.clone(),
+        own: format!("{shared}p{}r{round}", std::process::id()),
+        shared: shared.to_owned(),
+        process: i64::from(std::process::id()),
+        map: Arc::new(Mutex::new(HashMap::new())),
+    })
+}
+
+/// How many ops a worker will do in `time`, from a run of `took`.
+fn pace(measured: &[WorkerSample], took: Duration, time: Duration) -> usize {
+    let per_worker = measured.iter().map(|w| w.ops).max().unwrap_or(0);
+    (per_worker as f64 * time.as_secs_f64() / took.as_secs_f64().max(1e-6)) as usize
+}
+
+/// Every implementation's workers are set up once and kept across the
+/// samples (warm connections, prepared statements) — unless that would hold
+/// more PostgreSQL connections than the server allows by default (e.g. 32
+/// workers × 4 implementations): then each implementation connects afresh
+/// for each of its samples, with a warm-up of its own, and lets go after.
 pub(super) fn run_figure(
     store: &OpenStore,
     op: Op,
@@ -105,44 +146,44 @@ pub(super) fn run_figure(
     tick: &mut dyn FnMut(),
 ) -> Result<Vec<Figure>, String> {
     let backend = store.backend_for_figure();
-    let kernel = crate::Kernel::builder()
-        .backend(backend.clone())
-        .max_connections(workers + 1)
-        .build()
-        .map_err(|e| e.to_string())?;
     // `--processes` children share the hot set through the tag their
     // parent hands them.
     let shared = std::env::var(super::process::TAG_ENV).unwrap_or_else(|_| tag());
-    let ctx = Context {
-        kernel: kernel.into(),
-        backend,
-        sql: store.sql.clone(),
-        own: format!("{shared}p{}", std::process::id()),
-        shared,
-        process: i64::from(std::process::id()),
-        map: Arc::new(Mutex::new(HashMap::new())),
-    };
-    let mut sets: Vec<(Impl, Vec<Box<dyn Worker>>)> = Vec::new();
-    for &imp in impls {
-        sets.push((imp, workload::build(&ctx, imp, op, workers)?));
-    }
-    start()?;
+    let connections = workers * impls.len() * options.processes.max(1);
+    let keep = store.kind != super::StoreKind::Postgres || connections <= PG_CONNECTIONS;
     let time = options.sample_time();
     let warm_up = (time / 2).clamp(Duration::from_millis(50), Duration::from_millis(500));
-    let mut hints: Vec<usize> = Vec::new();
-    for (_, set) in &mut sets {
-        let s = sample(set, warm_up)?;
-        let per_worker = s.iter().map(|w| w.ops).max().unwrap_or(0);
-        // Scale the warm-up's pace to a sample's length.
-        hints.push((per_worker as f64 * time.as_secs_f64() / warm_up.as_secs_f64()) as usize);
-    }
     let mut figures: Vec<Figure> = impls.iter().map(|&i| Figure::new(i)).collect();
-    let n = sets.len();
+    let mut hints: Vec<usize> = vec![0; impls.len()];
+    let mut kept: Vec<Vec<Box<dyn Worker>>> = Vec::new();
+    let first = context(store, &backend, &shared, workers, 0)?;
+    if keep {
+        for &imp in impls {
+            kept.push(workload::build(&first, imp, op, workers)?);
+        }
+    }
+    start()?;
+    if keep {
+        for (i, set) in kept.iter_mut().enumerate() {
+            hints[i] = pace(&sample(set, warm_up)?, warm_up, time);
+        }
+    }
+    let n = impls.len();
+    let mut round = 0;
     for s in 0..options.samples.max(1) {
         // Interleave, rotating who goes first, so drift hits all alike.
         for k in 0..n {
             let i = (s + k) % n;
-            let set = &mut sets[i].1;
+            let mut fresh = None;
+            let set = if keep {
+                &mut kept[i]
+            } else {
+                round += 1;
+                let ctx = context(store, &backend, &shared, workers, round)?;
+                let mut set = workload::build(&ctx, impls[i], op, workers)?;
+                hints[i] = pace(&sample(&mut set, warm_up)?, warm_up, time);
+                &mut fresh.insert((ctx, set)).1
+            };
             for w in set.iter_mut() {
                 w.prepare(hints[i])?;
             }
@@ -161,6 +202,8 @@ pub(super) fn run_figure(
             }
             figure.samples.push(rate);
             hints[i] = most as usize;
+            // A fresh set's connections close here.
+            drop(fresh);
             tick();
         }
     }

@@ -37,7 +37,8 @@ pub fn run_figure(
         cmd.args(["bench", CHILD_FLAG, "--store", url, "--op", op.name()])
             .args(["--workers", &workers.to_string()])
             .args(["--seconds", &options.seconds.to_string()])
-            .args(["--samples", &options.samples.to_string()]);
+            .args(["--samples", &options.samples.to_string()])
+            .args(["--processes", &options.processes.to_string()]);
         for i in impls {
             cmd.args(["--impl", i.name()]);
         }
