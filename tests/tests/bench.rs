@@ -354,6 +354,14 @@ fn equivalence(kernel: &Kernel, clock: &ManualClock, sql: &mut Conn) {
         let (k, s) = claim(sql, id, agent, &mut tokens);
         assert_eq!(k, s, "{what}");
     }
+    // Both minted a token of the same form (each its own).
+    for token in [&tokens.0, &tokens.1] {
+        assert!(
+            token.len() == 32 && token.chars().all(|c| c.is_ascii_hexdigit()),
+            "{token}"
+        );
+    }
+    assert_ne!(tokens.0, tokens.1);
     kernel.taskboard().complete("t1", &tokens.0).unwrap();
     sql.complete_task("t1", &tokens.1).unwrap().unwrap();
     let (k, s) = claim(sql, "t1", "c", &mut tokens);
