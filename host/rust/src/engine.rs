@@ -152,6 +152,7 @@ pub(crate) struct HostState {
     /// reads and for tracing.
     pub rows_read: u64,
     /// Linear memory and tables this instance was given (`gak bench`).
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     tally: MemoryTally,
 }
 

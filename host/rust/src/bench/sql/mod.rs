@@ -19,6 +19,12 @@
 //!   SQLite: reads and writes inside `BEGIN IMMEDIATE`.
 //! - ceiling: `BEGIN; SELECT … FOR UPDATE; UPDATE; COMMIT`, one statement
 //!   per round trip (SQLite: `BEGIN IMMEDIATE; SELECT; UPDATE; COMMIT`).
+// A build without any SQL binding (`--no-default-features --features cli`)
+// keeps these types, uninhabited: nothing here runs, nothing is used.
+#![cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres")),
+    allow(unused_variables, unreachable_code, dead_code)
+)]
 #[cfg(feature = "sqlite")]
 use std::path::{Path, PathBuf};
 
@@ -46,6 +52,9 @@ pub enum Database {
     /// A PostgreSQL schema.
     #[cfg(feature = "postgres")]
     Postgres(Box<PostgresBackend>),
+    /// No SQL binding in this build (never made).
+    #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+    Unavailable(std::convert::Infallible),
 }
 
 /// A granted claim.
@@ -92,14 +101,9 @@ impl Database {
     pub fn ensure_tables(&self) -> Result<(), String> {
         match self {
             #[cfg(feature = "sqlite")]
-            Database::Sqlite { .. } => {
-                let conn = self.connect()?;
-                let Conn::Sqlite(c) = &conn else {
-                    unreachable!()
-                };
-                c.execute_batch(&sqlite::ddl())
-                    .map_err(|e| format!("creating the bench tables: {e}"))
-            }
+            Database::Sqlite { path, synchronous } => sqlite::connect(path, *synchronous)?
+                .execute_batch(&sqlite::ddl())
+                .map_err(|e| format!("creating the bench tables: {e}")),
             #[cfg(feature = "postgres")]
             Database::Postgres(backend) => {
                 let client = crate::blocking::run(backend.connect())
@@ -107,6 +111,8 @@ impl Database {
                 crate::blocking::run(client.batch_execute(&postgres::ddl(backend.schema())))
                     .map_err(|e| format!("creating the bench tables: {e}"))
             }
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Database::Unavailable(never) => match *never {},
         }
     }
 
@@ -122,6 +128,8 @@ impl Database {
             }
             #[cfg(feature = "postgres")]
             Database::Postgres(backend) => postgres::Pg::connect(backend).map(Conn::Postgres),
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Database::Unavailable(never) => match *never {},
         }
     }
 }
@@ -134,6 +142,9 @@ pub enum Conn {
     /// PostgreSQL, with its prepared statements.
     #[cfg(feature = "postgres")]
     Postgres(Box<postgres::Pg>),
+    /// No SQL binding in this build (never made).
+    #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+    Unavailable(std::convert::Infallible),
 }
 
 impl Conn {
@@ -147,6 +158,8 @@ impl Conn {
             Conn::Sqlite(c) => sqlite::seed(c, ids),
             #[cfg(feature = "postgres")]
             Conn::Postgres(pg) => pg.seed(ids),
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Conn::Unavailable(never) => match *never {},
         }
     }
 
@@ -158,11 +171,13 @@ impl Conn {
     pub fn claim(&mut self, id: &str, agent: &str, ttl: u64, now: u64) -> Answer<Claim> {
         let (token, digest) = mint();
         let until = now.saturating_add(ttl);
-        let fence = match self {
+        let fence: Result<u64, Error> = match self {
             #[cfg(feature = "sqlite")]
             Conn::Sqlite(c) => sqlite::claim(c, id, agent, &digest, until, now)?,
             #[cfg(feature = "postgres")]
             Conn::Postgres(pg) => pg.claim(id, agent, &digest, until, now)?,
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Conn::Unavailable(never) => match *never {},
         };
         Ok(fence.map(|fence| Claim {
             fence,
@@ -178,11 +193,13 @@ impl Conn {
     /// The database's failure.
     pub fn complete_task(&mut self, id: &str, token: &str) -> Answer<()> {
         let digest = gak_rules::format::digest(token);
-        let changed = match self {
+        let changed: bool = match self {
             #[cfg(feature = "sqlite")]
             Conn::Sqlite(c) => sqlite::complete_task(c, id, &digest)?,
             #[cfg(feature = "postgres")]
             Conn::Postgres(pg) => pg.complete_task(id, &digest)?,
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Conn::Unavailable(never) => match *never {},
         };
         Ok(if changed {
             Ok(())
@@ -203,6 +220,8 @@ impl Conn {
             Conn::Sqlite(c) => sqlite::acquire(c, key, resource, ttl, now),
             #[cfg(feature = "postgres")]
             Conn::Postgres(pg) => pg.acquire(key, resource, ttl, now),
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Conn::Unavailable(never) => match *never {},
         }
     }
 
@@ -218,6 +237,8 @@ impl Conn {
             Conn::Sqlite(c) => sqlite::complete(c, lease, &digest, result),
             #[cfg(feature = "postgres")]
             Conn::Postgres(pg) => pg.complete(lease, &digest, result),
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Conn::Unavailable(never) => match *never {},
         }
     }
 
@@ -232,6 +253,8 @@ impl Conn {
             Conn::Sqlite(c) => sqlite::ceiling(c, row),
             #[cfg(feature = "postgres")]
             Conn::Postgres(pg) => pg.ceiling(row),
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Conn::Unavailable(never) => match *never {},
         }
     }
 }
