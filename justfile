@@ -24,6 +24,10 @@ conformance STORE="memory:" *PATHS:
 soak CASES="5000":
     PROPTEST_CASES={{CASES}} cargo test --release -p gak-tests --test model --test bad_input -- --nocapture
 
+# the kernel beside native, SQL and ceiling baselines: `just bench --store sqlite:/tmp/b.db` (see README, "Benchmark")
+bench *ARGS:
+    cargo run --release -p gak -- bench {{ARGS}}
+
 # per-operation latency through the component on every binding
 latency N="5000":
     cargo run --release -p gak-examples --example latency -- {{N}}

@@ -151,6 +151,38 @@ pub(crate) struct HostState {
     /// returned by `get`, `get-many` and `scan`): for tests proving bounded
     /// reads and for tracing.
     pub rows_read: u64,
+    /// Linear memory and tables this instance was given (`gak bench`).
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
+    tally: MemoryTally,
+}
+
+/// Counts what an instance's memories grow to, refusing nothing: a store
+/// limiter used only to measure (`gak bench`'s `instance_bytes`).
+#[derive(Default)]
+struct MemoryTally {
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
+    bytes: usize,
+}
+
+impl wasmtime::ResourceLimiter for MemoryTally {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.bytes += desired.saturating_sub(current);
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        _desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(true)
+    }
 }
 
 impl HostState {
@@ -212,6 +244,7 @@ impl Instance {
             conflict: false,
             failure: None,
             rows_read: 0,
+            tally: MemoryTally::default(),
         };
         let mut store = Store::new(&compiled.engine, state);
         let kernel = compiled
@@ -323,4 +356,83 @@ impl store::Host for HostState {
             .await;
         self.fault(r)
     }
+}
+
+/// What `gak bench` measures of the component's start-up.
+#[cfg(feature = "cli")]
+pub(crate) struct StartupProbe {
+    /// `Component::new` from the bytes (Cranelift), no cache.
+    pub compile: std::time::Duration,
+    /// `Component::deserialize_file` of the serialized artifact, each try.
+    pub load_cached: Vec<std::time::Duration>,
+    /// `Store::new` + `instantiate_async`, as the kernel does per worker.
+    pub instantiate: Vec<std::time::Duration>,
+    /// Linear memory given to one fresh instance.
+    pub instance_bytes: usize,
+}
+
+/// Measure the component's start-up costs in this process.
+#[cfg(feature = "cli")]
+pub(crate) fn probe_startup(instantiations: usize) -> Result<StartupProbe, String> {
+    use std::time::Instant;
+
+    use crate::store::Backend;
+
+    let compiled = compiled()?;
+    let t = Instant::now();
+    let component = Component::new(&compiled.engine, COMPONENT_WASM)
+        .map_err(|e| format!("compiling the component: {e}"))?;
+    let compile = t.elapsed();
+    let bytes = component
+        .serialize()
+        .map_err(|e| format!("serializing the component: {e}"))?;
+    let path = std::env::temp_dir().join(format!("gak-bench-{}.cwasm", std::process::id()));
+    std::fs::write(&path, bytes).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    let mut load_cached = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        // SAFETY: the file was serialized just above by this engine.
+        #[allow(unsafe_code)]
+        let loaded = unsafe { Component::deserialize_file(&compiled.engine, &path) };
+        load_cached.push(t.elapsed());
+        if let Err(e) = loaded {
+            let _ = std::fs::remove_file(&path);
+            return Err(format!("loading the cached component: {e}"));
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+
+    let backend = crate::store::memory::MemoryBackend::default();
+    let clock = crate::kernel::system_clock();
+    let mut instantiate = Vec::with_capacity(instantiations);
+    for _ in 0..instantiations {
+        let session = crate::blocking::run(backend.session()).map_err(|f| f.to_string())?;
+        let t = Instant::now();
+        let instance = crate::blocking::run(Instance::new(&compiled, session, clock.clone()))?;
+        instantiate.push(t.elapsed());
+        drop(instance);
+    }
+
+    let session = crate::blocking::run(backend.session()).map_err(|f| f.to_string())?;
+    let state = HostState {
+        wasi: WasiCtx::builder().build(),
+        table: ResourceTable::new(),
+        session,
+        clock,
+        conflict: false,
+        failure: None,
+        rows_read: 0,
+        tally: MemoryTally::default(),
+    };
+    let mut store = Store::new(&compiled.engine, state);
+    store.limiter(|s| &mut s.tally);
+    crate::blocking::run(compiled.pre.instantiate_async(&mut store))
+        .map_err(|e| format!("instantiating the component: {e}"))?;
+    let instance_bytes = store.data().tally.bytes;
+    Ok(StartupProbe {
+        compile,
+        load_cached,
+        instantiate,
+        instance_bytes,
+    })
 }

@@ -36,6 +36,10 @@
 pub struct ReadmeDoctests;
 
 mod api;
+/// `gak bench`: the measurements behind the subcommand (not a supported API).
+#[cfg(feature = "cli")]
+#[doc(hidden)]
+pub mod bench;
 pub mod blocking;
 mod builder;
 pub mod clock;

@@ -5,6 +5,9 @@ use std::process::ExitCode;
 
 mod cli;
 
+/// The bench's types, from the library (`gak::bench`).
+use gak::bench as bench_api;
+
 fn main() -> ExitCode {
     cli::main()
 }

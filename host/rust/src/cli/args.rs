@@ -65,6 +65,9 @@ pub enum Command {
     Conformance(ConformanceArgs),
     /// Write the kernel component (.wasm) this binary runs, and its WIT package, for other hosts.
     Component(ComponentArgs),
+    /// Measure the kernel against native code, hand-written SQL and the database's own ceiling.
+    #[command(long_about = BENCH_HELP)]
+    Bench(BenchArgs),
 }
 
 /// The store an operator command acts on, and how to print.
@@ -354,4 +357,106 @@ pub struct ComponentArgs {
     /// Write the WIT package (gak:kernel) into this directory, one file per interface.
     #[arg(long, value_name = "DIR")]
     pub wit: Option<PathBuf>,
+}
+
+/// `gak bench --help`: what each implementation is, and how to read it.
+const BENCH_HELP: &str = "\
+Measure what the kernel costs on your store, beside baselines run on the same database, with
+the same worker count, in the same run: ops/s (median over samples), p50 and p99 latency per
+op. Each figure is a warm-up, then --samples samples with the implementations interleaved.
+
+Implementations (--impl; each runs where it applies):
+  kernel   the blocking API through the WebAssembly component, one kernel shared by the workers
+  native   the same rules (gak-rules) compiled natively, over the same store binding and call
+           loop: kernel/native is the WebAssembly boundary's tax
+  sql      claim and acquire hand-written in SQL on the bench's own tables (bench_sql_*), same
+           database (sqlite and postgres only): kernel/sql is the generic store interface's tax
+  ceiling  the database's raw single-row transaction loop (BEGIN; SELECT ... FOR UPDATE; UPDATE;
+           COMMIT), reported under claim; on memory: a map under a mutex
+
+Ops (--op): claim (fresh tasks, low contention), claim-hot (10 hot tasks, 1 ms leases; taken
+refusals count as ops and show as refused), acquire-complete (fresh keys: acquire then
+complete), acquire-replay (acquire of a completed key), save-if-newer, build-plan (1,000 steps).
+
+Startup: compile_ms (Component::new, uncached), load_cached_ms (the cached artifact),
+instantiate_us (Store::new + instantiate, once per worker), instance_bytes (the linear memory
+a fresh instance is given), component_bytes, warm_start_ms (a new `gak tasks list` process
+with the component cached).
+
+Ratios above 1 mean the kernel is faster. Measure on a quiet machine, with a release build
+(just bench); a debug build says so in its output.";
+
+/// A worker count: at least 1.
+fn worker_count(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err("a worker count is at least 1".into()),
+        Ok(n) if n > 1024 => Err("at most 1024 workers".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{text:?} is not a worker count")),
+    }
+}
+
+fn bench_op(text: &str) -> Result<crate::bench_api::Op, String> {
+    use crate::bench_api::Op;
+    Op::parse(text).ok_or_else(|| {
+        let all: Vec<&str> = Op::ALL.iter().map(|o| o.name()).collect();
+        format!("unknown op {text:?} (expected one of {})", all.join(", "))
+    })
+}
+
+fn bench_impl(text: &str) -> Result<crate::bench_api::Impl, String> {
+    use crate::bench_api::Impl;
+    Impl::parse(text).ok_or_else(|| {
+        let all: Vec<&str> = Impl::ALL.iter().map(|i| i.name()).collect();
+        format!("unknown impl {text:?} (expected one of {})", all.join(", "))
+    })
+}
+
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s <= 3600.0 => Ok(s),
+        _ => Err(format!("{text:?}: expected seconds, more than 0")),
+    }
+}
+
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{text:?}: expected a whole number, at least 1")),
+    }
+}
+
+/// `gak bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// A store to measure; repeat for several (default memory:). SQL baselines create their own tables in the same database.
+    #[arg(long = "store", value_name = "URL")]
+    pub stores: Vec<String>,
+    /// An op to measure; repeat for several (default: all).
+    #[arg(long = "op", value_name = "OP", value_parser = bench_op)]
+    pub ops: Vec<crate::bench_api::Op>,
+    /// An implementation to measure; repeat for several (default: all that apply).
+    #[arg(long = "impl", value_name = "IMPL", value_parser = bench_impl)]
+    pub impls: Vec<crate::bench_api::Impl>,
+    /// Worker threads per figure, comma-separated.
+    #[arg(long, value_name = "N,N...", value_delimiter = ',', default_value = "1,8", value_parser = worker_count)]
+    pub workers: Vec<usize>,
+    /// Measured seconds per implementation per figure, split into the samples.
+    #[arg(long, value_name = "S", default_value = "2", value_parser = positive_seconds)]
+    pub seconds: f64,
+    /// Samples per figure (the reported ops/s is their median).
+    #[arg(long, value_name = "K", default_value = "5", value_parser = at_least_one)]
+    pub samples: usize,
+    /// Run each figure in N separate OS processes on one database (sqlite, postgres); their ops/s add up.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = at_least_one)]
+    pub processes: usize,
+    /// Write every figure, the startup figures and the machine as one JSON document.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write an SVG of ops/s against workers, one panel per store and op, one line per implementation.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+    /// Run as one of the processes of --processes (internal).
+    #[arg(long = "internal-child", hide = true)]
+    pub internal_child: bool,
 }

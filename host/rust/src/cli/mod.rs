@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod args;
+mod bench;
 mod component;
 mod effects;
 mod failure;
@@ -48,6 +49,7 @@ pub fn main() -> ExitCode {
         Command::Demo(a) => legacy::demo(a),
         Command::Conformance(a) => legacy::conformance(a),
         Command::Component(a) => component::run(a),
+        Command::Bench(a) => bench::run(a),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -99,7 +101,9 @@ fn wants_json(command: &Command) -> bool {
         | Command::Runs(Runs::Show { target, .. } | Runs::Plan { target, .. }) => target.json,
         Command::Effects(Effects::Resolve(a)) => a.target.json,
         Command::Prune(a) => a.target.json,
-        Command::Demo(_) | Command::Conformance(_) | Command::Component(_) => false,
+        Command::Demo(_) | Command::Conformance(_) | Command::Component(_) | Command::Bench(_) => {
+            false
+        }
     }
 }
 
@@ -112,5 +116,6 @@ fn command_name(command: &Command) -> &'static str {
         Command::Demo(_) => "demo",
         Command::Conformance(_) => "conformance",
         Command::Component(_) => "component",
+        Command::Bench(_) => "bench",
     }
 }

@@ -235,7 +235,7 @@ impl PostgresBackend {
     /// Connect; the connection's driver runs as a task on the current tokio
     /// runtime, ending when the client is dropped or the server goes away
     /// (the next call then fails with `storage` and reconnects).
-    async fn connect(&self) -> Result<Client, StoreFault> {
+    pub(crate) async fn connect(&self) -> Result<Client, StoreFault> {
         let failed = |e: tokio_postgres::Error| {
             StoreFault::Failure(format!(
                 "cannot connect to PostgreSQL at {}: {e:#}",
