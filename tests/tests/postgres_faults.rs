@@ -293,6 +293,54 @@ fn a_commit_whose_answer_is_lost_is_never_rerun(dsn: &str) {
     assert_eq!(ledger.as_deref(), Some("1"));
 }
 
+/// A call whose first statements fail inside the server (here its lock wait
+/// hits the statement timeout; in production a deadlock) leaves its
+/// connection usable: the transaction `BEGIN` opened is rolled back, so the
+/// next call on the same connection starts clean instead of failing with
+/// "current transaction is aborted" (25P02).
+fn a_failed_first_statement_leaves_the_connection_usable(dsn: &str) {
+    let schema = pg::Schema::new(dsn, "first_fails");
+    // One connection, so the second call reuses the first one's.
+    let kernel = gak::Kernel::builder()
+        .store(&schema.url)
+        .max_connections(1)
+        .statement_timeout(std::time::Duration::from_millis(200))
+        .open_blocking()
+        .unwrap();
+    kernel.taskboard().seed(&[TaskSeed::new("t")]).unwrap();
+    // Another connection holds the task's advisory lock (a session lock,
+    // kept across its transactions) — the lock the claim's read waits for.
+    let holder = gak::Kernel::builder()
+        .store(&schema.url)
+        .max_connections(1)
+        .open_blocking()
+        .unwrap();
+    let lock = format!("{}/tasks/t", schema.name);
+    let sql = |f: &str| format!("SELECT {f}(hashtextextended($1, 0))::text");
+    holder
+        .with_downstream(|d| {
+            d.postgres_query(&sql("pg_advisory_lock"), &[&lock])
+                .expect("postgres")
+        })
+        .unwrap();
+    let stuck = kernel.taskboard().claim("t", "w1", 60_000);
+    assert!(
+        matches!(&stuck, Err(Error::Storage(why)) if why.message().contains("statement timeout")),
+        "expected the lock wait to time out, got {stuck:?}"
+    );
+    holder
+        .with_downstream(|d| {
+            d.postgres_query(&sql("pg_advisory_unlock"), &[&lock])
+                .expect("postgres")
+        })
+        .unwrap();
+    let task = kernel
+        .taskboard()
+        .claim("t", "w2", 60_000)
+        .expect("the next call on the same connection works");
+    assert_eq!((task.fence, task.owner.as_deref()), (1, Some("w2")));
+}
+
 fn main() {
     let mut suite = Suite::new();
     suite.needs(
@@ -317,6 +365,11 @@ fn main() {
         &POSTGRES,
         "a_commit_whose_answer_is_lost_is_never_rerun",
         a_commit_whose_answer_is_lost_is_never_rerun,
+    );
+    suite.needs(
+        &POSTGRES,
+        "a_failed_first_statement_leaves_the_connection_usable",
+        a_failed_first_statement_leaves_the_connection_usable,
     );
     suite.run();
 }
