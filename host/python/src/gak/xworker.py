@@ -49,9 +49,10 @@ class Worker:
             self.emit("win", task=task, fence=claimed.fence)
             board.release(task, claimed.token or "")
 
-    def effects(self, keys: int) -> None:
+    def effects(self, index: int, keys: int) -> None:
         gate = self.kernel.sideeffect
-        for i in range(keys):
+        for j in range(keys):
+            i = (j + index * 7) % keys  # each worker starts elsewhere
             key = f"key-{i}"
             action = Action(key, f"res-{i}", RetrySafety.SAFE)
             for _ in range(MAX_TRIES):
@@ -112,7 +113,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with Kernel.open(a.store, component=a.component) as kernel:
             w = Worker(kernel, a.worker)
             w.claims(a.tasks, a.rounds)
-            w.effects(a.keys)
+            w.effects(a.index, a.keys)
             w.sink(a.index, a.sink_rounds)
     except (GakError, RuntimeError) as e:
         print(f"xworker {a.worker}: {type(e).__name__}: {e}", file=sys.stderr)
