@@ -156,6 +156,21 @@ pub(crate) struct HostState {
     tally: MemoryTally,
 }
 
+impl HostState {
+    fn new(session: Box<dyn Session>, clock: Arc<dyn Clock>, wasi: WasiCtx) -> Self {
+        HostState {
+            wasi,
+            table: ResourceTable::new(),
+            session,
+            clock,
+            conflict: false,
+            failure: None,
+            rows_read: 0,
+            tally: MemoryTally::default(),
+        }
+    }
+}
+
 /// Counts what an instance's memories grow to, refusing nothing: a store
 /// limiter used only to measure (`gak bench`'s `instance_bytes`).
 #[derive(Default)]
@@ -236,16 +251,7 @@ impl Instance {
         session: Box<dyn Session>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, String> {
-        let state = HostState {
-            wasi: WasiCtx::builder().inherit_stderr().build(),
-            table: ResourceTable::new(),
-            session,
-            clock,
-            conflict: false,
-            failure: None,
-            rows_read: 0,
-            tally: MemoryTally::default(),
-        };
+        let state = HostState::new(session, clock, WasiCtx::builder().inherit_stderr().build());
         let mut store = Store::new(&compiled.engine, state);
         let kernel = compiled
             .pre
@@ -414,16 +420,7 @@ pub(crate) fn probe_startup(instantiations: usize) -> Result<StartupProbe, Strin
     }
 
     let session = crate::blocking::run(backend.session()).map_err(|f| f.to_string())?;
-    let state = HostState {
-        wasi: WasiCtx::builder().build(),
-        table: ResourceTable::new(),
-        session,
-        clock,
-        conflict: false,
-        failure: None,
-        rows_read: 0,
-        tally: MemoryTally::default(),
-    };
+    let state = HostState::new(session, clock, WasiCtx::builder().build());
     let mut store = Store::new(&compiled.engine, state);
     store.limiter(|s| &mut s.tally);
     crate::blocking::run(compiled.pre.instantiate_async(&mut store))

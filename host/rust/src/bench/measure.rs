@@ -131,12 +131,20 @@ fn pace(measured: &[WorkerSample], took: Duration, time: Duration) -> usize {
     (per_worker as f64 * time.as_secs_f64() / took.as_secs_f64().max(1e-6)) as usize
 }
 
+/// Measure one figure in this process: every implementation of `impls`,
+/// warmed up, then sampled in turn. `start` is called once every worker is
+/// set up, before the warm-up (children of `--processes` wait there for the
+/// common start instant). `tick` is called after every sample.
+///
 /// Every implementation's workers are set up once and kept across the
 /// samples (warm connections, prepared statements) — unless that would hold
 /// more PostgreSQL connections than the server allows by default (e.g. 32
 /// workers × 4 implementations): then each implementation connects afresh
 /// for each of its samples, with a warm-up of its own, and lets go after.
-pub(super) fn run_figure(
+///
+/// # Errors
+/// A sentence: the store failed, or an op got an answer it must not.
+pub fn run_figure(
     store: &OpenStore,
     op: Op,
     workers: usize,

@@ -31,7 +31,7 @@ pub mod sql;
 mod startup;
 mod workload;
 
-pub use measure::{Figure, percentile};
+pub use measure::{Figure, percentile, run_figure};
 pub use report::{Machine, Report, ResultRow};
 pub use startup::Startup;
 
@@ -311,23 +311,4 @@ impl OpenStore {
 /// When the component cannot be compiled or instantiated.
 pub fn measure_startup() -> Result<Startup, String> {
     startup::measure()
-}
-
-/// Measure one figure in this process: every implementation of `impls`,
-/// warmed up, then sampled in turn. `start` is called once every worker is
-/// set up, before the warm-up (children of `--processes` wait there for the
-/// common start instant). `tick` is called after every sample.
-///
-/// # Errors
-/// A sentence: the store failed, or an op got an answer it must not.
-pub fn run_figure(
-    store: &OpenStore,
-    op: Op,
-    workers: usize,
-    impls: &[Impl],
-    options: &Options,
-    start: &mut dyn FnMut() -> Result<(), String>,
-    tick: &mut dyn FnMut(),
-) -> Result<Vec<Figure>, String> {
-    measure::run_figure(store, op, workers, impls, options, start, tick)
 }
