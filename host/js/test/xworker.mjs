@@ -58,8 +58,7 @@ for (let r = 0; r < args.rounds; r++) {
 }
 
 // 2. Effects: every key is applied exactly once by whichever worker gets it.
-for (let j = 0; j < args.keys; j++) {
-  const i = (j + args.index * 7) % args.keys; // each worker starts elsewhere
+for (let i = 0; i < args.keys; i++) {
   const key = `key-${i}`;
   const action = { key, resource: `res-${i}`, retrySafety: 'safe' };
   for (let tries = 1; ; tries++) {

@@ -100,8 +100,7 @@ fn claims(kernel: &Kernel, a: &Args, out: &mut Out<'_>) -> Result<()> {
 
 fn effects(kernel: &Kernel, a: &Args, out: &mut Out<'_>) -> Result<()> {
     let gate = kernel.sideeffect();
-    for j in 0..a.keys {
-        let i = (j + a.index * 7) % a.keys; // each worker starts elsewhere
+    for i in 0..a.keys {
         let key = format!("key-{i}");
         let action = Action::new(&key, &format!("res-{i}"));
         let mut done = false;

@@ -49,10 +49,9 @@ class Worker:
             self.emit("win", task=task, fence=claimed.fence)
             board.release(task, claimed.token or "")
 
-    def effects(self, index: int, keys: int) -> None:
+    def effects(self, keys: int) -> None:
         gate = self.kernel.sideeffect
-        for j in range(keys):
-            i = (j + index * 7) % keys  # each worker starts elsewhere
+        for i in range(keys):
             key = f"key-{i}"
             action = Action(key, f"res-{i}", RetrySafety.SAFE)
             for _ in range(MAX_TRIES):
@@ -113,7 +112,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with Kernel.open(a.store, component=a.component) as kernel:
             w = Worker(kernel, a.worker)
             w.claims(a.tasks, a.rounds)
-            w.effects(a.index, a.keys)
+            w.effects(a.keys)
             w.sink(a.index, a.sink_rounds)
     except (GakError, RuntimeError) as e:
         print(f"xworker {a.worker}: {type(e).__name__}: {e}", file=sys.stderr)
