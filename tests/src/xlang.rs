@@ -130,6 +130,13 @@ pub fn run(
         .taskboard()
         .seed(&tasks)
         .map_err(|e| format!("seed: {e}"))?;
+    // Every worker waits at this start line until all are set up (protocol
+    // step 0): start-up differs by hundreds of milliseconds between
+    // languages, and a worker that finished before another began would
+    // prove nothing about sharing a database.
+    let barrier = tempfile::tempdir().map_err(|e| format!("barrier folder: {e}"))?;
+    let barrier_dir = barrier.path().to_string_lossy().into_owned();
+    let parties = workers.len().to_string();
     let mut children = Vec::new();
     for (index, w) in workers.iter().enumerate() {
         let name = format!("{}-{index}", w.lang);
@@ -141,6 +148,7 @@ pub fn run(
             .args(["--rounds", &p.rounds.to_string()])
             .args(["--keys", &p.keys.to_string()])
             .args(["--sink-rounds", &p.sink_rounds.to_string()])
+            .args(["--barrier", &barrier_dir, "--parties", &parties])
             .envs(w.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -9,11 +9,14 @@
 // stdout, each with {t, worker, lang: "js", event, ...}. Any unexpected
 // answer exits non-zero with the error on stderr. The same program exists
 // in Rust (`gak-xworker`) and Python (`python -m gak.xworker`).
+import { readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { GakError, openKernel } from '../src/index.js';
 
 const NAMES = ['store', 'worker', 'index', 'tasks', 'rounds', 'keys', 'sink-rounds'];
-const NUMBERS = new Set(['index', 'tasks', 'rounds', 'keys', 'sink-rounds']);
+const OPTIONAL = ['barrier', 'parties'];
+const NUMBERS = new Set(['index', 'tasks', 'rounds', 'keys', 'sink-rounds', 'parties']);
 const MAX_TRIES = 2000;
 const TTL = 60_000n;
 
@@ -21,7 +24,9 @@ function parseArgs(argv) {
   const args = {};
   for (let i = 0; i < argv.length; i += 2) {
     const name = argv[i]?.startsWith('--') ? argv[i].slice(2) : undefined;
-    if (!NAMES.includes(name) || argv[i + 1] === undefined) throw new Error(`bad argument ${argv[i]}`);
+    if (!(NAMES.includes(name) || OPTIONAL.includes(name)) || argv[i + 1] === undefined) {
+      throw new Error(`bad argument ${argv[i]}`);
+    }
     const value = argv[i + 1];
     if (NUMBERS.has(name)) {
       if (!/^\d+$/.test(value)) throw new Error(`--${name} takes a non-negative integer`);
@@ -32,6 +37,7 @@ function parseArgs(argv) {
   }
   for (const n of NAMES) if (!(n in args)) throw new Error(`--${n} is required`);
   if (args.tasks < 1) throw new Error('--tasks must be at least 1');
+  if (('barrier' in args) !== ('parties' in args)) throw new Error('--barrier and --parties go together');
   return args;
 }
 
@@ -43,6 +49,19 @@ function emit(event, fields = {}) {
 }
 
 const kernel = await openKernel(args.store);
+
+// 0. Phase lines (protocol v1): announce PHASE-N, wait for every party.
+async function line(phase) {
+  if (!('barrier' in args)) return;
+  writeFileSync(join(args.barrier, `${phase}-${args.index}`), '');
+  const deadline = Date.now() + 120_000;
+  while (readdirSync(args.barrier).filter((f) => f.startsWith(`${phase}-`)).length < args.parties) {
+    if (Date.now() > deadline) throw new Error(`barrier ${phase}: not every one of ${args.parties} parties there after 120 s`);
+    await sleep(2);
+  }
+}
+kernel.taskboard.get('t0'); // compiled and instantiated
+await line('ready');
 
 // 1. Claims: each round claims one task; a win is released at once.
 for (let r = 0; r < args.rounds; r++) {
@@ -56,6 +75,8 @@ for (let r = 0; r < args.rounds; r++) {
     emit('taken', { task });
   }
 }
+
+await line('effects');
 
 // 2. Effects: every key is applied exactly once by whichever worker gets it.
 for (let i = 0; i < args.keys; i++) {
@@ -81,6 +102,8 @@ for (let i = 0; i < args.keys; i++) {
     await sleep(1 + Math.floor(Math.random() * 5));
   }
 }
+
+await line('sink');
 
 // 3. Sink: a ledger appended to under fences s*16 + N + 1.
 for (let s = 0; s < args['sink-rounds']; s++) {

@@ -22,12 +22,14 @@ struct Args {
     rounds: u64,
     keys: u64,
     sink_rounds: u64,
+    /// `--barrier DIR` and `--parties N`: start together (see `barrier`).
+    barrier: Option<(String, u64)>,
 }
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
-    let (mut store, mut worker) = (None, None);
-    let mut nums = [None; 5];
+    let (mut store, mut worker, mut barrier) = (None, None, None);
+    let mut nums = [None; 6];
     while let Some(flag) = it.next() {
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
         let slot = match flag.as_str() {
@@ -39,6 +41,11 @@ fn parse() -> Result<Args> {
                 worker = Some(value);
                 continue;
             }
+            "--barrier" => {
+                barrier = Some(value);
+                continue;
+            }
+            "--parties" => 5,
             "--index" => 0,
             "--tasks" => 1,
             "--rounds" => 2,
@@ -61,6 +68,11 @@ fn parse() -> Result<Args> {
         rounds: n(2, "rounds")?,
         keys: n(3, "keys")?,
         sink_rounds: n(4, "sink-rounds")?,
+        barrier: match (barrier, nums[5]) {
+            (Some(dir), Some(parties)) => Some((dir, parties)),
+            (None, None) => None,
+            _ => bail!("--barrier and --parties go together"),
+        },
     })
 }
 
@@ -165,14 +177,46 @@ fn sink(kernel: &Kernel, a: &Args, out: &mut Out<'_>) -> Result<()> {
     Ok(())
 }
 
+/// The protocol's phase lines: say "at `phase`" with a file `PHASE-N` in
+/// the barrier folder, then wait until every party has. Workers in
+/// different languages (and builds) run at very different speeds; without
+/// this, a fast worker could finish a phase before a slow one begins it.
+fn barrier(dir: &str, phase: &str, index: u64, parties: u64) -> Result<()> {
+    let dir = std::path::Path::new(dir);
+    std::fs::write(dir.join(format!("{phase}-{index}")), b"")?;
+    let prefix = format!("{phase}-");
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let ready = std::fs::read_dir(dir)?
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .count() as u64;
+        if ready >= parties {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            bail!("barrier {phase}: {ready} of {parties} parties there after 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 fn main() -> Result<()> {
     let a = parse()?;
     let kernel = Kernel::open(&a.store).with_context(|| format!("opening {}", a.store))?;
+    let line = |phase: &str| match &a.barrier {
+        Some((dir, parties)) => barrier(dir, phase, a.index, *parties),
+        None => Ok(()),
+    };
+    kernel.taskboard().get("t0")?; // compiled and instantiated
+    line("ready")?;
     let mut out = Out {
         worker: &a.worker,
         stdout: std::io::stdout().lock(),
     };
     claims(&kernel, &a, &mut out)?;
+    line("effects")?;
     effects(&kernel, &a, &mut out)?;
+    line("sink")?;
     sink(&kernel, &a, &mut out)
 }

@@ -15,6 +15,7 @@ import json
 import random
 import sys
 import time
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from .errors import GakError, Refused
@@ -97,6 +98,18 @@ class Worker:
             self.emit("sink-ok", fence=fence)
 
 
+def barrier(folder: str, phase: str, index: int, parties: int) -> None:
+    """The protocol's phase line: announce ``PHASE-N`` in ``folder``, then
+    wait until every party has (workers in different languages run at very
+    different speeds)."""
+    (Path(folder) / f"{phase}-{index}").touch()
+    deadline = time.monotonic() + 120
+    while sum(1 for f in Path(folder).iterdir() if f.name.startswith(f"{phase}-")) < parties:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"barrier {phase}: not every one of {parties} parties there after 120 s")
+        time.sleep(0.002)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m gak.xworker")
     p.add_argument("--store", required=True)
@@ -107,12 +120,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--keys", type=int, required=True)
     p.add_argument("--sink-rounds", type=int, required=True)
     p.add_argument("--component")
+    p.add_argument("--barrier", help="a folder: start together with --parties workers")
+    p.add_argument("--parties", type=int)
     a = p.parse_args(argv)
+    if (a.barrier is None) != (a.parties is None):
+        p.error("--barrier and --parties go together")
     try:
         with Kernel.open(a.store, component=a.component) as kernel:
+            def line(phase: str) -> None:
+                if a.barrier is not None:
+                    barrier(a.barrier, phase, a.index, a.parties)
+
+            kernel.taskboard.get("t0")  # compiled and instantiated
+            line("ready")
             w = Worker(kernel, a.worker)
             w.claims(a.tasks, a.rounds)
+            line("effects")
             w.effects(a.keys)
+            line("sink")
             w.sink(a.index, a.sink_rounds)
     except (GakError, RuntimeError) as e:
         print(f"xworker {a.worker}: {type(e).__name__}: {e}", file=sys.stderr)
