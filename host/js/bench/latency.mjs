@@ -3,9 +3,10 @@
 // host — the counterpart of `cargo run --release -p gak-examples --example
 // latency`, with the same operations and output.
 //
-//   node host/js/bench/latency.mjs [N] [--baseline]
+//   node host/js/bench/latency.mjs [N] [--baseline] [--cold]
 //
-// `--baseline` measures the glue as jco emits it (no patch) with
+// Each operation runs 5,000 times before N are timed (see WARMUP); `--cold`
+// times the first N calls instead. `--baseline` measures the glue as jco emits it (no patch) with
 // preview2-shim's `wasi:random`, to show what the host's changes buy.
 import { mkdtempSync, rmSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -47,11 +48,18 @@ async function component() {
   return { ...patched, instantiate: (imports) => glue.instantiate(get, imports) };
 }
 
+// V8 optimises a function only after it has run many times, and the glue's
+// are large: with a few hundred warm-up calls a run of 3,000 measures the
+// optimising compiler as much as the host (a memory claim read ~44 µs wall
+// and more CPU than wall, the compiler's threads, against ~21 µs warm).
+// Every operation gets WARMUP calls first; `--cold` skips them.
+const WARMUP = argv.includes('--cold') ? 0 : 5000;
+
 function measure(label, count, op) {
-  for (let i = 0; i < count / 10; i++) op(i); // warm-up
+  for (let i = 0; i < WARMUP; i++) op(i);
   const cpu = process.cpuUsage();
   const start = process.hrtime.bigint();
-  for (let i = count / 10; i < count / 10 + count; i++) op(i);
+  for (let i = WARMUP; i < WARMUP + count; i++) op(i);
   const per = Number(process.hrtime.bigint() - start) / count / 1000;
   const used = process.cpuUsage(cpu);
   const cpuPer = (used.user + used.system) / count;
@@ -65,7 +73,7 @@ function measure(label, count, op) {
 async function run(entry, url) {
   const kernel = new Kernel(entry, openStore(url), new SystemClock());
   console.log(`-- ${url}`);
-  const total = n + n / 10;
+  const total = n + WARMUP;
   for (let i = 0; i < total; i += 5000) {
     kernel.taskboard.seed(Array.from({ length: Math.min(5000, total - i) }, (_, j) => ({ id: `t${i + j}` })));
   }

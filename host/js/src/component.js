@@ -57,8 +57,58 @@ const PATCHES = [
     replace: '_JCO_DEBUG && _debugLog(',
     count: 239,
   },
+  {
+    why:
+      'jco 1.35 runs every import call through its async task machinery, even a sync-lowered ' +
+      'import of a sync function: _lowerImportBackwardsCompat creates a subtask, the trampoline ' +
+      'a task, and both go through resolve/exit bookkeeping; a profile put ~40 % of a memory ' +
+      'claim there. Our own imports (store, clock) and wasi:random take no resources and never ' +
+      'block, so their trampolines call the host function directly (see rewriteTrampoline).',
+    find: /const (_trampoline\d+) = function\(([^)]*)\) \{\n([\s\S]*?)\n {2}\}\n {2}\1\.fnName = '((?:gak:kernel\/|wasi:random\/)[^']*)';/g,
+    replace: rewriteTrampoline,
+    count: 8,
+  },
+  {
+    why: 'The stand-in task the direct trampolines hold (only their error paths touch it).',
+    find: /\nfunction _trackHostOperation\(operation\) \{/g,
+    replace: `\nconst _GAK_NO_TASK = Object.freeze({
+  id: () => -1, componentIdx: () => -1, getParentSubtask: () => undefined,
+  setErrored() {}, reject() {}, resolve() {}, exit() {},
+});
+function _trackHostOperation(operation) {`,
+    count: 1,
+  },
+  {
+    why: 'Lower the rewritten trampolines as they are, without the subtask wrapper.',
+    find: /let (trampoline\d+) = (_trampoline\d+)\.manuallyAsync \?/g,
+    replace: 'let $1 = $2.gakDirect ? $2 : $2.manuallyAsync ?',
+    count: 21,
+  },
 ];
-const PATCH_SET = 'p2';
+const PATCH_SET = 'p3';
+
+// Inside one trampoline of a sync import: each edit must apply exactly once.
+const TRAMPOLINE_EDITS = [
+  // The task (and the parent's subtask it attaches to) becomes the stand-in.
+  [/\n\s*const hostProvided = true;\s*let parentTask;\s*let task;\s*let subtask;[\s\S]*?const started = task\.enterSync\(\);/, '\n    const task = _GAK_NO_TASK;'],
+  // No current-task bookkeeping around the host call, and no check for a
+  // promise (our imports are synchronous).
+  [/_withGlobalCurrentTaskMeta\(\{\s*componentIdx: task\.componentIdx\(\),\s*taskID: task\.id\(\),\s*fn: \(\) => _trackHostOperation\(\(\) => (.*)\),\s*\}\)/, '$1'],
+  // Nothing to resolve: the trampoline returns (or writes) the result itself.
+  [/task\.resolve\(\[.*\]\);\s*task\.exit\(\);/, ''],
+];
+
+function rewriteTrampoline(whole, name, params, body, fnName) {
+  let out = body;
+  for (const [find, replace] of TRAMPOLINE_EDITS) {
+    const found = out.match(new RegExp(find.source, 'g'))?.length ?? 0;
+    if (found !== 1) {
+      throw new Error(`jco glue patch no longer applies to ${fnName} (edit ${find} found ${found} times, expected 1)`);
+    }
+    out = out.replace(find, replace);
+  }
+  return `const ${name} = function(${params}) {\n${out}\n  }\n  ${name}.fnName = '${fnName}';\n  ${name}.gakDirect = true;`;
+}
 
 function jcoVersion() {
   const pkg = join(PACKAGE_DIR, 'node_modules', '@bytecodealliance', 'jco-transpile', 'package.json');
