@@ -102,7 +102,11 @@ def main() -> int:
     names = list(hosts)
     head = f"{'operation':<40} {'store':<14}" + "".join(f"{h + ' µs':>11}" for h in names)
     head += "".join(f"{h + '/Rust':>12}" for h in names[1:])
-    print(f"per-call wall time, N={n}, one run")
+    print(
+        f"per-call wall time, N={n}, one run of each tool "
+        "(Rust: one round after N/10 warm-up calls; Python: best of 3 rounds; "
+        "JS: median of 3 rounds after 5,000 warm-up calls)"
+    )
     print(head)
     for label, store in rows:
         cells = [hosts[h].get((label, store)) for h in names]
