@@ -6,8 +6,8 @@
 //   node host/js/bench/latency.mjs [N] [--baseline] [--cold]
 //
 // Each operation runs 5,000 times, then three rounds of N calls are timed
-// and the median round printed (see WARMUP, ROUNDS); `--cold` skips the
-// warm-up. `--baseline` measures the glue as jco emits it (no patch) with
+// and the median round printed (see WARMUP, ROUNDS); `--cold` times the
+// first N calls of a fresh process instead. `--baseline` measures the glue as jco emits it (no patch) with
 // preview2-shim's `wasi:random`, to show what the host's changes buy.
 import { mkdtempSync, rmSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -54,12 +54,13 @@ async function component() {
 // optimising compiler as much as the host (a memory claim read ~44 µs wall
 // and more CPU than wall, the compiler's threads, against ~21 µs warm).
 // Every operation gets WARMUP calls first; `--cold` skips them.
-const WARMUP = argv.includes('--cold') ? 0 : 5000;
+const COLD = argv.includes('--cold');
+const WARMUP = COLD ? 0 : 5000;
 
 // Each figure is the median of ROUNDS timed rounds of N calls: one round of
 // 3,000 calls lasts ~50 ms, and a major collection or a re-optimisation in
-// it moves the figure by a third.
-const ROUNDS = 3;
+// it moves the figure by a third. `--cold` times one round: the first N calls.
+const ROUNDS = COLD ? 1 : 3;
 
 function measure(label, count, op) {
   for (let i = 0; i < WARMUP; i++) op(i);
@@ -105,7 +106,10 @@ async function run(entry, url) {
 }
 
 const entry = await component();
-console.log(`gak JS host latency, ${baseline ? 'baseline (jco glue as emitted, preview2-shim random)' : 'as shipped'}, node ${process.version}`);
+console.log(
+  `gak JS host latency, ${baseline ? 'baseline (jco glue as emitted, preview2-shim random)' : 'as shipped'}, ` +
+    `${COLD ? 'cold (the first N calls)' : `median of ${ROUNDS} rounds after ${WARMUP} warm-up calls`}, node ${process.version}`,
+);
 const dir = mkdtempSync(join(tmpdir(), 'gak-js-latency-'));
 try {
   await run(entry, 'memory:');
