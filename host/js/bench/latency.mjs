@@ -37,6 +37,7 @@ async function component() {
     noComponentErrorWrapping: true,
   });
   const dir = mkdtempSync(join(tmpdir(), 'gak-baseline-'));
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
   const { writeFileSync, mkdirSync } = await import('node:fs');
   for (const [name, content] of Object.entries(out.files)) {
     mkdirSync(join(dir, name, '..'), { recursive: true });

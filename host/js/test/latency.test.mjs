@@ -1,0 +1,37 @@
+// The latency tool runs, and prints what `host/latency.py` parses: one line
+// per operation and store, `<label>  <µs> µs/op …`. Times nothing itself:
+// a handful of cold calls, only to keep the tool from rotting.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const TOOL = fileURLToPath(new URL('../bench/latency.mjs', import.meta.url));
+// The pattern host/latency.py reads a figure with.
+const LINE = /^(\S.*?)\s+([0-9.]+) µs\/op\s/;
+const OPS = [
+  'taskboard.claim (fresh task)',
+  'sideeffect.acquire (fresh key)',
+  'sideeffect.acquire (replayed key)',
+  'checkpoint.build-plan (3 steps, pure)',
+];
+
+for (const mode of [[], ['--baseline']]) {
+  test(`latency.mjs ${['--cold', ...mode].join(' ')} prints a figure per operation and store`, () => {
+    const out = execFileSync(process.execPath, [TOOL, '20', '--cold', ...mode], { encoding: 'utf8' });
+    const sections = out.split(/^-- /m).slice(1);
+    assert.equal(sections.length, 3, out);
+    for (const section of sections) {
+      const figures = section
+        .split('\n')
+        .map((l) => l.match(LINE))
+        .filter(Boolean);
+      assert.deepEqual(
+        figures.map((m) => m[1]),
+        OPS,
+        section,
+      );
+      for (const m of figures) assert.ok(Number(m[2]) > 0, m[0]);
+    }
+  });
+}
