@@ -288,26 +288,11 @@ impl types::Host for HostState {}
 
 impl clock::Host for HostState {
     async fn now(&mut self) -> u64 {
-        let now = match self.session.now() {
-            None => self.clock.now(),
-            Some(read) => match read.await {
-                Ok(now) => now,
-                Err(fault) => {
-                    if let StoreFault::Conflict(_) = fault {
-                        self.conflict = true;
-                    }
-                    self.failure = Some(format!("reading the database clock: {fault}"));
-                    // The call will be failed whatever the component decides.
-                    self.clock.now()
-                }
-            },
+        let read = match self.session.now() {
+            None => None,
+            Some(read) => Some(read.await),
         };
-        // Every number stays below 2^53; a clock past that is broken, and
-        // deadlines computed from it would be meaningless.
-        if now > gak_rules::input::MAX_NUMBER {
-            self.failure = Some(format!("the clock reads {now}, beyond 2^53 ms"));
-        }
-        now
+        crate::clock::call_instant(read, &*self.clock, &mut self.conflict, &mut self.failure)
     }
 }
 

@@ -155,22 +155,9 @@ impl Txn for NativeTxn<'_> {
         if let Some(now) = self.now {
             return now;
         }
-        let now = match self.session.now() {
-            None => self.clock.now(),
-            Some(read) => match run(read) {
-                Ok(now) => now,
-                Err(fault) => {
-                    if let StoreFault::Conflict(_) = fault {
-                        self.conflict = true;
-                    }
-                    self.failure = Some(format!("reading the database clock: {fault}"));
-                    self.clock.now()
-                }
-            },
-        };
-        if now > gak_rules::input::MAX_NUMBER {
-            self.failure = Some(format!("the clock reads {now}, beyond 2^53 ms"));
-        }
+        let read = self.session.now().map(run);
+        let now =
+            crate::clock::call_instant(read, self.clock, &mut self.conflict, &mut self.failure);
         self.now = Some(now);
         now
     }
