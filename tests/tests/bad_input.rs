@@ -1778,6 +1778,22 @@ fn a_clock_at_u64_max_does_not_trap_or_wrap() {
     );
 }
 
+/// SPEC 8: the clock stays below 2^53. A host whose clock reads past it
+/// fails the call with `storage`, naming the clock, and writes nothing
+/// (the component would otherwise judge expiry by a broken clock).
+fn a_clock_past_2_pow_53_fails_the_call() {
+    for (name, k, clock, _dir) in bindings() {
+        k.taskboard().seed(&[TaskSeed::new("t")]).unwrap();
+        let before = k.dump().unwrap();
+        clock.set(MAX_NUMBER + 1).unwrap();
+        match k.taskboard().claim("t", "w", 1_000) {
+            Err(Error::Storage(m)) if m.message().contains("beyond 2^53") => {}
+            other => panic!("{name}: a claim at 2^53 answered {other:?}"),
+        }
+        assert_eq!(k.dump().unwrap(), before, "{name}: the store changed");
+    }
+}
+
 /// SPEC 8: "The fake clock never moves backwards." `advance` by an amount
 /// that overflows must not wrap the clock round to the past (the vector
 /// runner's `{"advance": N}` takes any u64).
@@ -2385,6 +2401,10 @@ fn main() {
     suite.test(
         "a_clock_at_u64_max_does_not_trap_or_wrap",
         a_clock_at_u64_max_does_not_trap_or_wrap,
+    );
+    suite.test(
+        "a_clock_past_2_pow_53_fails_the_call",
+        a_clock_past_2_pow_53_fails_the_call,
     );
     suite.test(
         "the_manual_clock_never_moves_backwards",
