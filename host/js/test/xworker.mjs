@@ -2,7 +2,8 @@
 // The cross-language worker (protocol v1), JavaScript side:
 //
 //   node host/js/test/xworker.mjs --store URL --worker NAME --index N \
-//     --tasks T --rounds R --keys K --sink-rounds S
+//     --tasks T --rounds R --keys K --sink-rounds S \
+//     [--barrier DIR --parties P] [--hold-ms H]
 //
 // Three phases against a shared store (tasks t0..t{T-1} seeded by the
 // parent beforehand; workers never seed), one JSON object per line on
@@ -15,8 +16,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { GakError, openKernel } from '../src/index.js';
 
 const NAMES = ['store', 'worker', 'index', 'tasks', 'rounds', 'keys', 'sink-rounds'];
-const OPTIONAL = ['barrier', 'parties'];
-const NUMBERS = new Set(['index', 'tasks', 'rounds', 'keys', 'sink-rounds', 'parties']);
+const OPTIONAL = ['barrier', 'parties', 'hold-ms'];
+const NUMBERS = new Set(['index', 'tasks', 'rounds', 'keys', 'sink-rounds', 'parties', 'hold-ms']);
 const MAX_TRIES = 2000;
 const TTL = 60_000n;
 
@@ -87,6 +88,8 @@ for (let i = 0; i < args.keys; i++) {
     if (a.tag === 'granted') {
       kernel.sideeffect.writeFenced(`res-${i}`, a.lease.fence, (down) => down.put(`effect/${key}`, name));
       emit('body', { key, fence: Number(a.lease.fence) });
+      // The effect takes time, as a real one does; the key is in flight.
+      if (args['hold-ms']) await sleep(args['hold-ms']);
       kernel.sideeffect.complete(action, a.lease, name);
       break;
     }

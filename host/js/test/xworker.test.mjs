@@ -12,18 +12,24 @@ import { openKernel } from '../src/index.js';
 import { audit, auditParts, parseEvents } from './audit.mjs';
 
 const WORKER = fileURLToPath(new URL('./xworker.mjs', import.meta.url));
-// Phases long enough that workers started together (but loading at
-// different speeds) overlap in each: followers replay keys faster than the
-// leader applies them, so they catch up with it in phase 2.
-const SHAPE = { tasks: 3, rounds: 600, keys: 1500, sinkRounds: 60 };
-const SMALL = { tasks: 3, rounds: 30, keys: 10, sinkRounds: 5 };
+// Phases long enough that workers overlap in each. Each effect is held
+// 1 ms before `complete` (as a real effect takes time): followers replay
+// keys faster than the leader applies them, catch up with it and find its
+// key in flight. Without the hold the key is in flight only between two
+// transactions of one process, microseconds, and a worker waiting in
+// SQLite's busy handler (which sleeps 1..100 ms) almost never lands there:
+// CI once saw three runs in a row without a single in-flight answer.
+const SHAPE = { tasks: 3, rounds: 600, keys: 600, sinkRounds: 60, holdMs: 1 };
+const SMALL = { tasks: 3, rounds: 30, keys: 10, sinkRounds: 5, holdMs: 0 };
 
-function runWorker(url, name, index, shape = SHAPE) {
+function runWorker(url, name, index, shape = SHAPE, barrier = undefined) {
   const args = [
     WORKER,
     ...['--store', url, '--worker', name, '--index', String(index)],
     ...['--tasks', String(shape.tasks), '--rounds', String(shape.rounds)],
     ...['--keys', String(shape.keys), '--sink-rounds', String(shape.sinkRounds)],
+    ...['--hold-ms', String(shape.holdMs)],
+    ...(barrier ? ['--barrier', barrier.dir, '--parties', String(barrier.parties)] : []),
   ];
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -47,31 +53,36 @@ async function seeded() {
   return { dir, url, kernel };
 }
 
-// The protocol has no start barrier, and SQLite's busy handler is not fair:
-// on a loaded machine one worker can run a whole phase before another gets
-// the lock, and the run proves nothing about overlap. Such a run must still
-// pass every safety check; it is repeated (at most ATTEMPTS runs in all)
-// until one run also proves the overlap. Each attempt is a fresh file.
+// The workers meet at the protocol's phase lines (a barrier folder): without
+// them, on a loaded machine one worker could finish the effects phase before
+// another had even loaded the component. Even together, SQLite's busy handler is not
+// fair, so a run may still prove nothing about overlap. Such a run must
+// still pass every safety check; it is repeated (at most ATTEMPTS runs in
+// all) until one run also proves the overlap. Each attempt is a fresh file.
 const ATTEMPTS = 3;
 
 test('four concurrent JS workers on one SQLite file pass the audit', async (t) => {
   const missed = [];
   for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
     const { dir, url, kernel } = await seeded();
+    const barrier = { dir: mkdtempSync(join(tmpdir(), 'gak-xbarrier-')), parties: 4 };
     try {
-      const outs = await Promise.all([0, 1, 2, 3].map((i) => runWorker(url, `js-${i}`, i)));
+      const outs = await Promise.all([0, 1, 2, 3].map((i) => runWorker(url, `js-${i}`, i, SHAPE, barrier)));
       const events = outs.flatMap(parseEvents);
       assert.ok(events.every((e) => e.lang === 'js'));
       const { safety, overlap } = auditParts(kernel, events, { tasks: SHAPE.tasks, keys: SHAPE.keys, group: 'worker' });
       assert.deepEqual(safety, [], `attempt ${attempt}: safety`);
       if (overlap.length === 0) {
-        t.diagnostic(`overlap proven on attempt ${attempt}${missed.length ? `; earlier: ${missed.join('; ')}` : ''}`);
+        const n = (...kinds) => events.filter((e) => kinds.includes(e.event)).length;
+        const seen = `taken ${n('taken')}, in-flight/contended ${n('in-flight', 'contended')}, sink-stale ${n('sink-stale')}`;
+        t.diagnostic(`overlap proven on attempt ${attempt} (${seen})${missed.length ? `; earlier: ${missed.join('; ')}` : ''}`);
         return;
       }
       missed.push(`attempt ${attempt}: ${overlap.join(', ')}`);
     } finally {
       kernel.close();
       rmSync(dir, { recursive: true, force: true });
+      rmSync(barrier.dir, { recursive: true, force: true });
     }
   }
   assert.fail(`no run proved the workers overlapped:\n${missed.join('\n')}`);

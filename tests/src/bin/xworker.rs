@@ -24,12 +24,15 @@ struct Args {
     sink_rounds: u64,
     /// `--barrier DIR` and `--parties N`: start together (see `barrier`).
     barrier: Option<(String, u64)>,
+    /// `--hold-ms H`: each effect takes this long between its fenced write
+    /// and `complete`, as a real one does (the key is in flight meanwhile).
+    hold_ms: u64,
 }
 
 fn parse() -> Result<Args> {
     let mut it = std::env::args().skip(1);
     let (mut store, mut worker, mut barrier) = (None, None, None);
-    let mut nums = [None; 6];
+    let mut nums = [None; 7];
     while let Some(flag) = it.next() {
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
         let slot = match flag.as_str() {
@@ -51,6 +54,7 @@ fn parse() -> Result<Args> {
             "--rounds" => 2,
             "--keys" => 3,
             "--sink-rounds" => 4,
+            "--hold-ms" => 6,
             other => bail!("unknown argument {other}"),
         };
         nums[slot] = Some(
@@ -68,6 +72,7 @@ fn parse() -> Result<Args> {
         rounds: n(2, "rounds")?,
         keys: n(3, "keys")?,
         sink_rounds: n(4, "sink-rounds")?,
+        hold_ms: nums[6].unwrap_or(0),
         barrier: match (barrier, nums[5]) {
             (Some(dir), Some(parties)) => Some((dir, parties)),
             (None, None) => None,
@@ -124,6 +129,7 @@ fn effects(kernel: &Kernel, a: &Args, out: &mut Out<'_>) -> Result<()> {
                     })
                     .map_err(|e| anyhow::anyhow!("sink for {key}: {:?}", e.contract_error()))?;
                     out.emit("body", json!({ "key": key, "fence": lease.fence }))?;
+                    std::thread::sleep(Duration::from_millis(a.hold_ms));
                     gate.complete(&action, &lease, a.worker.as_bytes())?;
                     done = true;
                 }

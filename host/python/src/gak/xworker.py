@@ -1,7 +1,8 @@
 """The cross-language worker (protocol v1, ``host/HOSTS.md``):
 
     python -m gak.xworker --store URL --worker NAME --index N --tasks T \\
-        --rounds R --keys K --sink-rounds S
+        --rounds R --keys K --sink-rounds S \\
+        [--barrier DIR --parties P] [--hold-ms H]
 
 Three phases against a shared store (claims, effects, a fenced ledger), one
 JSON object per line on stdout. Any unexpected error exits non-zero with the
@@ -27,9 +28,10 @@ MAX_TRIES = 2000
 
 
 class Worker:
-    def __init__(self, kernel: Kernel, name: str) -> None:
+    def __init__(self, kernel: Kernel, name: str, hold_ms: int = 0) -> None:
         self.kernel = kernel
         self.name = name
+        self.hold_ms = hold_ms
 
     def emit(self, event: str, **fields: Any) -> None:
         line = {"t": time.time_ns() // 1_000_000, "worker": self.name, "lang": "python", "event": event, **fields}
@@ -65,6 +67,8 @@ class Worker:
 
                     gate.write_fenced(action.resource, lease.fence, body)
                     self.emit("body", key=key, fence=lease.fence)
+                    if self.hold_ms:  # the effect takes time, as a real one does
+                        time.sleep(self.hold_ms / 1000)
                     gate.complete(action, lease, self.name.encode())
                     break
                 if isinstance(decision, Replayed):
@@ -122,7 +126,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--component")
     p.add_argument("--barrier", help="a folder: start together with --parties workers")
     p.add_argument("--parties", type=int)
+    p.add_argument("--hold-ms", type=int, default=0, help="hold each effect this long before complete")
     a = p.parse_args(argv)
+    if a.hold_ms < 0:
+        p.error("--hold-ms takes a non-negative integer")
     if (a.barrier is None) != (a.parties is None):
         p.error("--barrier and --parties go together")
     try:
@@ -133,7 +140,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             kernel.taskboard.get("t0")  # compiled and instantiated
             line("ready")
-            w = Worker(kernel, a.worker)
+            w = Worker(kernel, a.worker, a.hold_ms)
             w.claims(a.tasks, a.rounds)
             line("effects")
             w.effects(a.keys)
