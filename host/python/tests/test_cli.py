@@ -51,3 +51,16 @@ def test_lookup_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(OpenError):
         find_component(tmp_path / "nope.wasm")
     assert os.environ.get("GAK_COMPONENT") is None
+
+
+@pytest.mark.parametrize("options_first", [True, False], ids=["options-then-paths", "paths-then-options"])
+def test_options_and_paths_in_either_order(tmp_path: Path, options_first: bool) -> None:
+    # Issue 17 item 11: `--component F --store URL PATHS` (the documented
+    # order) was refused as "unrecognized arguments".
+    vector = tmp_path / "one.json"
+    vector.write_text('[{"scenario": "one", "steps": [{"call": "taskboard.get", "args": {"id": "x"}, "err": "not-found"}]}]')
+    options = ["--component", str(find_component()), "--store", f"sqlite:{tmp_path / 'v.db'}"]
+    args = [*options, str(vector)] if options_first else [str(vector), *options]
+    out = run("conformance", *args)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.rstrip().endswith("1 passed, 0 failed")

@@ -31,7 +31,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--store")
     parser.add_argument("--component")
     parser.add_argument("paths", nargs="*")
-    args = parser.parse_args(argv)
+    # Intermixed: options may come before or after the paths (`parse_args`
+    # binds the empty `paths` at the first option and then refuses the
+    # paths that follow it as "unrecognized arguments").
+    args = parser.parse_intermixed_args(argv)
     try:
         if args.command == "demo":
             if args.paths:
