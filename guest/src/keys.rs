@@ -16,12 +16,30 @@ pub fn run_outcomes(run_id: &str) -> String {
     outcome(run_id, None)
 }
 
-/// The claim queue: ready tasks in seed order (`indexes`).
+/// The claim queue: ready tasks in seed order (`indexes`) that no live
+/// claim holds. (Databases written before 0.3 also keep claimed tasks here.)
 pub const QUEUE: &str = "q/";
 
 /// A task's place in the claim queue.
 pub fn queue(seq: u64) -> String {
     format!("{QUEUE}{seq:016x}")
+}
+
+/// Claimed ready tasks by the deadline of their claim (then seed order), so
+/// `claim-next` finds expired claims without reading live ones (0.3).
+pub const CLAIMED: &str = "qc/";
+
+/// A claimed ready task's entry, by its claim's deadline.
+pub fn claimed(until: u64, seq: u64) -> String {
+    format!("{CLAIMED}{until:016x}/{seq:016x}")
+}
+
+/// The deadline of a claimed-queue entry's key.
+pub fn parse_claimed(key: &str) -> Option<u64> {
+    let rest = key.strip_prefix(CLAIMED)?;
+    let (until, seq) = rest.split_once('/')?;
+    u64::from_str_radix(seq, 16).ok()?;
+    u64::from_str_radix(until, 16).ok()
 }
 
 /// Every task in `state`, by id.
@@ -97,6 +115,24 @@ pub fn parse_retention(key: &str) -> Option<(u64, Finished, &str)> {
     Some((u64::from_str_radix(at, 16).ok()?, kind, id))
 }
 
+/// Retention entries of done tasks that `prune` found still needed, held
+/// under the not-done dependent that needs them until it finishes (or is
+/// re-seeded), so no later `prune` reads them again (0.3).
+pub fn held_by(dependent: &str) -> String {
+    format!("rh/{}:{dependent}", dependent.len())
+}
+
+/// The held retention entry of `id` (finished at `at`), needed by `dependent`.
+pub fn held(dependent: &str, at: u64, id: &str) -> String {
+    format!("{}{at:016x}/{id}", held_by(dependent))
+}
+
+/// The finishing time and task id of a held entry under `prefix`.
+pub fn parse_held<'a>(prefix: &str, key: &'a str) -> Option<(u64, &'a str)> {
+    let (at, id) = key.strip_prefix(prefix)?.split_once('/')?;
+    Some((u64::from_str_radix(at, 16).ok()?, id))
+}
+
 /// The board-wide record in `meta`.
 pub const BOARD: &str = "taskboard";
 
@@ -122,5 +158,11 @@ mod tests {
         assert!(retention(9, Finished::Run, "z") < retention(10, Finished::Key, "a"));
         let key = retention(1234, Finished::Task, "a/b");
         assert_eq!(parse_retention(&key), Some((1234, Finished::Task, "a/b")));
+        assert!(claimed(9, 500) < claimed(10, 1));
+        assert_eq!(parse_claimed(&claimed(1234, 7)), Some(1234));
+        assert!(!claimed(1, 1).starts_with(QUEUE));
+        let held_key = held("d/1", 77, "a/b");
+        assert_eq!(parse_held(&held_by("d/1"), &held_key), Some((77, "a/b")));
+        assert!(!held("ab", 1, "c").starts_with(&held_by("a")));
     }
 }

@@ -1,26 +1,38 @@
 //! Retention: bounded removal of finished records (SPEC 9 `prune`).
 //!
 //! Driven by the retention index (`rt/<finishing time>/<kind>/<id>`), so a
-//! call reads the oldest finished records first and never a whole table.
+//! call reads the oldest finished records first and never a whole table;
+//! done tasks found still needed wait aside (`rh/<dependent>/…`) until the
+//! task that needs them finishes.
 //! Resource and sink records are never removed: their fences must never go
 //! backwards, or a stale holder or writer could win again.
 use crate::keys::{self, Finished};
 use crate::sideeffect::{KeyRecord, Phase};
 use crate::taskboard::{Record as TaskRecord, decode_task, load_board};
-use crate::txn::{read_many, scan_all, store};
+use crate::txn::{mark, read_many, scan_all, store};
 use crate::{Error, KeyState, Pruned, Table, TaskState, Txn, input};
 
 /// Remove at most `limit` records finished before `before`, oldest first.
+///
+/// Bounded by the batch, not by the index: a call examines at most
+/// `limit + EXAMINE` retention entries. A done task still needed by a
+/// not-done dependent is moved aside (held under that dependent until it
+/// finishes or is re-seeded), so no later call reads it again; when the
+/// budget runs out first, `more` is true and the next call goes on.
 pub fn prune(tx: &mut impl Txn, before: u64, limit: u32) -> Result<Pruned, Error> {
     const PAGE: u32 = 64;
+    const EXAMINE: u32 = 64;
     input::number("before", before)?;
     input::limit(limit)?;
     let mut pruned = Pruned::default();
     let mut removed = 0;
+    let mut budget = limit + EXAMINE;
     let mut fence_floor = None;
     let mut after: Option<String> = None;
     'scan: loop {
-        let page = tx.scan(Table::Indexes, keys::RETENTION, after.as_deref(), PAGE)?;
+        // One entry past the budget tells whether anything is left.
+        let want = PAGE.min(budget + 1);
+        let page = tx.scan(Table::Indexes, keys::RETENTION, after.as_deref(), want)?;
         for (entry, _) in &page {
             let Some((at, kind, id)) = keys::parse_retention(entry) else {
                 return Err(Error::storage(format!("corrupt retention entry {entry:?}")));
@@ -28,12 +40,19 @@ pub fn prune(tx: &mut impl Txn, before: u64, limit: u32) -> Result<Pruned, Error
             if at >= before {
                 break 'scan;
             }
+            if budget == 0 {
+                pruned.more = true;
+                break 'scan;
+            }
+            budget -= 1;
             let found = match kind {
-                Finished::Key => removable_key(tx, id)?.map(|()| Removal::Key),
-                Finished::Task => removable_task(tx, id)?.map(Removal::Task),
-                Finished::Run => Some(Removal::Run),
+                Finished::Key => removable_key(tx, entry, id)?,
+                Finished::Task => removable_task(tx, entry, at, id)?,
+                Finished::Run => removable_run(tx, entry)?,
             };
-            let Some(found) = found else { continue };
+            let Verdict::Remove(found) = found else {
+                continue;
+            };
             if removed == limit {
                 pruned.more = true;
                 break 'scan;
@@ -58,7 +77,7 @@ pub fn prune(tx: &mut impl Txn, before: u64, limit: u32) -> Result<Pruned, Error
             }
             tx.delete(Table::Indexes, entry)?;
         }
-        if page.len() < PAGE as usize {
+        if page.len() < want as usize {
             break;
         }
         after = page.last().map(|(k, _)| k.clone());
@@ -73,39 +92,81 @@ pub fn prune(tx: &mut impl Txn, before: u64, limit: u32) -> Result<Pruned, Error
     Ok(pruned)
 }
 
+/// What `prune` makes of one retention entry.
+enum Verdict {
+    /// Remove the record.
+    Remove(Removal),
+    /// Not this time: the entry is gone since the range read (a concurrent
+    /// `prune` or re-seed got there first: a normal race, not corruption),
+    /// or the task is still needed and was moved aside.
+    Skip,
+}
+
 enum Removal {
     Key,
     Task(TaskRecord),
     Run,
 }
 
-/// A completed key (the index is exact, so anything else is corruption).
-fn removable_key(tx: &mut impl Txn, key: &str) -> Result<Option<()>, Error> {
-    let Some(value) = tx.get(Table::Actions, key)? else {
+/// The entry itself and its record, read together with `get` (which
+/// serializes against writers): the range read that found the entry is a
+/// snapshot and may be older than a concurrent prune or re-seed. None when
+/// the entry is gone; then the record does not matter.
+fn reread(
+    tx: &mut impl Txn,
+    entry: &str,
+    table: Table,
+    id: &str,
+) -> Result<Option<Option<String>>, Error> {
+    let mut found = tx.get_many(&[(Table::Indexes, entry), (table, id)])?;
+    let record = found.pop().flatten();
+    Ok(found.pop().flatten().map(|_| record))
+}
+
+/// A completed key. The entry is written and removed in the same
+/// transactions as the key's record, so an entry that is still there with
+/// a record that is not completed is corruption.
+fn removable_key(tx: &mut impl Txn, entry: &str, key: &str) -> Result<Verdict, Error> {
+    let Some(value) = reread(tx, entry, Table::Actions, key)? else {
+        return Ok(Verdict::Skip);
+    };
+    let Some(value) = value else {
         return Err(Error::storage(format!(
             "retention lists missing key {key:?}"
         )));
     };
     match KeyRecord::decode(&value)?.phase {
-        Phase::Completed { .. } => Ok(Some(())),
+        Phase::Completed { .. } => Ok(Verdict::Remove(Removal::Key)),
         _ => Err(Error::storage(format!(
             "retention lists key {key:?}, which is not completed"
         ))),
     }
 }
 
-/// A done task that no not-done task depends on; none while one does (a
-/// pruned dependency would block its dependents forever).
-fn removable_task(tx: &mut impl Txn, id: &str) -> Result<Option<TaskRecord>, Error> {
-    let Some(value) = tx.get(Table::Tasks, id)? else {
+/// A run with a terminal outcome.
+fn removable_run(tx: &mut impl Txn, entry: &str) -> Result<Verdict, Error> {
+    Ok(match tx.get(Table::Indexes, entry)? {
+        Some(_) => Verdict::Remove(Removal::Run),
+        None => Verdict::Skip,
+    })
+}
+
+/// A done task that no not-done task depends on. One that is still needed
+/// is held under the first not-done dependent found (a pruned dependency
+/// would block its dependents forever).
+fn removable_task(tx: &mut impl Txn, entry: &str, at: u64, id: &str) -> Result<Verdict, Error> {
+    let Some(value) = reread(tx, entry, Table::Tasks, id)? else {
+        return Ok(Verdict::Skip);
+    };
+    let Some(value) = value else {
         return Err(Error::storage(format!(
             "retention lists missing task {id:?}"
         )));
     };
     let task = decode_task(&value)?;
-    if task.state != TaskState::Done {
+    if task.state != TaskState::Done || task.done_at != Some(at) {
         return Err(Error::storage(format!(
-            "retention lists task {id:?}, which is not done"
+            "retention lists task {id:?}, which is not done at {at}"
         )));
     }
     let prefix = keys::dependents(id);
@@ -118,11 +179,47 @@ fn removable_task(tx: &mut impl Txn, id: &str) -> Result<Option<TaskRecord>, Err
         .map(|d| (Table::Tasks, d.as_str()))
         .collect();
     for value in read_many(tx, &wanted)?.into_iter().flatten() {
-        if decode_task(&value)?.state != TaskState::Done {
-            return Ok(None);
+        let dependent = decode_task(&value)?;
+        if dependent.state != TaskState::Done && dependent.deps.iter().any(|d| d == id) {
+            tx.delete(Table::Indexes, entry)?;
+            mark(tx, &keys::held(&dependent.id, at, id))?;
+            return Ok(Verdict::Skip);
         }
     }
-    Ok(Some(task))
+    Ok(Verdict::Remove(Removal::Task(task)))
+}
+
+/// `dependent` finished or was re-seeded: the retention entries held under
+/// it go back to the retention index, each checked against its task (one
+/// re-seeded since it was held is dropped: its own entry is current).
+/// Bounded by `dependent`'s dependencies.
+pub(crate) fn release_held(tx: &mut impl Txn, dependent: &str) -> Result<(), Error> {
+    let prefix = keys::held_by(dependent);
+    let held = scan_all(tx, Table::Indexes, &prefix)?;
+    if held.is_empty() {
+        return Ok(());
+    }
+    let mut parsed = Vec::with_capacity(held.len());
+    for (key, _) in &held {
+        let Some((at, id)) = keys::parse_held(&prefix, key) else {
+            return Err(Error::storage(format!(
+                "corrupt held retention entry {key:?}"
+            )));
+        };
+        parsed.push((key.as_str(), at, id));
+    }
+    let wanted: Vec<(Table, &str)> = parsed
+        .iter()
+        .map(|(_, _, id)| (Table::Tasks, *id))
+        .collect();
+    for ((key, at, id), value) in parsed.iter().zip(read_many(tx, &wanted)?) {
+        tx.delete(Table::Indexes, key)?;
+        let task = value.as_deref().map(decode_task).transpose()?;
+        if task.is_some_and(|t| t.state == TaskState::Done && t.done_at == Some(*at)) {
+            mark(tx, &keys::retention(*at, Finished::Task, id))?;
+        }
+    }
+    Ok(())
 }
 
 /// Remove a done task, its state entry and its own dependency edges. Edges

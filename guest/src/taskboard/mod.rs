@@ -94,7 +94,15 @@ pub fn seed(tx: &mut impl Txn, tasks: &[TaskSeed]) -> Result<(), Error> {
         for added in new_deps.difference(&old_deps) {
             mark(tx, &keys::dependent(added, &record.id))?;
         }
+        // Done tasks held back from pruning because this one needed them:
+        // it may need them no more.
+        let finished =
+            record.state == TaskState::Done && old.is_some_and(|o| o.state != TaskState::Done);
+        let release = old.is_some() && (finished || old_deps != new_deps);
         write(tx, old, record, ready)?;
+        if release {
+            crate::retention::release_held(tx, &record.id)?;
+        }
     }
 
     // A seeded task whose doneness changed can make tasks outside this call
@@ -296,15 +304,19 @@ fn grant(tx: &mut impl Txn, record: Record, agent: &str, ttl: u64) -> Result<Tas
     Ok(claimed.task(Some(token)))
 }
 
-/// Claim the first-seeded ready task, or none. Walks the claim queue in seed
-/// order, skipping live claims by their queue entry; each candidate is then
-/// judged by `claim`'s own checks on its freshly read record, so a stale
-/// range read (a concurrent claimer got there first) only moves on.
+/// Claim the first-seeded ready task, or none. First every claim that has
+/// expired since the last call moves from the claimed queue back to its
+/// place in the claim queue (each expired claim moves once, so the work is
+/// bounded by what expired, never by the live claims); then the claim queue
+/// is walked in seed order. Each candidate is judged by `claim`'s own checks
+/// on its freshly read record, so a stale range read (a concurrent claimer
+/// got there first) only moves on.
 pub fn claim_next(tx: &mut impl Txn, agent: &str, ttl: u64) -> Result<Option<Task>, Error> {
     const PAGE: u32 = 32;
     input::id("agent", agent)?;
     input::ttl(ttl)?;
     let now = tx.now();
+    requeue_expired(tx, now)?;
     let mut after: Option<String> = None;
     loop {
         let page = tx.scan(Table::Indexes, keys::QUEUE, after.as_deref(), PAGE)?;
@@ -326,6 +338,55 @@ pub fn claim_next(tx: &mut impl Txn, agent: &str, ttl: u64) -> Result<Option<Tas
             return Ok(None);
         }
         after = page.last().map(|(k, _)| k.clone());
+    }
+}
+
+/// Move every claim that expired by `now` from the claimed queue back to its
+/// place in the claim queue (its record unchanged: still claimed, now
+/// claimable). The claimed queue is ordered by deadline, so the walk stops
+/// at the first live claim. Each entry is checked against its task, read
+/// with `get`: a range read may be older than a concurrent re-claim.
+fn requeue_expired(tx: &mut impl Txn, now: u64) -> Result<(), Error> {
+    const PAGE: u32 = 16;
+    let mut after: Option<String> = None;
+    loop {
+        let page = tx.scan(Table::Indexes, keys::CLAIMED, after.as_deref(), PAGE)?;
+        let mut expired: Vec<(String, QueueEntry)> = Vec::new();
+        for (key, value) in &page {
+            match keys::parse_claimed(key) {
+                Some(until) if until <= now => {
+                    expired.push((key.clone(), decode(Table::Indexes, value)?));
+                }
+                Some(_) => break,
+                None => {
+                    return Err(Error::storage(format!(
+                        "corrupt claimed-queue entry {key:?}"
+                    )));
+                }
+            }
+        }
+        let ended = expired.len() < page.len() || page.len() < PAGE as usize;
+        after = expired.last().map(|(k, _)| k.clone());
+        let wanted: Vec<(Table, &str)> = expired
+            .iter()
+            .map(|(_, e)| (Table::Tasks, e.id.as_str()))
+            .collect();
+        for ((key, entry), value) in expired.iter().zip(read_many(tx, &wanted)?) {
+            let Some(record) = value.as_deref().map(decode_task).transpose()? else {
+                continue;
+            };
+            let current = record.queued
+                && record.state == TaskState::Claimed
+                && record.until == entry.until
+                && entry.place(record.seq) == *key;
+            if current {
+                tx.delete(Table::Indexes, key)?;
+                store(tx, Table::Indexes, &keys::queue(record.seq), entry)?;
+            }
+        }
+        if ended {
+            return Ok(());
+        }
     }
 }
 
@@ -371,7 +432,8 @@ pub fn complete(tx: &mut impl Txn, id: &str, token: &str) -> Result<(), Error> {
     done.done_at = Some(tx.now());
     write(tx, Some(&record), &mut done, false)?;
     let mut known = HashMap::from([(id.to_owned(), true)]);
-    recheck_dependents(tx, id, &HashSet::new(), &mut known)
+    recheck_dependents(tx, id, &HashSet::new(), &mut known)?;
+    crate::retention::release_held(tx, id)
 }
 
 /// Qualification check: current token and a live lease, else `lease-lost`.

@@ -2,8 +2,11 @@
 //!
 //! Three indexes in `indexes`, each written in the same transaction as the
 //! task record it describes, so they are exact (never a hint):
-//! - the claim queue `q/<seq>`: a task is in it exactly when it is not done
-//!   and every dependency is done (`claim-next` reads it in seed order);
+//! - the claim queue: a task has an entry exactly when it is not done and
+//!   every dependency is done — in `q/<seq>` (seed order) while no claim
+//!   holds it, in `qc/<until>/<seq>` (deadline order) while one does, so
+//!   `claim-next` reads the first unclaimed ready task and the expired
+//!   claims, never the live ones;
 //! - the state listing `ts/<state>/<id>` (`list` by state);
 //! - the dependents edges `td/<dep>/<id>` (who to re-check when `dep`
 //!   finishes or is re-seeded).
@@ -80,6 +83,15 @@ impl QueueEntry {
     pub fn claimable(&self, now: u64) -> bool {
         self.state != TaskState::Claimed || self.until.is_none_or(|u| now >= u)
     }
+
+    /// Where the entry of a task with place `seq` in the claim order lives:
+    /// the claimed queue while a claim holds it, else the claim queue.
+    pub fn place(&self, seq: u64) -> String {
+        match (self.state, self.until) {
+            (TaskState::Claimed, Some(until)) => keys::claimed(until, seq),
+            _ => keys::queue(seq),
+        }
+    }
 }
 
 /// The board-wide record.
@@ -117,17 +129,33 @@ pub(crate) fn write(
         }
         mark(tx, &keys::task_state(new.state, &new.id))?;
     }
-    let queue_key = keys::queue(new.seq);
-    if ready {
-        let entry = QueueEntry {
+    let entry = ready.then(|| QueueEntry {
+        v: V,
+        id: new.id.clone(),
+        state: new.state,
+        until: new.until.filter(|_| new.state == TaskState::Claimed),
+    });
+    let place = entry.as_ref().map(|e| e.place(new.seq));
+    if let Some(o) = old.filter(|o| o.queued) {
+        // A claimed task's entry sits in the claimed queue, or back in the
+        // claim queue once `claim-next` found it expired (and always there
+        // in a database written before 0.3): clear both.
+        let was = QueueEntry {
             v: V,
-            id: new.id.clone(),
-            state: new.state,
-            until: new.until.filter(|_| new.state == TaskState::Claimed),
+            id: o.id.clone(),
+            state: o.state,
+            until: o.until.filter(|_| o.state == TaskState::Claimed),
         };
-        store(tx, Table::Indexes, &queue_key, &entry)?;
-    } else if old.is_some_and(|o| o.queued) {
-        tx.delete(Table::Indexes, &queue_key)?;
+        let mut stale = vec![was.place(o.seq), keys::queue(o.seq)];
+        stale.dedup();
+        for key in stale {
+            if place.as_deref() != Some(key.as_str()) {
+                tx.delete(Table::Indexes, &key)?;
+            }
+        }
+    }
+    if let (Some(entry), Some(place)) = (&entry, &place) {
+        store(tx, Table::Indexes, place, entry)?;
     }
     new.queued = ready;
     match (old.and_then(|o| o.done_at), new.done_at) {

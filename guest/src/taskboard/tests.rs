@@ -226,7 +226,23 @@ fn assert_indexes_exact(tx: &MemTxn) {
         let ready = r.state != TaskState::Done && r.deps.iter().all(|d| done(d));
         assert_eq!(ready, r.queued, "queued flag of {}", r.id);
         if ready {
-            expected.push(keys::queue(r.seq));
+            // A claimed task's entry is in the claimed queue by deadline, or
+            // back in the claim queue once `claim-next` found it expired.
+            let place = match (r.state, r.until) {
+                (TaskState::Claimed, Some(until)) => {
+                    let claimed = keys::claimed(until, r.seq);
+                    let requeued = keys::queue(r.seq);
+                    let has = |k: &String| tx.data.contains_key(&(Table::Indexes, k.clone()));
+                    assert!(
+                        has(&claimed) != has(&requeued),
+                        "claimed task {} must have exactly one queue entry",
+                        r.id
+                    );
+                    if has(&claimed) { claimed } else { requeued }
+                }
+                _ => keys::queue(r.seq),
+            };
+            expected.push(place);
         }
         for d in &r.deps {
             expected.push(keys::dependent(d, &r.id));
@@ -307,4 +323,76 @@ fn indexes_stay_exact_under_every_operation() {
             assert_indexes_exact(&tx);
         }
     }
+}
+
+/// `claim-next` never reads the live claims ahead of the first ready task:
+/// they wait in the claimed queue, by deadline. Expired claims come back in
+/// their seed-order place, once.
+#[test]
+fn claim_next_reads_no_live_claims_and_takes_expired_ones_in_seed_order() {
+    struct Rows<'a>(&'a mut MemTxn, u64);
+    impl Txn for Rows<'_> {
+        fn get(&mut self, t: Table, k: &str) -> Result<Option<String>, crate::StoreFault> {
+            let v = self.0.get(t, k)?;
+            self.1 += u64::from(v.is_some());
+            Ok(v)
+        }
+        fn put(&mut self, t: Table, k: &str, v: &str) -> Result<(), crate::StoreFault> {
+            self.0.put(t, k, v)
+        }
+        fn delete(&mut self, t: Table, k: &str) -> Result<(), crate::StoreFault> {
+            self.0.delete(t, k)
+        }
+        fn scan(
+            &mut self,
+            t: Table,
+            p: &str,
+            a: Option<&str>,
+            l: u32,
+        ) -> Result<Vec<(String, String)>, crate::StoreFault> {
+            let page = self.0.scan(t, p, a, l)?;
+            self.1 += page.len() as u64;
+            Ok(page)
+        }
+        fn now(&mut self) -> u64 {
+            self.0.now()
+        }
+        fn random128(&mut self) -> u128 {
+            self.0.random128()
+        }
+    }
+    let mut tx = MemTxn::default();
+    let seeds: Vec<TaskSeed> = (0..500)
+        .map(|i| TaskSeed::new(&format!("t{i:03}")))
+        .collect();
+    seed(&mut tx, &seeds).unwrap();
+    for i in 0..499 {
+        // the first ten expire at 100, the rest live long
+        let ttl = if i < 10 { 100 } else { 1_000_000 };
+        claim(&mut tx, &format!("t{i:03}"), "w", ttl).unwrap();
+    }
+    let mut rows = Rows(&mut tx, 0);
+    let next = claim_next(&mut rows, "w", 100).unwrap().unwrap();
+    assert_eq!(next.id, "t499");
+    assert!(
+        rows.1 <= 24,
+        "claim-next read {} rows past 499 live claims",
+        rows.1
+    );
+
+    tx.clock = 100;
+    let mut taken = Vec::new();
+    for _ in 0..11 {
+        let mut rows = Rows(&mut tx, 0);
+        let next = claim_next(&mut rows, "w2", 1_000_000).unwrap();
+        assert!(rows.1 <= 64, "claim-next read {} rows", rows.1);
+        taken.extend(next.map(|t| t.id));
+    }
+    // the ten expired claims in seed order, then t499 (expired at 100 too)
+    let expected: Vec<String> = (0..10)
+        .map(|i| format!("t{i:03}"))
+        .chain(["t499".to_owned()])
+        .collect();
+    assert_eq!(taken, expected);
+    assert_eq!(claim_next(&mut tx, "w3", 10).unwrap(), None);
 }
