@@ -309,11 +309,25 @@ async fn postgres_tls_follows_sslmode(dsn: String) {
             .seed(&[TaskSeed::new("t")])
             .await
             .unwrap();
-        let refused = Kernel::open(&format!("{}&sslmode=verify-full", schema.url)).await;
+        let refused = Kernel::open(&format!(
+            "{}&sslmode=verify-full&sslrootcert=system",
+            schema.url
+        ))
+        .await;
         let why = refused
             .expect_err("a self-signed certificate is not trusted")
             .to_string();
         assert!(why.contains("cannot connect to PostgreSQL at"), "{why}");
+    }
+    // As libpq: a verified mode trusts only `sslrootcert`, so it needs one.
+    if std::env::var_os("HOME").is_none_or(|h| {
+        !std::path::Path::new(&h)
+            .join(".postgresql/root.crt")
+            .is_file()
+    }) {
+        let rootless = Kernel::open(&format!("{}&sslmode=verify-full", schema.url)).await;
+        let why = rootless.expect_err("no root to trust").to_string();
+        assert!(why.contains("sslrootcert"), "{why}");
     }
     let plain = Kernel::open(&format!("{}&sslmode=disable", schema.url))
         .await

@@ -85,6 +85,7 @@ impl Checkpoint<'_> {
     /// `invalid-input`, `terminal`, `fence-stale`, `stale-seq` (checked in
     /// that order; nothing written), or `storage`.
     pub async fn save_if_newer(&self, snap: &Snapshot) -> Result<(), Error> {
+        crate::limits::fits(&[snap])?;
         let snap_in = c::snapshot_in(snap);
         let info = CallInfo::new("checkpoint.save-if-newer", Some(&snap.run_id));
         export!(
@@ -102,6 +103,7 @@ impl Checkpoint<'_> {
     /// `not-found` when the run never saved one (never an empty snapshot),
     /// `invalid-input`, or `storage`.
     pub async fn load(&self, run_id: &str) -> Result<Snapshot, Error> {
+        crate::limits::fits(&[&run_id])?;
         let info = CallInfo::new("checkpoint.load", Some(run_id));
         export!(
             self.0,
@@ -123,6 +125,7 @@ impl Checkpoint<'_> {
         steps: &[StepDef],
         snap: Option<&Snapshot>,
     ) -> Result<Plan, Error> {
+        crate::limits::fits(&[&steps, &snap])?;
         let steps: Vec<_> = steps.iter().map(c::step_in).collect();
         let snap = snap.map(c::snapshot_in);
         self.0
@@ -154,6 +157,7 @@ impl Commitgate<'_> {
         fence: u64,
         outcome: &Outcome,
     ) -> Result<Outcome, Error> {
+        crate::limits::fits(&[&run_id, &step, outcome])?;
         let outcome = c::outcome_in(outcome);
         let step = step.map(str::to_owned);
         let info = CallInfo::new("commitgate.commit", Some(run_id)).fence(fence);
@@ -177,6 +181,7 @@ impl Commitgate<'_> {
     /// # Errors
     /// `not-found`, `invalid-input`, or `storage`.
     pub async fn read(&self, run_id: &str, step: Option<&str>) -> Result<Outcome, Error> {
+        crate::limits::fits(&[&run_id, &step])?;
         let step = step.map(str::to_owned);
         let info = CallInfo::new("commitgate.read", Some(run_id));
         export!(
@@ -198,6 +203,7 @@ impl Sideeffect<'_> {
     /// # Errors
     /// `key-reused`, `invalid-input`, or `storage`.
     pub async fn acquire(&self, action: &Action, ttl: u64) -> Result<Acquired, Error> {
+        crate::limits::fits(&[action])?;
         let a = c::action_in(action);
         let info = CallInfo::new("sideeffect.acquire", Some(&action.key));
         export!(
@@ -221,6 +227,7 @@ impl Sideeffect<'_> {
         lease: &Lease,
         result: &[u8],
     ) -> Result<Vec<u8>, Error> {
+        crate::limits::fits(&[action, lease, &result])?;
         let (a, l) = (c::action_in(action), c::lease_in(lease));
         let info = CallInfo::new("sideeffect.complete", Some(&action.key)).fence(lease.fence);
         export!(
@@ -238,6 +245,7 @@ impl Sideeffect<'_> {
     /// # Errors
     /// The triple check, `invalid-input`, or `storage`.
     pub async fn release(&self, action: &Action, lease: &Lease) -> Result<(), Error> {
+        crate::limits::fits(&[action, lease])?;
         let (a, l) = (c::action_in(action), c::lease_in(lease));
         let info = CallInfo::new("sideeffect.release", Some(&action.key)).fence(lease.fence);
         export!(
@@ -256,6 +264,7 @@ impl Sideeffect<'_> {
     /// The triple check, `not-holder` for an attempt that is over,
     /// `invalid-input`, or `storage`.
     pub async fn abandon(&self, action: &Action, lease: &Lease, reason: &str) -> Result<(), Error> {
+        crate::limits::fits(&[action, lease, &reason])?;
         let (a, l) = (c::action_in(action), c::lease_in(lease));
         let info = CallInfo::new("sideeffect.abandon", Some(&action.key)).fence(lease.fence);
         export!(
@@ -274,6 +283,7 @@ impl Sideeffect<'_> {
     /// The triple check, `not-holder` (attempt over), `lease-expired`,
     /// `invalid-input`, or `storage`.
     pub async fn renew(&self, action: &Action, lease: &Lease, ttl: u64) -> Result<Lease, Error> {
+        crate::limits::fits(&[action, lease])?;
         let (a, l) = (c::action_in(action), c::lease_in(lease));
         let info = CallInfo::new("sideeffect.renew", Some(&action.key)).fence(lease.fence);
         export!(
@@ -297,6 +307,7 @@ impl Sideeffect<'_> {
         lease: &Lease,
         reason: &str,
     ) -> Result<(), Error> {
+        crate::limits::fits(&[action, lease, &reason])?;
         let (a, l) = (c::action_in(action), c::lease_in(lease));
         let info = CallInfo::new("sideeffect.mark-uncertain", Some(&action.key)).fence(lease.fence);
         export!(
@@ -320,6 +331,7 @@ impl Sideeffect<'_> {
         action: &Action,
         ttl: u64,
     ) -> Result<ReconcileClaim, Error> {
+        crate::limits::fits(&[action])?;
         let a = c::action_in(action);
         let info = CallInfo::new("sideeffect.begin-reconcile", Some(&action.key));
         export!(
@@ -345,6 +357,7 @@ impl Sideeffect<'_> {
         action: &Action,
         resolution: &Resolution,
     ) -> Result<Resolved, Error> {
+        crate::limits::fits(&[action, resolution])?;
         let (a, r) = (c::action_in(action), c::resolution_in(resolution));
         let info = CallInfo::new("sideeffect.resolve-uncertain", Some(&action.key));
         export!(
@@ -376,6 +389,7 @@ impl Sideeffect<'_> {
         E: Send + 'static,
         B: AsyncFnMut(&mut Downstream<'_>) -> Result<(), E> + Send + 'static,
     {
+        crate::limits::fits(&[&resource]).map_err(SinkError::Kernel)?;
         let failure = Arc::new(Mutex::new(None));
         let call = fenced_call!(resource.to_owned(), presented, body, failure.clone());
         let info = CallInfo::new("sideeffect.write-fenced", Some(resource)).fence(presented);
@@ -388,6 +402,7 @@ impl Sideeffect<'_> {
     /// # Errors
     /// `invalid-input` or `storage`.
     pub async fn sink_seen(&self, resource: &str) -> Result<u64, Error> {
+        crate::limits::fits(&[&resource])?;
         let info = CallInfo::new("sideeffect.sink-seen", Some(resource));
         export!(
             self.0,
@@ -410,6 +425,7 @@ impl Sideeffect<'_> {
         after: Option<&str>,
         limit: u32,
     ) -> Result<KeyPage, Error> {
+        crate::limits::fits(&[&after])?;
         let state = state.map(c::key_state_in);
         let after = after.map(str::to_owned);
         let info = CallInfo::new("sideeffect.list", None);
@@ -429,6 +445,7 @@ impl Sideeffect<'_> {
     /// # Errors
     /// `not-found`, `invalid-input`, or `storage`.
     pub async fn get(&self, key: &str) -> Result<KeyInfo, Error> {
+        crate::limits::fits(&[&key])?;
         let info = CallInfo::new("sideeffect.get", Some(key));
         export!(
             self.0,
@@ -529,6 +546,7 @@ impl Taskboard<'_> {
     /// `invalid-input` (nothing written: duplicate ids, `claimed` state,
     /// bad ids), or `storage`.
     pub async fn seed(&self, tasks: &[TaskSeed]) -> Result<(), Error> {
+        crate::limits::fits(&[&tasks])?;
         let tasks: Vec<_> = tasks.iter().map(c::seed_in).collect();
         let info = CallInfo::new("taskboard.seed", None);
         export!(
@@ -551,6 +569,7 @@ impl Taskboard<'_> {
         after: Option<&str>,
         limit: u32,
     ) -> Result<TaskPage, Error> {
+        crate::limits::fits(&[&after])?;
         let state = state.map(c::state_in);
         let after = after.map(str::to_owned);
         let info = CallInfo::new("taskboard.list", None);
@@ -570,6 +589,7 @@ impl Taskboard<'_> {
     /// # Errors
     /// `not-found`, `invalid-input`, or `storage`.
     pub async fn get(&self, id: &str) -> Result<Task, Error> {
+        crate::limits::fits(&[&id])?;
         let info = CallInfo::new("taskboard.get", Some(id));
         export!(
             self.0,
@@ -588,6 +608,7 @@ impl Taskboard<'_> {
     /// `not-found`, `terminal`, `deps-pending`, `taken` (in that order),
     /// `invalid-input`, or `storage`.
     pub async fn claim(&self, id: &str, agent: &str, ttl: u64) -> Result<Task, Error> {
+        crate::limits::fits(&[&id, &agent])?;
         let info = CallInfo::new("taskboard.claim", Some(id));
         export!(
             self.0,
@@ -604,6 +625,7 @@ impl Taskboard<'_> {
     /// # Errors
     /// `invalid-input` or `storage`.
     pub async fn claim_next(&self, agent: &str, ttl: u64) -> Result<Option<Task>, Error> {
+        crate::limits::fits(&[&agent])?;
         let info = CallInfo::new("taskboard.claim-next", None);
         export!(
             self.0,
@@ -620,6 +642,7 @@ impl Taskboard<'_> {
     /// `lease-lost` (not the current token), `not-found`, `invalid-input`,
     /// or `storage`.
     pub async fn release(&self, id: &str, token: &str) -> Result<(), Error> {
+        crate::limits::fits(&[&id, &token])?;
         let info = CallInfo::new("taskboard.release", Some(id));
         export!(
             self.0,
@@ -636,6 +659,7 @@ impl Taskboard<'_> {
     /// # Errors
     /// `lease-lost`, `not-found`, `invalid-input`, or `storage`.
     pub async fn complete(&self, id: &str, token: &str) -> Result<(), Error> {
+        crate::limits::fits(&[&id, &token])?;
         let info = CallInfo::new("taskboard.complete", Some(id));
         export!(
             self.0,
@@ -652,6 +676,7 @@ impl Taskboard<'_> {
     /// `lease-lost` (not current, or expired), `not-found`,
     /// `invalid-input`, or `storage`.
     pub async fn renew(&self, id: &str, token: &str, ttl: u64) -> Result<Task, Error> {
+        crate::limits::fits(&[&id, &token])?;
         let info = CallInfo::new("taskboard.renew", Some(id));
         export!(
             self.0,

@@ -245,13 +245,50 @@ pub(crate) struct Instance {
     pub kernel: bindings::Kernel,
 }
 
+/// `wasi:random/random` served from the operating system's CSPRNG on every
+/// draw (`getrandom(2)`), with no generator state in the process.
+/// wasmtime-wasi's default is a ChaCha generator seeded once per store: a
+/// `fork()` copies it, and two children of one parent would then mint the
+/// same tokens — a zombie's `complete` accepted under its successor's token
+/// (HOSTS.md rule 7). A syscall per token (~0.3 µs) is the price.
+struct OsRandom;
+
+impl rand_core::TryRng for OsRandom {
+    type Error = std::convert::Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+        let mut b = [0u8; 4];
+        self.try_fill_bytes(&mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+        let mut b = [0u8; 8];
+        self.try_fill_bytes(&mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+        if let Err(e) = getrandom::fill(dst) {
+            // No token may be minted without a CSPRNG; there is no safe
+            // fallback, and the trait cannot report the failure.
+            panic!("the operating system's random source failed: {e}");
+        }
+        Ok(())
+    }
+}
+
 impl Instance {
     pub async fn new(
         compiled: &Compiled,
         session: Box<dyn Session>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, String> {
-        let state = HostState::new(session, clock, WasiCtx::builder().inherit_stderr().build());
+        let wasi = WasiCtx::builder()
+            .inherit_stderr()
+            .secure_random(OsRandom)
+            .build();
+        let state = HostState::new(session, clock, wasi);
         let mut store = Store::new(&compiled.engine, state);
         let kernel = compiled
             .pre
@@ -405,7 +442,11 @@ pub(crate) fn probe_startup(instantiations: usize) -> Result<StartupProbe, Strin
     }
 
     let session = crate::blocking::run(backend.session()).map_err(|f| f.to_string())?;
-    let state = HostState::new(session, clock, WasiCtx::builder().build());
+    let state = HostState::new(
+        session,
+        clock,
+        WasiCtx::builder().secure_random(OsRandom).build(),
+    );
     let mut store = Store::new(&compiled.engine, state);
     store.limiter(|s| &mut s.tally);
     crate::blocking::run(compiled.pre.instantiate_async(&mut store))

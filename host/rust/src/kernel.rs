@@ -88,6 +88,14 @@ pub(crate) enum Ending {
     RollBack,
 }
 
+tokio::task_local! {
+    /// The kernels whose call this task is inside (a fenced sink's body runs
+    /// there). A call into one of them from inside would need a second
+    /// transaction while the first holds its locks: a deadlock on SQLite and
+    /// PostgreSQL. It is refused instead (HOSTS.md rule 13).
+    static INSIDE: Vec<usize>;
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -170,6 +178,31 @@ impl Kernel {
         &self.inner.clock
     }
 
+    fn id(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
+    }
+
+    /// `invalid-input` when this task is inside a call of this kernel.
+    fn refuse_reentry(&self) -> Result<(), Error> {
+        let me = self.id();
+        if INSIDE
+            .try_with(|inside| inside.contains(&me))
+            .unwrap_or(false)
+        {
+            return Err(Error::InvalidInput(
+                "a kernel call cannot be made from inside another call on the same kernel (a fenced sink's body runs inside its call's transaction)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Run `fut` marked as inside a call of this kernel.
+    async fn inside<F: std::future::Future>(&self, fut: F) -> F::Output {
+        let mut inside = INSIDE.try_with(Clone::clone).unwrap_or_default();
+        inside.push(self.id());
+        INSIDE.scope(inside, fut).await
+    }
+
     /// An instance and the permit it exists under: an idle one, else a new
     /// one while the pool has room, else wait up to the configured time.
     async fn checkout(&self) -> Result<(Instance, OwnedSemaphorePermit), Error> {
@@ -218,6 +251,7 @@ impl Kernel {
         C: AsyncFnMut(&mut Instance) -> wasmtime::Result<Result<T, Error>> + Send + 'static,
     {
         traced(info, async move {
+            self.refuse_reentry()?;
             let (inst, permit) = self.checkout().await?;
             let (result, inst) = self.on_some_thread(inst, ending, call).await;
             self.finish(inst, permit);
@@ -238,8 +272,9 @@ impl Kernel {
         C: AsyncFnMut(&mut Instance) -> wasmtime::Result<Result<T, Error>>,
     {
         traced(info, async move {
+            self.refuse_reentry()?;
             let (mut inst, permit) = self.checkout().await?;
-            let (result, usable) = self.attempts(&mut inst, ending, call).await;
+            let (result, usable) = self.inside(self.attempts(&mut inst, ending, call)).await;
             self.finish(usable.then_some(inst), permit);
             result
         })
@@ -275,8 +310,9 @@ impl Kernel {
                 let joined = tokio::task::spawn_blocking(move || {
                     let _runtime = handle.enter();
                     let _span = span.enter();
-                    let (result, usable) =
-                        futures_executor::block_on(kernel.attempts(&mut inst, ending, call));
+                    let (result, usable) = futures_executor::block_on(
+                        kernel.inside(kernel.attempts(&mut inst, ending, call)),
+                    );
                     (result, usable.then_some(inst))
                 })
                 .await;
@@ -288,7 +324,7 @@ impl Kernel {
                 })
             }
             _ => {
-                let (result, usable) = self.attempts(&mut inst, ending, call).await;
+                let (result, usable) = self.inside(self.attempts(&mut inst, ending, call)).await;
                 (result, usable.then_some(inst))
             }
         }
@@ -381,6 +417,7 @@ impl Kernel {
         &self,
         call: impl AsyncFnOnce(&mut Instance) -> wasmtime::Result<Result<T, Error>>,
     ) -> Result<T, Error> {
+        self.refuse_reentry()?;
         let (mut inst, _permit) = self.checkout().await?;
         match call(&mut inst).await {
             Ok(result) => {
@@ -439,12 +476,21 @@ pub struct Downstream<'a> {
     session: &'a mut dyn Session,
     /// A store conflict passed through here: the whole call is re-run.
     conflict: bool,
+    /// A store failure passed through here: the call ends with `storage`,
+    /// even if the body caught the error and returned normally (HOSTS.md
+    /// rule 12: the transaction may be broken, e.g. aborted on PostgreSQL).
+    failure: Option<String>,
 }
 
 impl Downstream<'_> {
     pub(crate) fn track<T>(&mut self, r: Result<T, StoreFault>) -> Result<T, Error> {
-        if let Err(StoreFault::Conflict(_)) = &r {
-            self.conflict = true;
+        match &r {
+            Err(StoreFault::Conflict(_)) => self.conflict = true,
+            Err(StoreFault::Failure(why)) => {
+                self.failure
+                    .get_or_insert_with(|| format!("a store call inside the body failed: {why}"));
+            }
+            Ok(_) => {}
         }
         r.map_err(Error::from)
     }
@@ -479,12 +525,27 @@ impl Downstream<'_> {
         state: &mut crate::engine::HostState,
         body: &mut impl AsyncFnMut(&mut Downstream<'_>) -> T,
     ) -> T {
+        state.session.body_started();
         let mut down = Downstream {
             session: &mut *state.session,
             conflict: false,
+            failure: None,
         };
         let out = body(&mut down).await;
-        state.conflict |= down.conflict;
+        let (conflict, failure) = (down.conflict, down.failure);
+        state.conflict |= conflict;
+        if let Some(why) = failure {
+            state.failure.get_or_insert(why);
+        }
+        // The binding's own account of the body: a transaction it can no
+        // longer commit (aborted by a failed statement, or ended by the body).
+        match state.session.body_ended().await {
+            Ok(()) => {}
+            Err(StoreFault::Conflict(_)) => state.conflict = true,
+            Err(StoreFault::Failure(why)) => {
+                state.failure.get_or_insert(why);
+            }
+        }
         out
     }
 }

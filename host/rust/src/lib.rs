@@ -49,6 +49,7 @@ mod convert;
 pub mod demo;
 mod engine;
 mod kernel;
+mod limits;
 mod runner;
 pub mod store;
 
@@ -120,27 +121,28 @@ impl std::error::Error for OpenError {
 
 /// `text` with the password of any `scheme://user:password@` URL in it, and
 /// any `password=` option, replaced by `***`: messages name a store, never
-/// its credentials.
+/// its credentials. A password may hold any character (`/ ? # @`, spaces),
+/// so the userinfo runs to the last `@` of the line, not to the first
+/// delimiter: better one word too many hidden than a password shown.
 fn without_password(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find("://") {
         let (head, tail) = rest.split_at(at + 3);
         out.push_str(head);
-        let authority_end = tail.find(['/', '?', '#', ' ']).unwrap_or(tail.len());
-        let authority = &tail[..authority_end];
-        match authority.rfind('@') {
-            Some(userinfo_end) => {
-                let userinfo = &authority[..userinfo_end];
-                match userinfo.split_once(':') {
-                    Some((user, _)) => out.push_str(&format!("{user}:***")),
-                    None => out.push_str(userinfo),
-                }
-                out.push_str(&authority[userinfo_end..]);
+        let line_end = tail.find('\n').unwrap_or(tail.len());
+        let hidden = tail[..line_end].rfind('@').and_then(|userinfo_end| {
+            let (user, _) = tail[..userinfo_end].split_once(':')?;
+            Some((user, userinfo_end))
+        });
+        match hidden {
+            Some((user, userinfo_end)) => {
+                out.push_str(user);
+                out.push_str(":***");
+                rest = &tail[userinfo_end..];
             }
-            None => out.push_str(authority),
+            None => rest = tail,
         }
-        rest = &tail[authority_end..];
     }
     out.push_str(rest);
     let mut redacted = String::with_capacity(out.len());
@@ -171,6 +173,8 @@ mod tests {
             OpenError::UnknownStore(format!("postgress://alice:{secret}@db:5432/x")),
             OpenError::UnknownStore(format!("mysql://alice:{secret}@db/x?password={secret}&a=b")),
             OpenError::BadOption(format!("postgres URL: host=db password={secret}")),
+            OpenError::UnknownStore(format!("mysql://alice:p/a?{secret}#s w0rd@db/x")),
+            OpenError::UnknownStore(format!("x+y://alice:{secret}@@db/x")),
         ] {
             let shown = e.to_string();
             assert!(!shown.contains(secret), "{shown}");
@@ -178,6 +182,8 @@ mod tests {
         }
         let shown = OpenError::UnknownStore("postgress://alice@db/x".into()).to_string();
         assert!(shown.contains("postgress://alice@db/x"), "{shown}");
+        let shown = OpenError::UnknownStore("nosuch://db/x".into()).to_string();
+        assert!(shown.contains("nosuch://db/x"), "{shown}");
         let fault = OpenError::Store(gak_rules::StoreFault::Failure("disk full".into()));
         assert_eq!(fault.to_string(), "cannot open the store: disk full");
     }

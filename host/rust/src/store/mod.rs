@@ -67,6 +67,67 @@ pub fn prefix_end(prefix: &str) -> Option<String> {
     None
 }
 
+/// The transaction-control keyword `sql` starts with (after whitespace and
+/// comments), if any: what a sink body may not run on the kernel's
+/// transaction (HOSTS.md rule 12). `PREPARE` counts only as `PREPARE
+/// TRANSACTION`.
+pub fn transaction_control(sql: &str) -> Option<&'static str> {
+    const CONTROL: [&str; 9] = [
+        "BEGIN",
+        "START",
+        "COMMIT",
+        "END",
+        "ROLLBACK",
+        "ABORT",
+        "SAVEPOINT",
+        "RELEASE",
+        "PREPARE",
+    ];
+    let mut words = skip_comments(sql).split(|c: char| !c.is_ascii_alphabetic());
+    let first = words.next()?;
+    let keyword = CONTROL.iter().find(|k| k.eq_ignore_ascii_case(first))?;
+    if *keyword == "PREPARE" {
+        let second = skip_comments(&skip_comments(sql)[first.len()..]);
+        let second = second.split(|c: char| !c.is_ascii_alphabetic()).next()?;
+        return second
+            .eq_ignore_ascii_case("TRANSACTION")
+            .then_some("PREPARE TRANSACTION");
+    }
+    Some(keyword)
+}
+
+/// `sql` from its first token: leading whitespace, `--` line comments and
+/// (nested) `/* */` block comments skipped.
+fn skip_comments(mut sql: &str) -> &str {
+    loop {
+        sql = sql.trim_start();
+        if let Some(rest) = sql.strip_prefix("--") {
+            sql = rest.split_once('\n').map_or("", |(_, after)| after);
+        } else if sql.starts_with("/*") {
+            let mut depth = 0usize;
+            let mut i = 0;
+            let bytes = sql.as_bytes();
+            while i < bytes.len() {
+                if bytes[i..].starts_with(b"/*") {
+                    depth += 1;
+                    i += 2;
+                } else if bytes[i..].starts_with(b"*/") {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            sql = sql.get(i..).unwrap_or("");
+        } else {
+            return sql;
+        }
+    }
+}
+
 /// What every store call returns: a boxed future, so bindings can be
 /// chosen at run time (`Box<dyn Session>`). Bindings that never wait
 /// (memory, SQLite) return futures that are ready at once.
@@ -163,6 +224,17 @@ pub trait Session: Send + 'static {
     /// Discard the transaction's writes. Never fails: a binding that cannot
     /// roll back must drop its connection.
     fn rollback(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+    /// A fenced sink's body (or a `with_downstream` body) is about to run on
+    /// the open transaction: a binding that lends the body its driver handle
+    /// refuses transaction control through it from now on (HOSTS.md 12).
+    fn body_started(&mut self) {}
+    /// The body returned. An error when the transaction can no longer be
+    /// committed as the kernel opened it: a statement of it failed (a
+    /// PostgreSQL transaction is then aborted and its `COMMIT` would answer
+    /// `ROLLBACK`), or the transaction is no longer open.
+    fn body_ended(&mut self) -> StoreFuture<'_, ()> {
+        ready(Ok(()))
+    }
     /// The database's clock, when the binding judges expiry by it.
     fn now(&mut self) -> Option<StoreFuture<'_, u64>> {
         None
@@ -213,6 +285,27 @@ pub async fn open(url: &str) -> Result<Arc<dyn Backend>, crate::OpenError> {
 #[cfg(test)]
 mod tests {
     use super::prefix_end;
+
+    #[test]
+    fn transaction_control_is_found_behind_whitespace_and_comments() {
+        use super::transaction_control as tc;
+        assert_eq!(tc("COMMIT"), Some("COMMIT"));
+        assert_eq!(tc("  commit;"), Some("COMMIT"));
+        assert_eq!(tc("-- note\n rollback"), Some("ROLLBACK"));
+        assert_eq!(tc("/* a /* nested */ comment */ END"), Some("END"));
+        assert_eq!(tc("savepoint s1"), Some("SAVEPOINT"));
+        assert_eq!(tc("PREPARE TRANSACTION 'x'"), Some("PREPARE TRANSACTION"));
+        assert_eq!(
+            tc("prepare /* c */ transaction 'x'"),
+            Some("PREPARE TRANSACTION")
+        );
+        assert_eq!(tc("PREPARE q AS SELECT 1"), None);
+        assert_eq!(tc("INSERT INTO t VALUES ($1)"), None);
+        assert_eq!(tc("SELECT 'COMMIT'"), None);
+        assert_eq!(tc("committed_rows"), None);
+        assert_eq!(tc("/* unterminated"), None);
+        assert_eq!(tc(""), None);
+    }
 
     #[test]
     fn prefix_end_bounds_exactly_the_prefixed_strings() {

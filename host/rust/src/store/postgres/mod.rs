@@ -327,17 +327,23 @@ impl Backend for PostgresBackend {
 }
 
 impl crate::Downstream<'_> {
-    /// The PostgreSQL client inside the same transaction, when the binding
-    /// is PostgreSQL (`None` otherwise): statements run on it commit or roll
-    /// back with the fence compare. Parameters only: never splice data into
-    /// SQL. Prefer [`crate::Downstream::postgres_execute`], which also
-    /// re-runs the call on a deadlock.
-    pub async fn postgres(&mut self) -> Option<Result<&Client, gak_rules::Error>> {
+    /// The PostgreSQL client inside the same transaction (`None` when the
+    /// binding is not PostgreSQL), for the vetted calls below: transaction
+    /// control would let a body end the kernel's transaction, so the raw
+    /// client is never handed out.
+    async fn postgres(&mut self, sql: &str) -> Option<Result<&Client, gak_rules::Error>> {
+        self.session_as::<PostgresSession>()?;
+        if let Some(keyword) = crate::store::transaction_control(sql) {
+            return Some(Err(gak_rules::Error::InvalidInput(format!(
+                "a sink body cannot run `{keyword}`: the kernel's transaction is not the body's to end"
+            ))));
+        }
         let flushed = self.session_as::<PostgresSession>()?.flush().await;
         if let Err(fault) = flushed {
             return Some(self.track(Err(fault)));
         }
         let session = self.session_as::<PostgresSession>()?;
+        session.lend();
         Some(
             session
                 .client()
@@ -347,13 +353,16 @@ impl crate::Downstream<'_> {
 
     /// Run a statement inside the same transaction, when the binding is
     /// PostgreSQL (`None` otherwise). A deadlock or serialization failure
-    /// re-runs the whole call. Parameters only: never splice data into `sql`.
+    /// re-runs the whole call; any other failure ends it with `storage`,
+    /// even if the body catches it (PostgreSQL has aborted the transaction).
+    /// Transaction control (`COMMIT`, `ROLLBACK`, `SAVEPOINT`, …) is refused
+    /// with `invalid-input`. Parameters only: never splice data into `sql`.
     pub async fn postgres_execute(
         &mut self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Option<Result<u64, gak_rules::Error>> {
-        let client = match self.postgres().await? {
+        let client = match self.postgres(sql).await? {
             Ok(client) => client,
             Err(e) => return Some(Err(e)),
         };
@@ -368,7 +377,7 @@ impl crate::Downstream<'_> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Option<Result<Vec<Vec<Option<String>>>, gak_rules::Error>> {
-        let client = match self.postgres().await? {
+        let client = match self.postgres(sql).await? {
             Ok(client) => client,
             Err(e) => return Some(Err(e)),
         };

@@ -78,6 +78,11 @@ pub struct PostgresSession {
     locked: HashSet<String>,
     /// The transaction wrote (or will write) something.
     wrote: bool,
+    /// A sink body ran statements of its own on the client: the commit
+    /// checks that the transaction is still healthy first (PostgreSQL
+    /// answers `COMMIT` in an aborted transaction with `ROLLBACK`, not an
+    /// error).
+    lent: bool,
 }
 
 /// What a batch ends with, after `BEGIN` and the deferred writes.
@@ -112,7 +117,14 @@ impl PostgresSession {
             deferred: Vec::new(),
             locked: HashSet::new(),
             wrote: false,
+            lent: false,
         }
+    }
+
+    /// A body is about to run its own statement on the client.
+    pub(super) fn lend(&mut self) {
+        self.lent = true;
+        self.wrote = true;
     }
 
     /// End a transaction that wrote nothing: its end matters only for
@@ -282,6 +294,7 @@ impl PostgresSession {
         // leaves a transaction open there that `rollback` must end, or the
         // connection's next call fails with 25P02.
         let begin_pending = std::mem::replace(&mut self.begin_pending, false);
+        let lent = self.lent;
         let client = self.open_client()?;
 
         let begin = async {
@@ -319,6 +332,12 @@ impl PostgresSession {
         let last = async {
             Ok::<_, tokio_postgres::Error>(match (&then, &main) {
                 (Then::Commit, _) => {
+                    if lent {
+                        // Fails (25P02) in an aborted transaction, so the
+                        // COMMIT pipelined behind it (answered `ROLLBACK`)
+                        // is never reported as committed.
+                        client.batch_execute("SELECT 1").await?;
+                    }
                     client.batch_execute("COMMIT").await?;
                     Answer::Done
                 }
@@ -438,6 +457,7 @@ impl PostgresSession {
         self.deferred.clear();
         self.locked.clear();
         self.wrote = false;
+        self.lent = false;
     }
 }
 

@@ -16,10 +16,13 @@
 //! (nothing of it landed). A refusal in such a batch was decided on data
 //! that vanished; it still changed nothing, so retrying it is safe.
 use std::collections::VecDeque;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use gak_rules::StoreFault;
 use rusqlite::Connection;
+use rusqlite::hooks::{AuthAction, Authorization};
 
 use super::{fault, with_busy_retry};
 
@@ -36,6 +39,14 @@ pub(super) struct GroupWriter {
     free: Condvar,
     /// A batch ended.
     ended: Condvar,
+    /// A sink body is running on the connection: its authorizer denies
+    /// transaction control, so a body can never commit, roll back or
+    /// release what the kernel opened (HOSTS.md rule 12).
+    body: Arc<AtomicBool>,
+    /// How long a call waits for the connection before it reports a
+    /// conflict (the kernel then re-runs it with back-off): a bound, so a
+    /// call made while another holds the connection never waits forever.
+    wait: Duration,
 }
 
 struct Slot {
@@ -75,7 +86,20 @@ pub(super) struct Call {
 }
 
 impl GroupWriter {
-    pub fn new(conn: Connection) -> Self {
+    pub fn new(conn: Connection, wait: Duration) -> Self {
+        let body = Arc::new(AtomicBool::new(false));
+        let in_body = body.clone();
+        conn.authorizer(Some(move |ctx: rusqlite::hooks::AuthContext<'_>| {
+            let control = matches!(
+                ctx.action,
+                AuthAction::Transaction { .. } | AuthAction::Savepoint { .. }
+            );
+            if control && in_body.load(Ordering::Acquire) {
+                Authorization::Deny
+            } else {
+                Authorization::Allow
+            }
+        }));
         GroupWriter {
             slot: Mutex::new(Slot {
                 conn: Some(conn),
@@ -90,7 +114,14 @@ impl GroupWriter {
             }),
             free: Condvar::new(),
             ended: Condvar::new(),
+            body,
+            wait,
         }
+    }
+
+    /// Deny (`true`) or allow transaction control on the connection.
+    pub fn guard_body(&self, running: bool) {
+        self.body.store(running, Ordering::Release);
     }
 
     fn slot(&self) -> MutexGuard<'_, Slot> {
@@ -113,8 +144,21 @@ impl GroupWriter {
         let (conn, starts, batch) = {
             let mut slot = self.slot();
             slot.waiting += 1;
+            let deadline = Instant::now() + self.wait;
             while slot.conn.is_none() {
-                slot = self.free.wait(slot).unwrap_or_else(|p| p.into_inner());
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    slot.waiting -= 1;
+                    return Err(StoreFault::Conflict(format!(
+                        "this process's SQLite connection stayed busy for {} ms",
+                        self.wait.as_millis()
+                    )));
+                }
+                slot = self
+                    .free
+                    .wait_timeout(slot, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
             }
             slot.waiting -= 1;
             let conn = slot.conn.take().expect("checked above");
@@ -136,21 +180,55 @@ impl GroupWriter {
         match opened {
             Ok(()) => Ok(Call { conn, batch }),
             Err(e) => {
-                // Nothing of this call happened; a batch this call started
-                // never opened.
-                let mut slot = self.slot();
-                slot.calls -= 1;
-                if starts {
-                    slot.open = false;
-                    slot.ended = slot.ended.max(batch);
-                }
-                slot.conn = Some(conn);
-                drop(slot);
-                self.free.notify_one();
-                self.ended.notify_all();
+                // Nothing of this call happened. If it started the batch,
+                // `BEGIN` may have succeeded before `SAVEPOINT` failed: end
+                // that empty transaction, or every later `BEGIN` fails and
+                // the write lock stays held. If it joined a batch, earlier
+                // calls wait for that batch's commit: with no one else
+                // arriving, this call must commit it for them.
+                self.slot().calls -= 1;
+                let ending = if starts {
+                    if !conn.is_autocommit() {
+                        let _ = conn.execute_batch("ROLLBACK");
+                    }
+                    Ok(())
+                } else {
+                    Self::commit(&conn)
+                };
+                self.finish(conn, batch, &ending);
                 Err(fault(e))
             }
         }
+    }
+
+    /// Commit the shared transaction (rolling it back if that fails).
+    fn commit(conn: &Connection) -> Result<(), StoreFault> {
+        let committed = conn.execute_batch("COMMIT").map_err(fault);
+        if committed.is_err() && !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        committed
+    }
+
+    /// The batch ended as `ending` says: record it, hand the connection
+    /// back and wake everyone waiting for it or for the batch.
+    fn finish(&self, conn: Connection, batch: u64, ending: &Result<(), StoreFault>) {
+        let mut slot = self.slot();
+        slot.open = false;
+        match ending {
+            Ok(()) => slot.commits += 1,
+            Err(e) => {
+                slot.failures.push_back((batch, e.to_string()));
+                if slot.failures.len() > REMEMBERED_FAILURES {
+                    slot.failures.pop_front();
+                }
+            }
+        }
+        slot.ended = slot.ended.max(batch);
+        slot.conn = Some(conn);
+        drop(slot);
+        self.free.notify_one();
+        self.ended.notify_all();
     }
 
     /// End a call: keep its writes (`keep`) or undo them, then answer once
@@ -170,27 +248,15 @@ impl GroupWriter {
             slot.open = false;
             drop(slot);
             let committed = match closed {
-                Ok(()) => conn.execute_batch("COMMIT").map_err(fault),
-                Err(e) => Err(fault(e)),
-            };
-            if committed.is_err() {
-                let _ = conn.execute_batch("ROLLBACK");
-            }
-            let mut slot = self.slot();
-            if committed.is_ok() {
-                slot.commits += 1;
-            }
-            if let Err(e) = &committed {
-                slot.failures.push_back((batch, e.to_string()));
-                if slot.failures.len() > REMEMBERED_FAILURES {
-                    slot.failures.pop_front();
+                Ok(()) => Self::commit(&conn),
+                Err(e) => {
+                    if !conn.is_autocommit() {
+                        let _ = conn.execute_batch("ROLLBACK");
+                    }
+                    Err(fault(e))
                 }
-            }
-            slot.ended = slot.ended.max(batch);
-            slot.conn = Some(conn);
-            drop(slot);
-            self.free.notify_one();
-            self.ended.notify_all();
+            };
+            self.finish(conn, batch, &committed);
             return committed;
         }
         // Others are waiting to join the batch: hand them the connection

@@ -96,7 +96,7 @@ impl SqliteBackend {
         Ok(SqliteBackend {
             path,
             synchronous,
-            writer: Arc::new(GroupWriter::new(conn)),
+            writer: Arc::new(GroupWriter::new(conn, BUSY_TIMEOUT)),
         })
     }
 
@@ -314,6 +314,7 @@ impl SqliteSession {
             .call
             .take()
             .ok_or_else(|| StoreFault::Failure("no open transaction".into()))?;
+        self.writer.guard_body(false);
         self.writer.end(call, true)
     }
 
@@ -321,6 +322,9 @@ impl SqliteSession {
     /// theirs); returns once its batch is durable.
     fn rollback(&mut self) {
         if let Some(call) = self.call.take() {
+            // A body that panicked never reached `body_ended` (only the
+            // call holding the connection may touch its guard).
+            self.writer.guard_body(false);
             let _ = self.writer.end(call, false);
         }
     }
@@ -362,6 +366,26 @@ impl Session for SqliteSession {
     fn rollback(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         SqliteSession::rollback(self);
         Box::pin(std::future::ready(()))
+    }
+    fn body_started(&mut self) {
+        if self.call.is_some() {
+            self.writer.guard_body(true);
+        }
+    }
+    fn body_ended(&mut self) -> StoreFuture<'_, ()> {
+        if self.call.is_some() {
+            self.writer.guard_body(false);
+        }
+        // The authorizer denies transaction control while a body runs; this
+        // is the account of what it could not stop.
+        let open = self.call.as_ref().is_some_and(|c| !c.conn.is_autocommit());
+        ready(if open {
+            Ok(())
+        } else {
+            Err(StoreFault::Failure(
+                "the sink body ended the kernel's transaction".into(),
+            ))
+        })
     }
     fn as_any(&mut self) -> &mut dyn Any {
         self
