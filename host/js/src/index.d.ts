@@ -306,7 +306,10 @@ export declare class SqliteBackend implements Backend {
 export declare class StoreConflict extends Error {}
 export declare class StoreFailure extends Error {}
 export declare const TABLES: readonly string[];
+/** Errors name the URL with its password hidden (`hidePassword`). */
 export declare function openStore(url: string, options?: { busyTimeout?: number }): Backend;
+/** `url` with its password (and any `password=` option) replaced by `***`. */
+export declare function hidePassword(url: string): string;
 
 export interface OpenOptions {
   /** Default `SystemClock`. */

@@ -15,4 +15,4 @@ export { Committer } from './committer.js';
 export { SystemClock, ManualClock } from './clock.js';
 export { toJSON, stringify } from './json.js';
 export { componentPath, loadComponent } from './component.js';
-export { openStore, MemoryBackend, SqliteBackend, StoreConflict, StoreFailure, TABLES } from './store/index.js';
+export { openStore, hidePassword, MemoryBackend, SqliteBackend, StoreConflict, StoreFailure, TABLES } from './store/index.js';

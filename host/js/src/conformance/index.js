@@ -9,6 +9,7 @@ import { readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { openKernel } from '../kernel.js';
 import { REPO_DIR } from '../component.js';
+import { hidePassword, isPostgresUrl } from '../store/index.js';
 import { parseFile, runScenario } from './vector.js';
 
 /** The vectors shipped in the repository (`tests/vectors/*.json`), as `[name, text]`. */
@@ -68,9 +69,8 @@ export class UrlTarget {
 
   constructor(url, component) {
     if (!(url === 'memory' || url === 'memory:' || url.startsWith('sqlite:'))) {
-      throw new Error(
-        `unknown store ${JSON.stringify(url)}: expected memory: or sqlite:PATH (the JavaScript host has no PostgreSQL binding)`,
-      );
+      const why = isPostgresUrl(url) ? 'the JavaScript host has no PostgreSQL binding' : 'expected memory: or sqlite:PATH';
+      throw new Error(`unknown store ${JSON.stringify(hidePassword(url))}: ${why}`);
     }
     this.#url = url;
     this.component = component;

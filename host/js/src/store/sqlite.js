@@ -13,6 +13,7 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { StoreConflict, StoreFailure } from './errors.js';
 import { TABLES, compareKeys, prefixEnd } from './keys.js';
+import { hidePassword } from './secrets.js';
 
 /** How long one BEGIN IMMEDIATE waits for another writer (ms), as in Rust. */
 export const BUSY_TIMEOUT_MS = 5000;
@@ -47,7 +48,7 @@ export function parseSqliteSpec(spec) {
   for (const pair of query.split('&').filter((p) => p !== '')) {
     if (pair === 'synchronous=full') synchronous = 'FULL';
     else if (pair === 'synchronous=normal') synchronous = 'NORMAL';
-    else throw new StoreFailure(`bad store option ${JSON.stringify(pair)}`);
+    else throw new StoreFailure(`bad store option ${JSON.stringify(hidePassword(pair))}`);
   }
   if (path === '') throw new StoreFailure('empty sqlite path');
   return { path, synchronous };
