@@ -1,17 +1,21 @@
 // The calling convention of `wit/world.wit`, for one component in one
 // process: instances, the store and clock imports, and the transaction that
-// wraps every exported call.
+// wraps every exported call (HOSTS.md rules 1-6, 12, 13).
 //
 // - One host transaction per exported call: commit when the export returns
 //   ok, roll back when it returns an error.
-// - A store conflict (busy SQLite) re-runs the whole call with bounded
-//   backoff; the component is deterministic given its reads, clock and
-//   random draws, so a re-run is a fresh decision, never a partial one.
+// - A store conflict (busy SQLite) re-runs the whole call in a fresh
+//   transaction, at most MAX_ATTEMPTS runs with jittered exponential backoff
+//   (`retryDelay`); the component is deterministic given its reads, clock
+//   and random draws, so a re-run is a fresh decision, never a partial one.
+//   A COMMIT refused as busy did not apply and is re-run; a COMMIT that
+//   fails any other way may have applied and is `storage`, never re-run.
 // - Imports never throw. jco re-throws a plain `Error` from an import
 //   through the guest (jco #405): the guest's stack is unwound without it
 //   knowing, and the instance may be left inconsistent. Every failure is
 //   returned as the `store-error` payload instead, and remembered so the
-//   call cannot commit.
+//   call cannot commit. A fenced sink body's store errors are remembered the
+//   same way, even when the body catches them.
 // - Anything unexpected thrown out of an export (a trap, a glue error) ends
 //   the call with `storage`, rolls back, and discards the instance: the next
 //   call gets a fresh one.
@@ -19,20 +23,36 @@ import { GakError, fromRefusal, isRefusal } from './errors.js';
 import { StoreConflict } from './store/errors.js';
 import { wasiImports } from './wasi.js';
 
-/** How many times one call runs before store conflicts make it `storage`. */
+/** How many times one call runs before store conflicts make it `storage` (HOSTS.md 3). */
 export const MAX_ATTEMPTS = 10;
+/** The first pause between runs, and the longest (ms), as the Rust host's `Retry`. */
+export const RETRY_BASE_MS = 1;
+export const RETRY_MAX_MS = 500;
 /** Every number the kernel handles stays below 2^53 (SPEC 8). */
 const MAX_NUMBER = (1n << 53n) - 1n;
 
-const sleeper = new Int32Array(new SharedArrayBuffer(4));
-
-/** Exponential backoff with jitter, 1 ms to ~0.5 s (as the Rust host). */
-function backoff(attempt) {
-  const base = 2 ** Math.min(attempt, 9);
-  Atomics.wait(sleeper, 0, 0, base / 2 + Math.random() * (base / 2));
+/**
+ * The pause (ms) after the `attempt`-th run: the exponential step
+ * (1, 2, 4 … ms, at most 500) halved, plus up to the other half at random,
+ * so callers that collided spread out.
+ */
+export function retryDelay(attempt, random = Math.random) {
+  const step = Math.min(RETRY_BASE_MS * 2 ** Math.min(Math.max(attempt - 1, 0), 16), RETRY_MAX_MS);
+  return step / 2 + random() * (step / 2);
 }
 
-/** What the imports of one instance act on during a call. */
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+
+/** Block this thread for `retryDelay(attempt)` (the calls are synchronous). */
+function pause(attempt) {
+  Atomics.wait(sleeper, 0, 0, retryDelay(attempt));
+}
+
+/**
+ * What the imports of one instance act on during a call: the open
+ * transaction, the clock, and the store errors met so far (by the component
+ * or by a sink body), which decide how the call ends.
+ */
 class HostState {
   txn = null;
   clock = null;
@@ -162,78 +182,143 @@ export class Rollback {
     this.value = value;
   }
 }
-const CONFLICT = Symbol('store conflict');
-const TRAPPED = Symbol('trapped');
 
 // One transaction at a time per thread: a call made while another's
 // transaction is open (from inside a fenced sink's body) would need a second
-// transaction — a deadlock on SQLite, a refusal on memory.
+// transaction — a deadlock on SQLite (the first holds the write lock), a
+// refusal on memory. Any kernel of this thread is refused, not only the one
+// whose body runs: two kernels on one SQLite file would deadlock the same way.
 let inCall = false;
 
-/**
- * Run `fn(exports, txn)` inside one transaction of `session`, re-running it
- * on conflicts. `fn` MUST be re-runnable. `ending: 'rollback'` answers what
- * the call would do and leaves the store as it was (a dry run).
- */
-export function transact(component, session, clock, fn, ending = 'commit') {
+function refuseReentry() {
   if (inCall) {
     throw new GakError('invalid-input', 'a kernel call cannot be made inside another call (e.g. from a writeFenced body)');
   }
+}
+
+/** Why a call ended with `storage` after its transaction failed. */
+function storageError(e) {
+  return new GakError('storage', e instanceof Error ? e.message : String(e), { cause: e });
+}
+
+/**
+ * Run `fn(exports, host)` inside one transaction of `session`, re-running it
+ * on conflicts. `fn` MUST be re-runnable; `host.txn` is the open
+ * transaction and `host.fault(e)` records a store error so the call cannot
+ * commit. `ending: 'rollback'` answers what the call would do and leaves the
+ * store as it was (a dry run).
+ *
+ * Re-entrant calls are refused before an instance is checked out or a
+ * transaction begun (HOSTS.md 13).
+ */
+export function transact(component, session, clock, fn, ending = 'commit') {
+  refuseReentry();
   inCall = true;
   try {
-    for (let attempt = 1; ; attempt++) {
-      const instance = checkout(component);
-      let trap;
-      try {
-        const value = session.transaction((txn) => {
-          const host = instance.host;
-          host.reset(clock, txn);
-          let value;
-          let signal;
-          try {
-            value = fn(instance.exports, txn);
-          } catch (e) {
-            if (e instanceof Rollback) signal = e;
-            else if (e instanceof GakError) signal = new Rollback(e);
-            else if (isRefusal(e)) signal = new Rollback(fromRefusal(e));
-            else {
-              trap = e;
-              throw TRAPPED;
-            }
-          } finally {
-            host.txn = null;
-          }
-          if (host.conflict || txn.conflict) throw CONFLICT;
-          if (host.failure !== undefined) throw new Rollback(new GakError('storage', host.failure));
-          if (signal) throw signal;
-          if (ending === 'rollback') throw new Rollback(undefined, value);
-          return value;
-        });
-        checkin(component, instance);
-        return value;
-      } catch (e) {
-        if (e === TRAPPED) {
-          // The instance is dropped; the transaction was rolled back.
-          throw new GakError('storage', `component trapped: ${trap?.message ?? String(trap)}`, { cause: trap });
-        }
-        checkin(component, instance);
-        if (e === CONFLICT || e instanceof StoreConflict) {
-          if (attempt < MAX_ATTEMPTS) {
-            backoff(attempt);
-            continue;
-          }
-          throw new GakError('storage', `store conflicts persisted after ${attempt} attempts`);
-        }
-        if (e instanceof Rollback) {
-          if (e.error) throw e.error;
-          return e.value;
-        }
-        throw new GakError('storage', e instanceof Error ? e.message : String(e), { cause: e });
+    const instance = checkout(component);
+    let usable = true;
+    try {
+      return attempts(instance, session, clock, fn, ending);
+    } catch (e) {
+      if (e instanceof Trapped) {
+        usable = false; // its guest state is unknown: never reused
+        throw e.error;
       }
+      throw e;
+    } finally {
+      instance.host.reset(null, null);
+      if (usable) checkin(component, instance);
     }
   } finally {
     inCall = false;
   }
+}
+
+/** The instance trapped: `error` is the call's answer, the instance is dropped. */
+class Trapped {
+  constructor(error) {
+    this.error = error;
+  }
+}
+
+function attempts(instance, session, clock, fn, ending) {
+  const host = instance.host;
+  for (let attempt = 1; ; attempt++) {
+    const mayRetry = attempt < MAX_ATTEMPTS;
+    let txn;
+    try {
+      txn = session.begin();
+    } catch (e) {
+      // A failed BEGIN opened nothing: no rollback.
+      if (e instanceof StoreConflict && mayRetry) {
+        pause(attempt);
+        continue;
+      }
+      throw e instanceof StoreConflict ? persisted(attempt, e) : storageError(e);
+    }
+    host.reset(clock, txn);
+    let value;
+    let signal;
+    let trap;
+    try {
+      value = fn(instance.exports, host);
+    } catch (e) {
+      if (e instanceof Rollback) signal = e;
+      else if (e instanceof GakError) signal = new Rollback(e);
+      else if (isRefusal(e)) signal = new Rollback(fromRefusal(e));
+      else trap = { error: e };
+    } finally {
+      host.txn = null;
+    }
+    if (!txn.isOpen()) {
+      // Ended under the call (a body reached the connection, or the
+      // database rolled it back): whatever it did may be durable. Never
+      // re-run, never report ok (HOSTS.md 12).
+      txn.rollback(); // the binding's bookkeeping; nothing is left to roll back
+      const why = 'the transaction ended inside the call (a body must never end the kernel\'s transaction)';
+      const error = new GakError('storage', why);
+      throw trap ? new Trapped(error) : error;
+    }
+    if (trap) {
+      txn.rollback();
+      const e = trap.error;
+      throw new Trapped(new GakError('storage', `component trapped: ${e?.message ?? String(e)}`, { cause: e }));
+    }
+    if (host.conflict) {
+      // Whatever the component answered after a conflict is discarded.
+      txn.rollback();
+      if (mayRetry) {
+        pause(attempt);
+        continue;
+      }
+      throw persisted(attempt);
+    }
+    if (host.failure !== undefined) {
+      txn.rollback();
+      throw new GakError('storage', host.failure);
+    }
+    if (signal || ending === 'rollback') {
+      txn.rollback();
+      if (signal?.error) throw signal.error;
+      return signal ? signal.value : value;
+    }
+    try {
+      txn.commit();
+    } catch (e) {
+      // A failed COMMIT leaves nothing open: no rollback. Busy: it did not
+      // apply, run the call again. Anything else may have applied: storage.
+      if (e instanceof StoreConflict && mayRetry) {
+        pause(attempt);
+        continue;
+      }
+      throw e instanceof StoreConflict ? persisted(attempt, e) : storageError(e);
+    }
+    return value;
+  }
+}
+
+function persisted(attempt, cause) {
+  return new GakError('storage', `store conflicts persisted after ${attempt} attempts`, cause ? { cause } : undefined);
 }
 
 /**
@@ -242,9 +327,7 @@ export function transact(component, session, clock, fn, ending = 'commit') {
  * store, the import refuses and the call fails with `storage`.
  */
 export function pure(component, clock, fn) {
-  if (inCall) {
-    throw new GakError('invalid-input', 'a kernel call cannot be made inside another call (e.g. from a writeFenced body)');
-  }
+  refuseReentry();
   const instance = checkout(component);
   instance.host.reset(clock, null);
   let value;

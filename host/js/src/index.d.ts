@@ -171,25 +171,50 @@ export interface PageOptions<S> {
   limit: number;
 }
 
-/** A fenced sink body's view of the sink's open transaction. */
+/**
+ * A fenced sink body's view of the sink's open transaction; it stops working
+ * when the body returns. A store error met here ends the call with `storage`
+ * (a conflict: the call re-runs) even if the body catches it.
+ */
 export interface Downstream {
   /** A key of the binding's `downstream` table. */
   get(key: string): string | undefined;
   put(key: string, value: string): void;
   /**
-   * SQLite only: the better-sqlite3 connection inside the same transaction.
-   * Write your own tables here (parameters only); never end the transaction.
+   * SQLite only: the better-sqlite3 connection inside the same transaction,
+   * guarded. Write your own tables here (parameters only). Transaction
+   * control (BEGIN, COMMIT, END, ROLLBACK, SAVEPOINT, RELEASE, ABORT) is
+   * refused with `invalid-input`; an SQLite error (a constraint, a missing
+   * table) ends the call with `storage`, even if the body catches it.
    */
   readonly sqlite: SqliteConnection | undefined;
 }
 
-/** The part of a better-sqlite3 `Database` a sink body needs. */
+/** The part of a better-sqlite3 `Database` a sink body gets (no transaction control). */
 export interface SqliteConnection {
-  prepare(sql: string): {
-    run(...params: unknown[]): unknown;
-    get(...params: unknown[]): unknown;
-    all(...params: unknown[]): unknown[];
-  };
+  /** True while the body runs. */
+  readonly inTransaction: boolean;
+  /** One statement; transaction control is refused. */
+  prepare(sql: string): SqliteStatement;
+  /** Every statement of `sql`; refused whole if any is transaction control. */
+  exec(sql: string): this;
+}
+
+/** A better-sqlite3 `Statement` on the lent connection. */
+export interface SqliteStatement {
+  readonly source: string;
+  readonly reader: boolean;
+  readonly readonly: boolean;
+  run(...params: unknown[]): { changes: number; lastInsertRowid: number | bigint };
+  get(...params: unknown[]): unknown;
+  all(...params: unknown[]): unknown[];
+  iterate(...params: unknown[]): IterableIterator<unknown>;
+  columns(): Array<{ name: string; column: string | null; table: string | null; database: string | null; type: string | null }>;
+  pluck(on?: boolean): this;
+  expand(on?: boolean): this;
+  raw(on?: boolean): this;
+  safeIntegers(on?: boolean): this;
+  bind(...params: unknown[]): this;
 }
 
 // taskboard

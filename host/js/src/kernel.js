@@ -78,7 +78,7 @@ export class Kernel {
    * to read (or seed) what fenced sink bodies wrote. `fn` must be synchronous.
    */
   withDownstream(fn) {
-    return this._transact((_, txn) => callBody(fn, txn, false));
+    return this._transact((_, host) => callBody(fn, host, false));
   }
 
   /** acquire → body → complete (see `runEffect`). */
@@ -93,44 +93,78 @@ export class Kernel {
   }
 }
 
-/** The open transaction's `downstream` table, for sink bodies. */
-function downstream(txn) {
-  const store = (op) => {
+/**
+ * A sink body's view of the call's open transaction: the `downstream` table
+ * and, on SQLite, the connection (guarded: see `store/lent.js`). Every store
+ * error the body meets here is recorded on the call (`host.fault`): the call
+ * ends with `storage`, or re-runs on a conflict, even if the body catches
+ * the error and returns normally (HOSTS.md 12). Works only while the body
+ * runs.
+ */
+class Downstream {
+  #host;
+  #txn;
+  #lent;
+  #open = true;
+
+  constructor(host) {
+    this.#host = host;
+    this.#txn = host.txn;
+  }
+
+  #store(op) {
+    if (!this.#open) throw new GakError('invalid-input', 'this downstream view belongs to a body that has returned');
     try {
-      return op();
+      return op(this.#txn);
     } catch (e) {
-      // A conflict is also recorded on `txn`: the whole call re-runs
-      // whatever the body does with this error.
-      throw new GakError('storage', e.message, { cause: e });
+      this.#host.fault(e);
+      throw new GakError('storage', e?.message ?? String(e), { cause: e });
     }
-  };
-  return {
-    get: (key) => {
-      const k = v.str('key', key);
-      return store(() => txn.get('downstream', k));
-    },
-    put: (key, value) => {
-      const [k, x] = [v.str('key', key), v.str('value', value)];
-      store(() => txn.put('downstream', k, x));
-    },
-    // The better-sqlite3 connection inside the same transaction (SQLite
-    // only): write your own tables and they commit with the fence compare.
-    // Never end the transaction from here.
-    sqlite: txn.sqlite,
-  };
+  }
+
+  get(key) {
+    const k = v.str('key', key);
+    return this.#store((txn) => txn.get('downstream', k));
+  }
+
+  put(key, value) {
+    const [k, x] = [v.str('key', key), v.str('value', value)];
+    this.#store((txn) => txn.put('downstream', k, x));
+  }
+
+  /**
+   * SQLite only: the connection inside the same transaction (write your own
+   * tables and they commit with the fence compare). Transaction control is
+   * refused; undefined on other bindings.
+   */
+  get sqlite() {
+    if (!this.#open) return undefined;
+    this.#lent ??= this.#txn.lend((e) => this.#host.fault(e));
+    return this.#lent;
+  }
+
+  /** @internal The body returned: nothing here works any more. */
+  revoke() {
+    this.#open = false;
+    this.#lent?.revoke();
+  }
 }
 
 /**
  * Run a user body on the open transaction. A body that throws rolls the
  * transaction back: as `write-failed` (with the body's error as `cause`)
- * for a sink, or rethrowing the body's own error for `withDownstream`.
+ * for a sink, or rethrowing the body's own error for `withDownstream`. A
+ * store error the body met ends the call first (the engine checks it).
  */
-function callBody(fn, txn, sink = true) {
+function callBody(fn, host, sink = true) {
+  const down = new Downstream(host);
   let out;
   try {
-    out = fn(downstream(txn));
+    out = fn(down);
   } catch (e) {
     throw new Rollback(sink ? new GakError('write-failed', e?.message ?? String(e), { cause: e }) : e);
+  } finally {
+    down.revoke();
   }
   if (out && typeof out.then === 'function') {
     out.then(
@@ -229,7 +263,9 @@ class Sideeffect extends Interface {
    * transaction as the fence compare, after it passed. `presented` below the
    * highest fence the sink has seen is `fence-stale` and the body does not
    * run; a body that throws rolls everything back (seen fence included) and
-   * the call throws `write-failed` with the body's error as `cause`. The
+   * the call throws `write-failed` with the body's error as `cause`. A
+   * store error the body met ends the call with `storage` even if the body
+   * caught it, and the body cannot end the transaction (HOSTS.md 12). The
    * body must be synchronous, and may run more than once if the store
    * reports a conflict (only the last run's writes can commit).
    */
@@ -237,9 +273,9 @@ class Sideeffect extends Interface {
     const r = v.str('resource', resource);
     const p = v.u64('presented', presented);
     if (typeof body !== 'function') throw new GakError('invalid-input', 'body: expected a function');
-    this.kernel._transact((x, txn) => {
+    this.kernel._transact((x, host) => {
       x.sideeffect.sinkAdvance(r, p);
-      callBody(body, txn);
+      callBody(body, host);
     });
   }
 

@@ -8,28 +8,29 @@ import { GakError, ManualClock, MemoryBackend, StoreConflict, openKernel } from 
 /** A memory store whose transactions can be made to misbehave. */
 class FaultyBackend extends MemoryBackend {
   transactions = 0;
-  /** (txn, op, args) -> a value to return instead, or throws; undefined: behave. */
+  /** (op, args) -> a value to return instead, or throws; undefined: behave. */
   fault = () => undefined;
 
   session() {
     const inner = super.session();
     return {
-      transaction: (body) =>
-        inner.transaction((txn) => {
-          this.transactions++;
-          const wrap = (op) => (...args) => {
+      begin: () => {
+        const txn = inner.begin();
+        this.transactions++;
+        const faulty = {
+          commit: () => txn.commit(),
+          rollback: () => txn.rollback(),
+          isOpen: () => txn.isOpen(),
+          lend: (report) => txn.lend(report),
+        };
+        for (const op of ['get', 'getMany', 'put', 'delete', 'scan']) {
+          faulty[op] = (...args) => {
             const r = this.fault(op, args);
             return r === undefined ? txn[op](...args) : r;
           };
-          return body({
-            get: wrap('get'),
-            getMany: wrap('getMany'),
-            put: wrap('put'),
-            delete: wrap('delete'),
-            scan: wrap('scan'),
-            sqlite: undefined,
-          });
-        }),
+        }
+        return faulty;
+      },
       close: () => inner.close(),
     };
   }

@@ -67,19 +67,22 @@ test('store and clock imports run without the task wrapper', async () => {
     session() {
       const inner = super.session();
       return {
-        transaction: (body) =>
-          inner.transaction((txn) =>
-            body({
-              ...['get', 'getMany', 'put', 'delete', 'scan'].reduce((o, op) => {
-                o[op] = (...args) => {
-                  stacks.push(new Error().stack);
-                  return txn[op](...args);
-                };
-                return o;
-              }, {}),
-              sqlite: undefined,
-            }),
-          ),
+        begin: () => {
+          const txn = inner.begin();
+          const probe = {
+            commit: () => txn.commit(),
+            rollback: () => txn.rollback(),
+            isOpen: () => txn.isOpen(),
+            lend: (report) => txn.lend(report),
+          };
+          for (const op of ['get', 'getMany', 'put', 'delete', 'scan']) {
+            probe[op] = (...args) => {
+              stacks.push(new Error().stack);
+              return txn[op](...args);
+            };
+          }
+          return probe;
+        },
         close: () => inner.close(),
       };
     }

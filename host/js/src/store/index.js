@@ -1,5 +1,26 @@
 // Store URLs -> bindings. The same URLs as the Rust host, minus PostgreSQL
 // (the JavaScript host binds memory and SQLite).
+//
+// The session protocol every binding speaks (the engine, `../engine.js`,
+// drives it; a test binding can wrap it, as `test/fixtures/scripted.mjs`
+// does to count and fail each phase):
+//
+//   backend.session()   -> session: one connection, used by one kernel
+//   session.begin()     -> txn. Throws StoreConflict (busy: nothing opened,
+//                          try again) or StoreFailure (nothing opened).
+//   txn.get / getMany / put / delete / scan   (the WIT `store` operations)
+//   txn.commit()        Throws StoreConflict: NOT applied (busy); or
+//                          StoreFailure: may have been applied. Either way
+//                          nothing is left open: no rollback follows.
+//   txn.rollback()      never throws; nothing is left open (a no-op when the
+//                          transaction already ended).
+//   txn.isOpen()        false once the transaction ended (SQLite: also when
+//                          the database ended it behind the binding's back).
+//   txn.lend(report)    the driver handle a sink body may use in this
+//                          transaction (SQLite: a guarded connection), or
+//                          undefined; `report(fault)` hears every store error
+//                          the body meets through it. Revoked after the body.
+//   session.close()
 import { MemoryBackend } from './memory.js';
 import { SqliteBackend } from './sqlite.js';
 import { StoreFailure } from './errors.js';

@@ -3,8 +3,8 @@
 // A transaction keeps its writes in an overlay until it commits, so it is
 // all-or-nothing. JavaScript runs one call at a time and a transaction never
 // spans an `await` (the API is synchronous), so transactions on one store
-// cannot interleave; a second `transaction` while one is open can only come
-// from re-entrancy, and is refused.
+// cannot interleave; a second `begin` while one is open can only come from
+// re-entrancy, and is refused.
 import { StoreFailure } from './errors.js';
 import { TABLES, compareKeys } from './keys.js';
 
@@ -116,26 +116,19 @@ export class MemoryBackend {
   }
 }
 
+/** The session protocol every binding speaks (see `./index.js`). */
 class MemorySession {
   constructor(backend) {
     this.backend = backend;
   }
 
-  transaction(body) {
+  begin() {
     const backend = this.backend;
     if (backend.busy) {
       throw new StoreFailure('a transaction is already open on this memory store');
     }
     backend.busy = true;
-    const txn = new MemoryTxn(backend.tables);
-    try {
-      const result = body(txn);
-      txn.commit();
-      return result;
-    } finally {
-      txn.open = false;
-      backend.busy = false;
-    }
+    return new MemoryTxn(backend);
   }
 
   close() {}
@@ -145,10 +138,19 @@ class MemoryTxn {
   /** table -> Map(key -> value, or null for a delete) */
   overlay = new Map();
   open = true;
-  sqlite = undefined;
 
-  constructor(tables) {
-    this.tables = tables;
+  constructor(backend) {
+    this.backend = backend;
+    this.tables = backend.tables;
+  }
+
+  isOpen() {
+    return this.open;
+  }
+
+  /** No driver to lend: bodies use `downstream.get` / `put`. */
+  lend() {
+    return undefined;
   }
 
   #check(table) {
@@ -205,7 +207,9 @@ class MemoryTxn {
       .slice(0, limit);
   }
 
+  /** Apply the overlay. Cannot fail: nothing was applied unless it returns. */
   commit() {
+    this.#end();
     for (const [table, pending] of this.overlay) {
       const t = this.tables.get(table);
       for (const [k, v] of pending) {
@@ -213,5 +217,15 @@ class MemoryTxn {
         else t.set(k, v);
       }
     }
+  }
+
+  rollback() {
+    if (this.open) this.#end();
+  }
+
+  #end() {
+    if (!this.open) throw new StoreFailure('no open transaction');
+    this.open = false;
+    this.backend.busy = false;
   }
 }

@@ -2,17 +2,18 @@
 // (`host/rust/src/store/sqlite.rs`): same file, same tables, same DDL, same
 // key order, so Rust, Python and JavaScript hosts can share one database.
 //
-// Every exported call is one `BEGIN IMMEDIATE` transaction (better-sqlite3's
-// `transaction(fn).immediate()`): the write lock is taken up front, so two
-// calls — in threads or in separate processes — never interleave their
-// read-decide-write. (A deferred BEGIN would let two claimers both read
-// "open" and race to upgrade; one would fail late, mid-decision.) A busy
-// database surfaces as `StoreConflict` and the kernel re-runs the whole call.
+// Every exported call is one `BEGIN IMMEDIATE` transaction: the write lock
+// is taken up front, so two calls — in threads or in separate processes —
+// never interleave their read-decide-write. (A deferred BEGIN would let two
+// claimers both read "open" and race to upgrade; one would fail late,
+// mid-decision.) A busy database surfaces as `StoreConflict` and the kernel
+// re-runs the whole call.
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { StoreConflict, StoreFailure } from './errors.js';
 import { TABLES, compareKeys, prefixEnd } from './keys.js';
+import { LentConnection } from './lent.js';
 import { hidePassword } from './secrets.js';
 
 /** How long one BEGIN IMMEDIATE waits for another writer (ms), as in Rust. */
@@ -136,36 +137,38 @@ function statements(db, table) {
   };
 }
 
+/** The session protocol every binding speaks (see `./index.js`). */
 class SqliteSession {
   constructor(db) {
     this.db = db;
     this.tables = new Map(TABLES.map((t) => [t, statements(db, t)]));
+    this.begins = db.prepare('BEGIN IMMEDIATE');
+    this.commits = db.prepare('COMMIT');
+    this.rollbacks = db.prepare('ROLLBACK');
+    this.current = undefined;
   }
 
-  /**
-   * Run `body(txn)` in one BEGIN IMMEDIATE transaction: commit when it
-   * returns, roll back when it throws (and rethrow). A busy BEGIN or COMMIT
-   * throws `StoreConflict` (a failed COMMIT is rolled back: SQLite did not
-   * commit it, so a re-run is never a second application).
-   */
-  transaction(body) {
-    if (!this.db.open) throw new StoreFailure('the SQLite connection is closed');
-    if (this.db.inTransaction) throw new StoreFailure('a transaction is already open');
-    const txn = new SqliteTxn(this);
-    const run = this.db.transaction(() => {
-      try {
-        return body(txn);
-      } finally {
-        txn.open = false;
-      }
-    });
+  begin() {
+    const db = this.db;
+    if (!db.open) throw new StoreFailure('the SQLite connection is closed');
+    if (this.current?.open) throw new StoreFailure('a transaction is already open on this connection');
     try {
-      return run.immediate();
+      // Left open by a ROLLBACK that failed: nothing of it can commit now.
+      if (db.inTransaction) this.rollbacks.run();
+      this.begins.run();
     } catch (e) {
-      // Our own signals (and faults already classified) pass through.
-      if (typeof e?.code === 'string' && e.code.startsWith('SQLITE_')) throw storeFault(e);
-      throw e;
+      // A failed BEGIN leaves nothing open (no rollback follows it).
+      if (db.inTransaction) {
+        try {
+          this.rollbacks.run();
+        } catch {
+          // rolled back by the next begin, or when the connection closes
+        }
+      }
+      throw storeFault(e);
     }
+    this.current = new SqliteTxn(this);
+    return this.current;
   }
 
   close() {
@@ -175,22 +178,57 @@ class SqliteSession {
 
 class SqliteTxn {
   open = true;
-  /** A conflict passed through this transaction: the call must be re-run. */
-  conflict = false;
 
   constructor(session) {
     this.session = session;
   }
 
-  /** The connection, inside this transaction (for fenced sink bodies). */
-  get sqlite() {
-    return this.open ? this.session.db : undefined;
+  /** Open, as far as the binding and SQLite both know. */
+  isOpen() {
+    return this.open && this.session.db.inTransaction;
   }
 
-  #fault(e) {
-    const fault = storeFault(e);
-    if (fault instanceof StoreConflict) this.conflict = true;
-    return fault;
+  /** The connection, guarded, for one sink body (see `./lent.js`). */
+  lend(report) {
+    return new LentConnection(this.session.db, (e) => report(storeFault(e)));
+  }
+
+  /**
+   * COMMIT. Busy: SQLite did not commit; rolled back here and thrown as
+   * `StoreConflict` (safe to re-run). Anything else: `StoreFailure`, and
+   * nothing is left open.
+   */
+  commit() {
+    const s = this.#end();
+    try {
+      s.commits.run();
+    } catch (e) {
+      if (s.db.inTransaction) {
+        try {
+          s.rollbacks.run();
+        } catch {
+          // the connection is unusable; its next BEGIN fails as storage
+        }
+      }
+      throw storeFault(e);
+    }
+  }
+
+  rollback() {
+    if (!this.open) return;
+    const s = this.#end();
+    try {
+      if (s.db.inTransaction) s.rollbacks.run();
+    } catch {
+      // SQLite rolls back a transaction whose ROLLBACK failed when the
+      // connection closes; until then the next BEGIN fails as storage.
+    }
+  }
+
+  #end() {
+    if (!this.open) throw new StoreFailure('no open transaction');
+    this.open = false;
+    return this.session;
   }
 
   #table(table) {
@@ -205,7 +243,7 @@ class SqliteTxn {
     try {
       return s.get.get(key) ?? undefined;
     } catch (e) {
-      throw this.#fault(e);
+      throw storeFault(e);
     }
   }
 
@@ -218,7 +256,7 @@ class SqliteTxn {
     try {
       s.put.run(key, value);
     } catch (e) {
-      throw this.#fault(e);
+      throw storeFault(e);
     }
   }
 
@@ -227,7 +265,7 @@ class SqliteTxn {
     try {
       s.delete.run(key);
     } catch (e) {
-      throw this.#fault(e);
+      throw storeFault(e);
     }
   }
 
@@ -242,7 +280,7 @@ class SqliteTxn {
         ? s.scan[`${op}open`].all(lower, limit)
         : s.scan[op].all(lower, end, limit);
     } catch (e) {
-      throw this.#fault(e);
+      throw storeFault(e);
     }
   }
 }
