@@ -69,13 +69,13 @@ pub use runner::{BodyError, Heartbeat, Ran, RunError, Runner};
 /// so embedders use the version this crate was built with.
 #[cfg(feature = "sqlite")]
 pub use rusqlite;
-/// The PostgreSQL driver the API exposes (`Builder::postgres`,
-/// `Downstream::postgres`), re-exported likewise.
+/// The PostgreSQL driver the API exposes (`Builder::postgres`, the
+/// parameters of `Downstream::postgres_execute`), re-exported likewise.
 #[cfg(feature = "postgres")]
 pub use tokio_postgres;
 
-/// Why a kernel could not be opened.
-#[derive(Debug)]
+/// Why a kernel could not be opened. Neither `Display` nor `Debug` shows a
+/// password the URL carried.
 #[non_exhaustive]
 pub enum OpenError {
     /// The store URL names no known binding.
@@ -106,6 +106,23 @@ impl std::fmt::Display for OpenError {
                 write!(f, "cannot open the store: it stayed busy ({m})")
             }
             OpenError::Component(m) => write!(f, "cannot load the kernel component: {m}"),
+        }
+    }
+}
+
+impl std::fmt::Debug for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::UnknownStore(url) => f
+                .debug_tuple("UnknownStore")
+                .field(&without_password(url))
+                .finish(),
+            OpenError::BadOption(o) => f
+                .debug_tuple("BadOption")
+                .field(&without_password(o))
+                .finish(),
+            OpenError::Store(fault) => f.debug_tuple("Store").field(fault).finish(),
+            OpenError::Component(m) => f.debug_tuple("Component").field(m).finish(),
         }
     }
 }
@@ -176,7 +193,7 @@ mod tests {
             OpenError::UnknownStore(format!("mysql://alice:p/a?{secret}#s w0rd@db/x")),
             OpenError::UnknownStore(format!("x+y://alice:{secret}@@db/x")),
         ] {
-            let shown = e.to_string();
+            let shown = format!("{e} {e:?}");
             assert!(!shown.contains(secret), "{shown}");
             assert!(shown.contains("***"), "{shown}");
         }

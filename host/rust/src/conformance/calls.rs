@@ -271,21 +271,104 @@ fn null<T>(r: Result<T, Error>) -> Result<Value, Error> {
     r.map(|_| Value::Null)
 }
 
+/// What a call reported besides its answer: the answer of a `reenter`
+/// body's inner call (host-protocol cases, `tests/host-protocol`).
+#[derive(Debug, Default)]
+pub(super) struct Extra {
+    pub inner: Option<String>,
+}
+
 /// Run one vector call. `Err` is a malformed step (it fails the scenario);
 /// `Ok(Err(e))` is the kernel's refusal.
 pub(super) async fn dispatch(
     k: &Kernel,
     name: &str,
     args: &Value,
+    extra: &mut Extra,
 ) -> Result<Result<Value, Error>, String> {
-    match call(k, name, args).await {
+    match call(k, name, args, extra).await {
         Ok(result) => Ok(result),
         Err(Arg::Invalid(why)) => Ok(Err(Error::InvalidInput(why))),
         Err(Arg::Malformed(why)) => Err(format!("{name}: bad args: {why}")),
     }
 }
 
-async fn call(k: &Kernel, name: &str, a: &Value) -> A<Result<Value, Error>> {
+/// The sink bodies of the vectors (`append`) and of the host-protocol cases
+/// (`tests/host-protocol/README.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Body {
+    Append,
+    Swallow,
+    Reenter,
+    RawCommit,
+    RawRollback,
+    RawError,
+}
+
+fn body_kind(a: &Value) -> A<Body> {
+    Ok(match opt_string(a, "body")?.as_deref() {
+        None | Some("append") => Body::Append,
+        Some("swallow") => Body::Swallow,
+        Some("reenter") => Body::Reenter,
+        Some("raw-commit") => Body::RawCommit,
+        Some("raw-rollback") => Body::RawRollback,
+        Some("raw-error") => Body::RawError,
+        Some(other) => return Err(Arg::Malformed(format!("body: unknown kind {other:?}"))),
+    })
+}
+
+/// Run `sql` on the binding's own driver handle inside the body's
+/// transaction: the SQLite connection or the PostgreSQL client.
+async fn raw(down: &mut crate::Downstream<'_>, sql: &str) -> Result<(), String> {
+    #[cfg(feature = "sqlite")]
+    if let Some(conn) = down.sqlite() {
+        return conn.execute_batch(sql).map_err(|e| e.to_string());
+    }
+    #[cfg(feature = "postgres")]
+    if let Some(done) = down.postgres_execute(sql, &[]).await {
+        return done.map(drop).map_err(|e| e.to_string());
+    }
+    let _ = (down, sql);
+    Err("this binding lends bodies no driver handle".into())
+}
+
+/// The reference body, and the ways a body may misbehave.
+async fn sink_body(
+    down: &mut crate::Downstream<'_>,
+    kind: Body,
+    key: &str,
+    fail: bool,
+    kernel: &Kernel,
+    inner: &std::sync::Mutex<Option<String>>,
+) -> Result<(), ()> {
+    if kind == Body::Reenter {
+        let answer = match kernel.sideeffect().sink_seen(key).await {
+            Ok(_) => "ok".to_owned(),
+            Err(e) => e.name().to_owned(),
+        };
+        *inner.lock().unwrap_or_else(|p| p.into_inner()) = Some(answer);
+    }
+    let appended = async {
+        let marker = down.get(key).await?.unwrap_or_default();
+        down.put(key, &format!("{marker}m")).await
+    }
+    .await;
+    match kind {
+        Body::Swallow => {}
+        _ => appended.map_err(drop)?,
+    }
+    match kind {
+        Body::RawCommit => raw(down, "COMMIT").await.map_err(drop)?,
+        Body::RawRollback => raw(down, "ROLLBACK").await.map_err(drop)?,
+        Body::RawError => {
+            let _ = raw(down, "SELECT * FROM gak_no_such_table").await;
+        }
+        _ => {}
+    }
+    if fail { Err(()) } else { Ok(()) }
+}
+
+async fn call(k: &Kernel, name: &str, a: &Value, extra: &mut Extra) -> A<Result<Value, Error>> {
     let cp = k.checkpoint();
     let cg = k.commitgate();
     let se = k.sideeffect();
@@ -392,18 +475,19 @@ async fn call(k: &Kernel, name: &str, a: &Value) -> A<Result<Value, Error>> {
             // The reference body: append "m" to the resource's marker, then
             // fail if asked to — the append must then vanish with the rest.
             let fence = number(a, "fence")?;
-            let key = resource.clone();
+            let kind = body_kind(a)?;
+            let inner = std::sync::Arc::new(std::sync::Mutex::new(None));
+            let (key, kernel, seen) = (resource.clone(), k.clone(), inner.clone());
             let body = async move |down: &mut crate::Downstream<'_>| {
-                let marker = down.get(&key).await.map_err(|_| ())?.unwrap_or_default();
-                down.put(&key, &format!("{marker}m"))
-                    .await
-                    .map_err(|_| ())?;
-                if fail { Err(()) } else { Ok(()) }
+                sink_body(down, kind, &key, fail, &kernel, &seen).await
             };
-            se.write_fenced(&resource, fence, body)
+            let answer = se
+                .write_fenced(&resource, fence, body)
                 .await
                 .map(|()| Value::Null)
-                .map_err(|e| e.contract_error())
+                .map_err(|e| e.contract_error());
+            extra.inner = inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+            answer
         }
         "sink.read" => {
             let resource = string_or_empty(a, "resource")?;

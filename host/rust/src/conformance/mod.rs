@@ -13,6 +13,7 @@ use crate::store::postgres::PostgresBackend;
 use crate::{Kernel, OpenError};
 
 mod calls;
+pub mod protocol;
 mod vector;
 
 pub use vector::{Scenario, parse_file};

@@ -60,30 +60,41 @@ pub(super) async fn run_scenario(
         let Value::Object(step) = step else {
             return Err(at("expected an object".into()));
         };
-        let kinds: Vec<&str> = ["clock", "advance", "call"]
-            .into_iter()
-            .filter(|k| step.contains_key(*k))
-            .collect();
-        if kinds.len() != 1 {
-            return Err(at("needs exactly one of clock / advance / call".into()));
-        }
-        match kinds[0] {
-            "clock" => {
-                let to = step["clock"]
-                    .as_u64()
-                    .ok_or_else(|| at("clock: expected ms".into()))?;
-                clock.set(to).map_err(|e| at(e.to_string()))?;
-            }
-            "advance" => {
-                let by = step["advance"]
-                    .as_u64()
-                    .ok_or_else(|| at("advance: expected ms".into()))?;
-                clock.advance(by);
-            }
-            _ => call_step(kernel, step, &mut binds).await.map_err(at)?,
-        }
+        run_step(kernel, Some(clock), step, &mut binds)
+            .await
+            .map_err(at)?;
     }
     Ok(())
+}
+
+/// Run one `clock` / `advance` / `call` step. Without a manual clock (a
+/// host-protocol case on the system clock) clock steps are malformed.
+pub(crate) async fn run_step(
+    kernel: &crate::Kernel,
+    clock: Option<&ManualClock>,
+    step: &Map<String, Value>,
+    binds: &mut HashMap<String, Value>,
+) -> Result<(), String> {
+    let kinds: Vec<&str> = ["clock", "advance", "call"]
+        .into_iter()
+        .filter(|k| step.contains_key(*k))
+        .collect();
+    if kinds.len() != 1 {
+        return Err("needs exactly one of clock / advance / call".into());
+    }
+    let manual = || clock.ok_or_else(|| "this case runs on the system clock".to_string());
+    match kinds[0] {
+        "clock" => {
+            let to = step["clock"].as_u64().ok_or("clock: expected ms")?;
+            manual()?.set(to).map_err(|e| e.to_string())
+        }
+        "advance" => {
+            let by = step["advance"].as_u64().ok_or("advance: expected ms")?;
+            manual()?.advance(by);
+            Ok(())
+        }
+        _ => call_step(kernel, step, binds).await,
+    }
 }
 
 async fn call_step(
@@ -106,7 +117,16 @@ async fn call_step(
             return Err(format!("{name}: unknown error variant {e:?}"));
         }
     }
-    let actual = calls::dispatch(kernel, name, &args).await?;
+    let mut extra = calls::Extra::default();
+    let actual = calls::dispatch(kernel, name, &args, &mut extra).await?;
+    if let Some(want) = step.get("inner") {
+        let got = extra.inner.as_deref().unwrap_or("<no inner call>");
+        if want.as_str() != Some(got) {
+            return Err(format!(
+                "{name}: expected the inner call to answer {want}, got {got}"
+            ));
+        }
+    }
     match (expected_ok, expected_err, &actual) {
         (Some(want), _, Ok(got)) => {
             if !matches(want, Some(got), binds)? {
@@ -160,7 +180,7 @@ fn bound<'a>(binds: &'a HashMap<String, Value>, name: &str) -> Result<&'a Value,
 }
 
 /// Replace `$name`, `$$literal` and `{"$merge": name, ...}` in call args.
-fn substitute(v: &Value, binds: &HashMap<String, Value>) -> Result<Value, String> {
+pub(crate) fn substitute(v: &Value, binds: &HashMap<String, Value>) -> Result<Value, String> {
     Ok(match v {
         Value::String(s) if s.starts_with("$$") => Value::String(s[1..].to_owned()),
         Value::String(s) if s.starts_with('$') => bound(binds, &s[1..])?.clone(),
@@ -170,6 +190,16 @@ fn substitute(v: &Value, binds: &HashMap<String, Value>) -> Result<Value, String
                 .map(|i| substitute(i, binds))
                 .collect::<Result<_, _>>()?,
         ),
+        Value::Object(obj) if obj.contains_key("$repeat") => {
+            let unit = obj["$repeat"]
+                .as_str()
+                .ok_or("$repeat: expected a string")?;
+            let times = obj
+                .get("times")
+                .and_then(Value::as_u64)
+                .ok_or("$repeat: expected times")?;
+            Value::String(unit.repeat(times as usize))
+        }
         Value::Object(obj) if obj.contains_key("$merge") => {
             let name = obj["$merge"].as_str().ok_or("$merge: expected a name")?;
             let Value::Object(mut base) = bound(binds, name)?.clone() else {
@@ -198,7 +228,7 @@ fn is_hex128(v: &Value) -> bool {
 }
 
 /// Does the actual value match the expected pattern?
-fn matches(
+pub(crate) fn matches(
     want: &Value,
     got: Option<&Value>,
     binds: &HashMap<String, Value>,

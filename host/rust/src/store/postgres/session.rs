@@ -332,13 +332,20 @@ impl PostgresSession {
         let last = async {
             Ok::<_, tokio_postgres::Error>(match (&then, &main) {
                 (Then::Commit, _) => {
-                    if lent {
-                        // Fails (25P02) in an aborted transaction, so the
-                        // COMMIT pipelined behind it (answered `ROLLBACK`)
-                        // is never reported as committed.
-                        client.batch_execute("SELECT 1").await?;
-                    }
-                    client.batch_execute("COMMIT").await?;
+                    // With a body's statements in the transaction, a guard
+                    // goes first: it fails (25P02) if the transaction was
+                    // aborted, so the COMMIT pipelined behind it (which
+                    // PostgreSQL then answers with `ROLLBACK`, not an
+                    // error) is never reported as committed. Both are on
+                    // the wire at once: the COMMIT ends the transaction
+                    // either way.
+                    let guard = async {
+                        if lent {
+                            client.batch_execute("SELECT 1").await?;
+                        }
+                        Ok::<_, tokio_postgres::Error>(())
+                    };
+                    try_join(guard, client.batch_execute("COMMIT")).await?;
                     Answer::Done
                 }
                 (Then::Read(keys), Some((lock_many, selects))) => {
@@ -538,6 +545,15 @@ impl Session for PostgresSession {
             } else {
                 self.batch(Then::Commit).await.map(drop)
             };
+            if result.is_err()
+                && let Some(client) = &self.client
+                && client.batch_execute("ROLLBACK").await.is_err()
+            {
+                // A commit that failed must leave no transaction open: a
+                // connection that cannot say so is dropped.
+                self.client = None;
+                self.statements.clear();
+            }
             self.end();
             result
         })
