@@ -68,8 +68,15 @@ export class Kernel {
     return transact(this.#component, this.#session, this.#clock, fn, ending);
   }
 
-  /** @internal Run a pure export. */
-  _pure(fn) {
+  /** @internal Run an export on checked `args` in one transaction, sizes checked first (HOSTS.md 16). */
+  _call(args, fn, ending) {
+    v.checkSizes(args);
+    return this._transact(fn, ending);
+  }
+
+  /** @internal Run a pure export on checked `args`. */
+  _pure(args, fn) {
+    v.checkSizes(args);
     return pure(this.#component, this.#clock, fn);
   }
 
@@ -187,19 +194,19 @@ class Interface {
 class Checkpoint extends Interface {
   saveIfNewer(snap) {
     const s = v.snapshot(snap);
-    this.kernel._transact((x) => x.checkpoint.saveIfNewer(s));
+    this.kernel._call([s], (x) => x.checkpoint.saveIfNewer(s));
   }
 
   load(runId) {
     const id = v.str('runId', runId);
-    return this.kernel._transact((x) => x.checkpoint.load(id));
+    return this.kernel._call([id], (x) => x.checkpoint.load(id));
   }
 
   /** Validate the DAG and plan a resume. Pure: no store transaction. */
   buildPlan(steps, snap) {
     const s = v.stepDefs(steps);
     const sn = snap === undefined || snap === null ? undefined : v.snapshot(snap);
-    return this.kernel._pure((x) => x.checkpoint.buildPlan(s, sn));
+    return this.kernel._pure([s, sn], (x) => x.checkpoint.buildPlan(s, sn));
   }
 }
 
@@ -207,12 +214,12 @@ class Checkpoint extends Interface {
 class Commitgate extends Interface {
   commit(runId, step, fence, outcome) {
     const a = [v.str('runId', runId), v.optStr('step', step), v.u64('fence', fence), v.outcome(outcome)];
-    return this.kernel._transact((x) => x.commitgate.commit(...a));
+    return this.kernel._call(a, (x) => x.commitgate.commit(...a));
   }
 
   read(runId, step) {
     const a = [v.str('runId', runId), v.optStr('step', step)];
-    return this.kernel._transact((x) => x.commitgate.read(...a));
+    return this.kernel._call(a, (x) => x.commitgate.read(...a));
   }
 }
 
@@ -220,42 +227,42 @@ class Commitgate extends Interface {
 class Sideeffect extends Interface {
   acquire(action, ttl) {
     const a = [v.action(action), v.u64('ttl', ttl)];
-    return v.acquiredOut(this.kernel._transact((x) => x.sideeffect.acquire(...a)));
+    return v.acquiredOut(this.kernel._call(a, (x) => x.sideeffect.acquire(...a)));
   }
 
   complete(action, lease, result) {
     const a = [v.action(action), v.lease(lease), v.bytes('result', result)];
-    return this.kernel._transact((x) => x.sideeffect.complete(...a));
+    return this.kernel._call(a, (x) => x.sideeffect.complete(...a));
   }
 
   release(action, lease) {
     const a = [v.action(action), v.lease(lease)];
-    this.kernel._transact((x) => x.sideeffect.release(...a));
+    this.kernel._call(a, (x) => x.sideeffect.release(...a));
   }
 
   abandon(action, lease, reason) {
     const a = [v.action(action), v.lease(lease), v.str('reason', reason)];
-    this.kernel._transact((x) => x.sideeffect.abandon(...a));
+    this.kernel._call(a, (x) => x.sideeffect.abandon(...a));
   }
 
   renew(action, lease, ttl) {
     const a = [v.action(action), v.lease(lease), v.u64('ttl', ttl)];
-    return this.kernel._transact((x) => x.sideeffect.renew(...a));
+    return this.kernel._call(a, (x) => x.sideeffect.renew(...a));
   }
 
   markUncertain(action, lease, reason) {
     const a = [v.action(action), v.lease(lease), v.str('reason', reason)];
-    this.kernel._transact((x) => x.sideeffect.markUncertain(...a));
+    this.kernel._call(a, (x) => x.sideeffect.markUncertain(...a));
   }
 
   beginReconcile(action, ttl) {
     const a = [v.action(action), v.u64('ttl', ttl)];
-    return this.kernel._transact((x) => x.sideeffect.beginReconcile(...a));
+    return this.kernel._call(a, (x) => x.sideeffect.beginReconcile(...a));
   }
 
   resolveUncertain(action, resolution) {
     const a = [v.action(action), v.resolution(resolution)];
-    return v.resolvedOut(this.kernel._transact((x) => x.sideeffect.resolveUncertain(...a)));
+    return v.resolvedOut(this.kernel._call(a, (x) => x.sideeffect.resolveUncertain(...a)));
   }
 
   /**
@@ -273,7 +280,7 @@ class Sideeffect extends Interface {
     const r = v.str('resource', resource);
     const p = v.u64('presented', presented);
     if (typeof body !== 'function') throw new GakError('invalid-input', 'body: expected a function');
-    this.kernel._transact((x, host) => {
+    this.kernel._call([r], (x, host) => {
       x.sideeffect.sinkAdvance(r, p);
       callBody(body, host);
     });
@@ -282,20 +289,20 @@ class Sideeffect extends Interface {
   /** The highest fence the sink has seen (0n when never written). */
   sinkSeen(resource) {
     const r = v.str('resource', resource);
-    return this.kernel._transact((x) => x.sideeffect.sinkSeen(r));
+    return this.kernel._call([r], (x) => x.sideeffect.sinkSeen(r));
   }
 
   /** One page of keys by key, optionally of one state: `{state?, after?, limit}`. */
   list(options) {
     const { after, limit } = v.page('options', options);
     const state = v.keyState('options.state', options?.state);
-    return this.kernel._transact((x) => x.sideeffect.list(state, after, limit));
+    return this.kernel._call([state, after], (x) => x.sideeffect.list(state, after, limit));
   }
 
   /** The key as `list` shows it, or `not-found`. */
   get(key) {
     const k = v.str('key', key);
-    return this.kernel._transact((x) => x.sideeffect.get(k));
+    return this.kernel._call([k], (x) => x.sideeffect.get(k));
   }
 }
 
@@ -303,45 +310,45 @@ class Sideeffect extends Interface {
 class Taskboard extends Interface {
   seed(tasks) {
     const t = v.taskSeeds(tasks);
-    this.kernel._transact((x) => x.taskboard.seed(t));
+    this.kernel._call([t], (x) => x.taskboard.seed(t));
   }
 
   /** One page of the board by id, optionally of one state: `{state?, after?, limit}`. */
   list(options) {
     const { after, limit } = v.page('options', options);
     const state = v.taskState('options.state', options?.state);
-    return this.kernel._transact((x) => x.taskboard.list(state, after, limit));
+    return this.kernel._call([state, after], (x) => x.taskboard.list(state, after, limit));
   }
 
   get(id) {
     const i = v.str('id', id);
-    return this.kernel._transact((x) => x.taskboard.get(i));
+    return this.kernel._call([i], (x) => x.taskboard.get(i));
   }
 
   claim(id, agent, ttl) {
     const a = [v.str('id', id), v.str('agent', agent), v.u64('ttl', ttl)];
-    return this.kernel._transact((x) => x.taskboard.claim(...a));
+    return this.kernel._call(a, (x) => x.taskboard.claim(...a));
   }
 
   /** Claim the first-seeded ready task; `undefined` when none is ready. */
   claimNext(agent, ttl) {
     const a = [v.str('agent', agent), v.u64('ttl', ttl)];
-    return this.kernel._transact((x) => x.taskboard.claimNext(...a)) ?? undefined;
+    return this.kernel._call(a, (x) => x.taskboard.claimNext(...a)) ?? undefined;
   }
 
   release(id, token) {
     const a = [v.str('id', id), v.str('token', token)];
-    this.kernel._transact((x) => x.taskboard.release(...a));
+    this.kernel._call(a, (x) => x.taskboard.release(...a));
   }
 
   complete(id, token) {
     const a = [v.str('id', id), v.str('token', token)];
-    this.kernel._transact((x) => x.taskboard.complete(...a));
+    this.kernel._call(a, (x) => x.taskboard.complete(...a));
   }
 
   renew(id, token, ttl) {
     const a = [v.str('id', id), v.str('token', token), v.u64('ttl', ttl)];
-    return this.kernel._transact((x) => x.taskboard.renew(...a));
+    return this.kernel._call(a, (x) => x.taskboard.renew(...a));
   }
 }
 
@@ -353,12 +360,12 @@ class Retention extends Interface {
    */
   prune(before, limit) {
     const a = [v.u64('before', before), v.u32('limit', limit)];
-    return this.kernel._transact((x) => x.retention.prune(...a));
+    return this.kernel._call(a, (x) => x.retention.prune(...a));
   }
 
   /** What `prune` would remove now, without removing it. */
   pruneDryRun(before, limit) {
     const a = [v.u64('before', before), v.u32('limit', limit)];
-    return this.kernel._transact((x) => x.retention.prune(...a), 'rollback');
+    return this.kernel._call(a, (x) => x.retention.prune(...a), 'rollback');
   }
 }

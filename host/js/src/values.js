@@ -15,6 +15,64 @@ import { compareKeys } from './store/keys.js';
 const U64_END = 1n << 64n;
 const U32_MAX = 0xffff_ffff;
 
+/** The longest string or bytes argument (no contract value is longer: results are 1 MiB). */
+export const MAX_VALUE_BYTES = 1 << 20;
+/** The longest list argument. */
+export const MAX_LIST_ITEMS = 10_000;
+/** The most string and byte data one call may carry. */
+export const MAX_CALL_BYTES = 64 << 20;
+
+const utf8Length = (s) => Buffer.byteLength(s, 'utf8');
+
+/**
+ * HOSTS.md rule 16: refuse a call whose arguments no contract value can be
+ * — a string or bytes longer than 1 MiB, a list of more than 10,000 items,
+ * more than 64 MiB of strings and bytes in all — with `invalid-input`,
+ * BEFORE anything is lowered into the component (jco copies every byte into
+ * guest memory first: a 48 MiB result cost the Python host 13.7 s and
+ * ~4 GiB before the component refused it) and before a transaction opens.
+ * Everything within these bounds is the component's to judge.
+ */
+export function checkSizes(args) {
+  // A string's UTF-8 takes at most 3 bytes per UTF-16 unit: the exact
+  // length is only computed for strings that could be long.
+  if (sizeOf(args, false) > MAX_CALL_BYTES && sizeOf(args, true) > MAX_CALL_BYTES) {
+    throw invalidInput(`the arguments hold more than ${MAX_CALL_BYTES} bytes of strings and bytes`);
+  }
+  return args;
+}
+
+/** The bytes of strings and bytes in `v` (an upper bound unless `exact`); refuses oversized values. */
+function sizeOf(v, exact) {
+  if (typeof v === 'string') {
+    const n = v.length;
+    if (n * 3 <= MAX_VALUE_BYTES) return exact ? utf8Length(v) : n * 3;
+    // Every UTF-16 unit is at least one byte of UTF-8.
+    const bytes = n > MAX_VALUE_BYTES ? n : utf8Length(v);
+    if (bytes > MAX_VALUE_BYTES) throw tooLong('a string argument', bytes);
+    return bytes;
+  }
+  if (v instanceof Uint8Array) {
+    if (v.byteLength > MAX_VALUE_BYTES) throw tooLong('a bytes argument', v.byteLength);
+    return v.byteLength;
+  }
+  if (v === null || typeof v !== 'object') return 0;
+  let sum = 0;
+  if (Array.isArray(v)) {
+    if (v.length > MAX_LIST_ITEMS) {
+      throw invalidInput(`a list argument has ${v.length} items, more than ${MAX_LIST_ITEMS}`);
+    }
+    for (const x of v) sum += sizeOf(x, exact);
+  } else {
+    for (const k in v) sum += sizeOf(v[k], exact);
+  }
+  return sum;
+}
+
+function tooLong(what, bytes) {
+  return invalidInput(`${what}: at least ${bytes} bytes, more than ${MAX_VALUE_BYTES} (the longest contract value)`);
+}
+
 export function str(what, v) {
   if (typeof v !== 'string') throw invalidInput(`${what}: expected a string`);
   if (!v.isWellFormed()) throw invalidInput(`${what}: contains a lone surrogate (not valid Unicode)`);
@@ -61,7 +119,11 @@ const encoder = new TextEncoder();
 /** Bytes: a Uint8Array (Buffer included) or a string, taken as UTF-8. */
 export function bytes(what, v) {
   if (v instanceof Uint8Array) return v;
-  if (typeof v === 'string') return encoder.encode(str(what, v));
+  if (typeof v === 'string') {
+    // Not worth encoding: at least one byte per UTF-16 unit (checkSizes).
+    if (v.length > MAX_VALUE_BYTES) throw tooLong(what, v.length);
+    return encoder.encode(str(what, v));
+  }
   throw invalidInput(`${what}: expected a Uint8Array or a string`);
 }
 
