@@ -286,7 +286,9 @@ pub(super) async fn dispatch(
     args: &Value,
     extra: &mut Extra,
 ) -> Result<Result<Value, Error>, String> {
-    match call(k, name, args, extra).await {
+    // Boxed: the calls nest deep futures (a sink body inside the call), and
+    // every caller of the runner would inherit their layout.
+    match Box::pin(call(k, name, args, extra)).await {
         Ok(result) => Ok(result),
         Err(Arg::Invalid(why)) => Ok(Err(Error::InvalidInput(why))),
         Err(Arg::Malformed(why)) => Err(format!("{name}: bad args: {why}")),
