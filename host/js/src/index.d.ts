@@ -306,10 +306,41 @@ export declare class Retention {
 export type Ran =
   | { tag: 'applied'; result: Uint8Array }
   | { tag: 'replayed'; result: Uint8Array }
+  /** With `error`: the body threw it; the key was marked uncertain and its hold released. */
   | { tag: 'uncertain'; reason: string; error?: unknown }
   | { tag: 'not-applied'; error: NotApplied }
   | { tag: 'in-flight' }
   | { tag: 'contended'; until: bigint };
+
+/**
+ * The body's view of its lease while the runner renews it: the latest
+ * lease, the renewals so far, and whether a renewal was refused.
+ */
+export declare class Heartbeat {
+  /** The lease as last renewed (the one the verdict presents). */
+  readonly lease: Lease;
+  /** Renewals that succeeded so far. */
+  readonly renewals: number;
+  /** The refusal that lost the lease, once it is lost. */
+  readonly refusal: GakError | undefined;
+  /** Throws `GakError('lease-lost')` once a renewal was refused. */
+  check(): void;
+  /** Resolves at the next renewal or loss (at once when lost already, or when renewals stop). */
+  changed(): Promise<void>;
+}
+
+/** An effect body: its result is recorded by `complete`. May be async (then its hold is renewed). */
+export type EffectBody = (lease: Lease, heartbeat: Heartbeat) => Bytes | Promise<Bytes>;
+
+/**
+ * acquire → body (its hold renewed every `ttl / 3` while an async body
+ * awaits; a synchronous body cannot be renewed) → complete.
+ */
+export declare class Runner {
+  /** `every`: the renewal interval in ms (default ttl / 3), or `null` for none. */
+  constructor(kernel: Kernel, ttl: bigint, options?: { every?: number | null });
+  run(action: Action, body: EffectBody): Promise<Ran>;
+}
 
 /** A store binding (see `openStore`). */
 export interface Backend {
@@ -356,20 +387,15 @@ export declare class Kernel {
   readonly componentPath: string;
   /** Read (or seed) the `downstream` table in a transaction of its own. */
   withDownstream<T>(fn: (down: Downstream) => T): T;
-  /** acquire -> body -> complete; see `Ran`. */
-  runEffect(action: Action, ttl: bigint, body: (lease: Lease) => Bytes | Promise<Bytes>): Promise<Ran>;
+  /** `new Runner(kernel, ttl).run(action, body)`; see `Runner` and `Ran`. */
+  runEffect(action: Action, ttl: bigint, body: EffectBody): Promise<Ran>;
   close(): void;
 }
 
 /** Open a kernel on `memory:`, `sqlite:PATH[?synchronous=normal]`, or a binding. */
 export declare function openKernel(store: string | Backend, options?: OpenOptions): Promise<Kernel>;
 
-export declare function runEffect(
-  kernel: Kernel,
-  action: Action,
-  ttl: bigint,
-  body: (lease: Lease) => Bytes | Promise<Bytes>,
-): Promise<Ran>;
+export declare function runEffect(kernel: Kernel, action: Action, ttl: bigint, body: EffectBody): Promise<Ran>;
 
 /** Records a run's progress, one snapshot per finished step. */
 export declare class Committer {

@@ -10,7 +10,7 @@
 //   const task = kernel.taskboard.claim('send-invoice', 'worker-1', 30_000n);
 export { openKernel, Kernel } from './kernel.js';
 export { GakError, ERROR_CODES } from './errors.js';
-export { NotApplied, runEffect } from './effects.js';
+export { Heartbeat, NotApplied, Runner, runEffect } from './effects.js';
 export { Committer } from './committer.js';
 export { SystemClock, ManualClock } from './clock.js';
 export { toJSON, stringify } from './json.js';

@@ -88,7 +88,10 @@ export class Kernel {
     return this._transact((_, host) => callBody(fn, host, false));
   }
 
-  /** acquire → body → complete (see `runEffect`). */
+  /**
+   * acquire → `await body(lease, heartbeat)` (the hold renewed every ttl/3
+   * meanwhile) → complete: `new Runner(kernel, ttl).run(action, body)`.
+   */
   runEffect(action, ttl, body) {
     return runEffect(this, action, ttl, body);
   }

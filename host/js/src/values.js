@@ -9,7 +9,7 @@
 // with `invalid-input` before the call: the store is untouched and the
 // instance never sees it. Limits the contract defines (lengths, ttl range,
 // numbers below 2^53) stay the component's to judge.
-import { invalidInput } from './errors.js';
+import { GakError, invalidInput } from './errors.js';
 import { compareKeys } from './store/keys.js';
 
 const U64_END = 1n << 64n;
@@ -261,7 +261,8 @@ export function acquiredOut(a) {
     case 'contended':
       return { tag: 'contended', until: a.val };
     default:
-      throw new TypeError(`unknown acquired case ${a.tag}`);
+      // An answer this host does not know: never treat it as a grant.
+      throw new GakError('storage', `acquire answered ${JSON.stringify(a?.tag)}, which this host does not know`);
   }
 }
 

@@ -1,6 +1,6 @@
 // Compiled (not run) by test/types.test.mjs: the shipped .d.ts must accept
 // what the README shows and reject what it must.
-import { openKernel, GakError, NotApplied, stringify, type Acquired, type Task } from '../../src/index.js';
+import { openKernel, GakError, NotApplied, Runner, hidePassword, stringify, type Acquired, type Heartbeat, type Task } from '../../src/index.js';
 
 declare const log: (...values: unknown[]) => void;
 
@@ -21,6 +21,25 @@ async function main(): Promise<void> {
     throw new NotApplied('refused before sending');
   });
   if (ran.tag === 'not-applied') log(ran.error.message);
+  const runner = new Runner(kernel, 30_000n, { every: 5_000 });
+  const long = await runner.run({ key: 'k3', resource: 'r' }, async (lease, heartbeat: Heartbeat) => {
+    while (heartbeat.renewals < 2) {
+      heartbeat.check();
+      await heartbeat.changed();
+    }
+    // @ts-expect-error the heartbeat's counts are the runner's
+    heartbeat.renewals = 0;
+    return `${lease.key} at fence ${heartbeat.lease.fence}`;
+  });
+  if (long.tag === 'applied' || long.tag === 'replayed') log(long.result.byteLength);
+  kernel.sideeffect.writeFenced('ledger', 1n, (down) => {
+    const db = down.sqlite;
+    if (db === undefined) return;
+    db.exec('CREATE TABLE IF NOT EXISTS rows (id TEXT)');
+    const n: unknown = db.prepare('SELECT count(*) FROM rows').pluck().get();
+    log(n, db.inTransaction);
+  });
+  log(hidePassword('postgres://alice:secret@db/x'));
   try {
     kernel.taskboard.claim('a', 'w2', 30_000n);
   } catch (e) {
