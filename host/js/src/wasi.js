@@ -9,6 +9,12 @@
 //   `crypto.randomBytes(8)` per u64 (an allocation and a trip into C++ each
 //   time; a tenth of a claim's time in a profile). Bytes are used once and
 //   never leave the process, as with Node's own `randomUUID` cache.
+//   No two processes or threads can hand out the same bytes (HOSTS.md 7):
+//   every worker thread loads its own copy of this module (its own pool),
+//   child processes start from nothing (Node cannot fork a live process),
+//   and should a process ever start from a copy of this one's memory (a
+//   user-land startup snapshot), its pid differs and the pool is refilled
+//   before its first draw.
 // - Environment: none. The shim's default hands the guest the host's whole
 //   `process.env` and argv; the kernel needs neither.
 // - `exit`: the shim's calls `process.exit`, which would kill the embedding
@@ -21,17 +27,22 @@ import * as io from '@bytecodealliance/preview2-shim/io';
 const POOL_BYTES = 4096;
 const pool = new BigUint64Array(POOL_BYTES / 8);
 let next = pool.length;
+let owner = process.pid; // the process the pool was filled in
 
 /** 64 bits from node:crypto's CSPRNG. */
 export function randomU64() {
-  if (next === pool.length) {
+  if (next === pool.length || owner !== process.pid) {
     randomFillSync(pool);
     next = 0;
+    owner = process.pid;
   }
   const value = pool[next];
   pool[next++] = 0n; // a drawn value is never handed out, nor left, again
   return value;
 }
+
+/** @internal For tests: where the pool stands. */
+export const poolState = () => ({ owner, next });
 
 const random = {
   getRandomU64: randomU64,
