@@ -175,12 +175,26 @@ function list(mapItem) {
 }
 
 /**
+ * The vectors' reference sink body: append "m" to the resource's marker in
+ * `downstream`, then fail if asked to — the append must then vanish with
+ * the rest.
+ */
+export function referenceBody(resource, fail) {
+  return (down) => {
+    down.put(resource, `${down.get(resource) ?? ''}m`);
+    if (fail) throw new Error('the reference body fails as asked');
+  };
+}
+
+/**
  * Run one vector call: `{ok: json}` or `{err: GakError}`. Throws an Error
  * when the step itself is malformed (it fails the scenario).
+ * `options.sinkBody({resource, fail, args})`, when given, makes the body of
+ * `sink.write-fenced` (the host-protocol cases' `body` kinds).
  */
-export function dispatch(k, name, args) {
+export function dispatch(k, name, args, options = {}) {
   try {
-    const value = call(k, name, args ?? {});
+    const value = call(k, name, args ?? {}, options);
     return { ok: value === undefined ? null : value };
   } catch (e) {
     if (e instanceof GakError) return { err: e };
@@ -190,7 +204,7 @@ export function dispatch(k, name, args) {
   }
 }
 
-function call(k, name, a) {
+function call(k, name, a, options) {
   const cp = k.checkpoint;
   const cg = k.commitgate;
   const se = k.sideeffect;
@@ -259,13 +273,9 @@ function call(k, name, a) {
       const resource = stringOrEmpty(a, 'resource');
       const fail = boolean(a, 'fail');
       const fence = number(a, 'fence');
-      // The reference body: append "m" to the resource's marker, then fail
-      // if asked to — the append must then vanish with the rest.
+      const body = options.sinkBody?.({ resource, fail, args: a }) ?? referenceBody(resource, fail);
       try {
-        se.writeFenced(resource, fence, (down) => {
-          down.put(resource, `${down.get(resource) ?? ''}m`);
-          if (fail) throw new Error('the reference body fails as asked');
-        });
+        se.writeFenced(resource, fence, body);
       } catch (e) {
         if (e instanceof GakError) throw new GakError(e.code, e.detail);
         throw e;

@@ -46,33 +46,33 @@ export async function runScenario(target, scenario, file, index) {
     if (!isObject(step)) throw at('expected an object');
     const kinds = ['clock', 'advance', 'call'].filter((k) => k in step);
     if (kinds.length !== 1) throw at('needs exactly one of clock / advance / call');
-    if (kinds[0] === 'call') {
-      try {
-        callStep(kernel, step, binds);
-      } catch (e) {
-        throw at(e.message);
-      }
-      continue;
-    }
-    const ms = step[kinds[0]];
-    // Any u64, as the Rust runner; past 2^53 the calls then fail (storage).
-    if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 0 || ms >= 2 ** 64) throw at(`${kinds[0]}: expected ms`);
-    if (kinds[0] === 'advance') {
-      clock.advance(BigInt(ms));
-    } else {
-      try {
-        clock.set(BigInt(ms));
-      } catch (e) {
-        throw at(e.message);
-      }
+    try {
+      if (kinds[0] === 'call') callStep(kernel, step, binds);
+      else clockStep(clock, step, kinds[0]);
+    } catch (e) {
+      throw at(e.message);
     }
   }
 }
 
-function callStep(kernel, step, binds) {
+/** A `clock` (set) or `advance` step on a ManualClock. */
+export function clockStep(clock, step, kind) {
+  const ms = step[kind];
+  // Any u64, as the Rust runner; past 2^53 the calls then fail (storage).
+  if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 0 || ms >= 2 ** 64) throw new Error(`${kind}: expected ms`);
+  if (kind === 'advance') clock.advance(BigInt(ms));
+  else clock.set(BigInt(ms));
+}
+
+/**
+ * A `call` step: substitute its args, run it (`options.dispatch`, default
+ * the vectors' calls), check `ok` / `err`, bind. `options.repeat` allows
+ * `{"$repeat": S, "times": N}` in the args (host-protocol cases).
+ */
+export function callStep(kernel, step, binds, options = {}) {
   const name = step.call;
   if (typeof name !== 'string') throw new Error('call: expected a name');
-  const args = substitute(step.args ?? null, binds);
+  const args = substitute(step.args ?? null, binds, options);
   const wantOk = 'ok' in step;
   const wantErr = 'err' in step;
   if (wantOk === wantErr) throw new Error(`${name}: needs exactly one of ok / err`);
@@ -80,17 +80,17 @@ function callStep(kernel, step, binds) {
     if (typeof step.err !== 'string') throw new Error('err: expected a variant name');
     if (!KNOWN_ERRORS.has(step.err)) throw new Error(`${name}: unknown error variant ${show(step.err)}`);
   }
-  const actual = dispatch(kernel, name, args);
+  const actual = (options.dispatch ?? dispatch)(kernel, name, args);
   if (wantOk && 'ok' in actual) {
     if (!matches(step.ok, actual.ok, binds)) {
-      throw new Error(`${name}: expected ok ${show(step.ok)}, got ok ${show(actual.ok)}`);
+      throw new Error(`${name}: expected ok ${show(step.ok)}, got ok ${brief(actual.ok)}`);
     }
   } else if (wantOk) {
-    throw new Error(`${name}: expected ok ${show(step.ok)}, got err ${actual.err.code}`);
+    throw new Error(`${name}: expected ok ${show(step.ok)}, got err ${brief(actual.err.message)}`);
   } else if ('ok' in actual) {
-    throw new Error(`${name}: expected err ${show(step.err)}, got ok ${show(actual.ok)}`);
+    throw new Error(`${name}: expected err ${show(step.err)}, got ok ${brief(actual.ok)}`);
   } else if (actual.err.code !== step.err) {
-    throw new Error(`${name}: expected err ${show(step.err)}, got err ${actual.err.message}`);
+    throw new Error(`${name}: expected err ${show(step.err)}, got err ${brief(actual.err.message)}`);
   }
   if ('bind' in step && 'ok' in actual) {
     if (!isObject(step.bind)) throw new Error('bind: expected an object');
@@ -98,10 +98,17 @@ function callStep(kernel, step, binds) {
       if (RESERVED.includes(as)) throw new Error(`bind: ${show(as)} is reserved`);
       if (typeof path !== 'string') throw new Error('bind: paths are strings');
       const value = lookup(actual.ok, path);
-      if (value === undefined) throw new Error(`bind: no ${show(path)} in ${show(actual.ok)}`);
+      if (value === undefined) throw new Error(`bind: no ${show(path)} in ${brief(actual.ok)}`);
       binds.set(as, value);
     }
   }
+  return actual;
+}
+
+/** A value for a failure message: at most 2,000 characters of its JSON (results may be 1 MiB). */
+function brief(v) {
+  const text = typeof v === 'string' ? v : show(v);
+  return text !== undefined && text.length > 2000 ? `${text.slice(0, 2000)}… (${text.length} characters)` : text;
 }
 
 function lookup(value, path) {
@@ -121,25 +128,35 @@ function bound(binds, name) {
   return binds.get(name);
 }
 
-/** Replace `$name`, `$$literal` and `{"$merge": name, ...}` in call args. */
-function substitute(v, binds) {
+/**
+ * Replace `$name`, `$$literal` and `{"$merge": name, ...}` in call args (and
+ * `{"$repeat": S, "times": N}` when `options.repeat`).
+ */
+export function substitute(v, binds, options = {}) {
   if (typeof v === 'string') {
     if (v.startsWith('$$')) return v.slice(1);
     if (v.startsWith('$')) return structuredClone(bound(binds, v.slice(1)));
     return v;
   }
-  if (Array.isArray(v)) return v.map((x) => substitute(x, binds));
+  if (Array.isArray(v)) return v.map((x) => substitute(x, binds, options));
   if (isObject(v)) {
+    if (options.repeat && '$repeat' in v) {
+      const { $repeat: unit, times, ...rest } = v;
+      if (typeof unit !== 'string') throw new Error('$repeat: expected a string');
+      if (!Number.isSafeInteger(times) || times < 0) throw new Error('$repeat: times must be a count');
+      if (Object.keys(rest).length > 0) throw new Error(`$repeat: unexpected ${Object.keys(rest).join(', ')}`);
+      return unit.repeat(times);
+    }
     if ('$merge' in v) {
       const name = v.$merge;
       if (typeof name !== 'string') throw new Error('$merge: expected a name');
       const base = bound(binds, name);
       if (!isObject(base)) throw new Error(`$merge: $${name} is not an object`);
       const out = structuredClone(base);
-      for (const [k, x] of Object.entries(v)) if (k !== '$merge') out[k] = substitute(x, binds);
+      for (const [k, x] of Object.entries(v)) if (k !== '$merge') out[k] = substitute(x, binds, options);
       return out;
     }
-    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, substitute(x, binds)]));
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, substitute(x, binds, options)]));
   }
   return v;
 }
