@@ -501,6 +501,15 @@ impl Downstream<'_> {
         self.session.as_any().downcast_mut::<S>()
     }
 
+    /// The binding's session, if it is an `S`, with the slot where a
+    /// statement run on its lent driver handle records a failure (which
+    /// ends the call, as for [`Downstream::get`] / [`Downstream::put`]).
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub(crate) fn lend<S: 'static>(&mut self) -> Option<(&mut S, &mut Option<String>)> {
+        let session = self.session.as_any().downcast_mut::<S>()?;
+        Some((session, &mut self.failure))
+    }
+
     /// Read a key of the binding's `downstream` table.
     ///
     /// # Errors

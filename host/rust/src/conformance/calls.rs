@@ -323,7 +323,7 @@ fn body_kind(a: &Value) -> A<Body> {
 /// transaction: the SQLite connection or the PostgreSQL client.
 async fn raw(down: &mut crate::Downstream<'_>, sql: &str) -> Result<(), String> {
     #[cfg(feature = "sqlite")]
-    if let Some(conn) = down.sqlite() {
+    if let Some(mut conn) = down.sqlite() {
         return conn.execute_batch(sql).map_err(|e| e.to_string());
     }
     #[cfg(feature = "postgres")]

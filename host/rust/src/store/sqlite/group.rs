@@ -43,6 +43,9 @@ pub(super) struct GroupWriter {
     /// transaction control, so a body can never commit, roll back or
     /// release what the kernel opened (HOSTS.md rule 12).
     body: Arc<AtomicBool>,
+    /// Tests only: the next call's `SAVEPOINT` fails.
+    #[cfg(test)]
+    fail_savepoint: AtomicBool,
     /// How long a call waits for the connection before it reports a
     /// conflict (the kernel then re-runs it with back-off): a bound, so a
     /// call made while another holds the connection never waits forever.
@@ -116,6 +119,8 @@ impl GroupWriter {
             ended: Condvar::new(),
             body,
             wait,
+            #[cfg(test)]
+            fail_savepoint: AtomicBool::new(false),
         }
     }
 
@@ -175,7 +180,7 @@ impl GroupWriter {
             if starts {
                 with_busy_retry(|| conn.execute_batch("BEGIN IMMEDIATE"))?;
             }
-            conn.execute_batch("SAVEPOINT gak_call")
+            conn.execute_batch(self.savepoint())
         })();
         match opened {
             Ok(()) => Ok(Call { conn, batch }),
@@ -199,6 +204,15 @@ impl GroupWriter {
                 Err(fault(e))
             }
         }
+    }
+
+    /// The statement that opens a call's savepoint.
+    fn savepoint(&self) -> &'static str {
+        #[cfg(test)]
+        if self.fail_savepoint.swap(false, Ordering::AcqRel) {
+            return "SAVEPOINT gak_call broken";
+        }
+        "SAVEPOINT gak_call"
     }
 
     /// Commit the shared transaction (rolling it back if that fails).
@@ -272,5 +286,82 @@ impl GroupWriter {
             ))),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    fn writer(dir: &std::path::Path) -> Arc<GroupWriter> {
+        let conn = Connection::open(dir.join("g.db")).unwrap();
+        conn.execute_batch("CREATE TABLE t (k TEXT PRIMARY KEY)").unwrap();
+        Arc::new(GroupWriter::new(conn, Duration::from_secs(5)))
+    }
+
+    /// A call that starts a batch and whose SAVEPOINT fails leaves no
+    /// transaction open: the next call begins normally.
+    #[test]
+    fn a_failed_savepoint_after_begin_leaves_no_transaction_open() {
+        let dir = tempfile_dir();
+        let w = writer(&dir);
+        w.fail_savepoint.store(true, Ordering::Release);
+        assert!(w.begin().is_err());
+        let call = w.begin().expect("the next call begins");
+        call.conn.execute("INSERT INTO t VALUES ('a')", []).unwrap();
+        w.end(call, true).expect("and commits");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A call that joins a batch and whose SAVEPOINT fails commits the batch
+    /// for the calls already in it, which would otherwise wait forever.
+    #[test]
+    fn a_joiner_whose_savepoint_fails_commits_for_the_batch() {
+        let dir = tempfile_dir();
+        let w = writer(&dir);
+        let first = w.begin().unwrap();
+        first.conn.execute("INSERT INTO t VALUES ('first')", []).unwrap();
+        let (joined, joiner) = mpsc::channel();
+        let w2 = w.clone();
+        std::thread::spawn(move || {
+            let _ = joined.send(w2.begin().map(|c| w2.end(c, true)));
+        });
+        // The joiner is waiting for the connection (a condition, polled).
+        for _ in 0..5_000 {
+            if w.stats().waiting == 1 {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        assert_eq!(w.stats().waiting, 1, "the second call never waited");
+        w.fail_savepoint.store(true, Ordering::Release);
+        let (ended, first_done) = mpsc::channel();
+        let w3 = w.clone();
+        std::thread::spawn(move || {
+            let _ = ended.send(w3.end(first, true));
+        });
+        let first_result = first_done
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the first call was left waiting for a commit nobody makes");
+        assert!(first_result.is_ok(), "{first_result:?}");
+        assert!(joiner.recv_timeout(Duration::from_secs(10)).unwrap().is_err());
+        let call = w.begin().unwrap();
+        let n: i64 = call.conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 1, "the first call's write committed");
+        w.end(call, true).unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    fn tempfile_dir() -> std::path::PathBuf {
+        use std::sync::atomic::AtomicUsize;
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "gak-group-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 }

@@ -209,19 +209,108 @@ impl SqliteSession {
     }
 }
 
+/// The SQLite connection lent to a fenced sink's body (or a
+/// `with_downstream` body): statements run inside the call's transaction
+/// and commit or roll back with the fence compare. Parameters only: never
+/// splice data into SQL.
+///
+/// Two rules keep the transaction the kernel's (HOSTS.md rule 12): any
+/// error a statement meets in the database ends the call with `storage`,
+/// even if the body handles it — write "insert if absent" as `INSERT …
+/// ON CONFLICT DO NOTHING`, which works alike on PostgreSQL, where a failed
+/// statement aborts the transaction; and transaction control (`COMMIT`,
+/// `ROLLBACK`, `SAVEPOINT`, …) is refused (SQLite answers "not authorized").
+pub struct LentSqlite<'a> {
+    conn: &'a Connection,
+    failure: &'a mut Option<String>,
+}
+
+impl std::fmt::Debug for LentSqlite<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LentSqlite").finish_non_exhaustive()
+    }
+}
+
+impl LentSqlite<'_> {
+    /// Record a database error (not the authorizer's refusal of transaction
+    /// control, which the body sees and which changes nothing).
+    fn track<T>(&mut self, r: rusqlite::Result<T>) -> rusqlite::Result<T> {
+        if let Err(e) = &r {
+            let refused = e.sqlite_error_code() == Some(ErrorCode::AuthorizationForStatementDenied);
+            if e.sqlite_error_code().is_some() && !refused {
+                self.failure.get_or_insert_with(|| {
+                    format!("a statement of the sink body failed in SQLite: {e}")
+                });
+            }
+        }
+        r
+    }
+
+    /// Run one statement; the number of rows it changed.
+    ///
+    /// # Errors
+    /// SQLite's error (which also ends the call with `storage`).
+    pub fn execute<P: rusqlite::Params>(&mut self, sql: &str, params: P) -> rusqlite::Result<usize> {
+        let r = self.conn.execute(sql, params);
+        self.track(r)
+    }
+
+    /// Run statements separated by `;`, without parameters.
+    ///
+    /// # Errors
+    /// SQLite's error (which also ends the call with `storage`).
+    pub fn execute_batch(&mut self, sql: &str) -> rusqlite::Result<()> {
+        let r = self.conn.execute_batch(sql);
+        self.track(r)
+    }
+
+    /// The first row of a query, mapped by `f`.
+    ///
+    /// # Errors
+    /// SQLite's error (which also ends the call with `storage`), or
+    /// `QueryReturnedNoRows` (which does not).
+    pub fn query_row<T, P, F>(&mut self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
+    where
+        P: rusqlite::Params,
+        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    {
+        let r = self.conn.query_row(sql, params, f);
+        self.track(r)
+    }
+
+    /// Every row of a query, mapped by `f`.
+    ///
+    /// # Errors
+    /// SQLite's error (which also ends the call with `storage`).
+    pub fn query<T, P, F>(&mut self, sql: &str, params: P, f: F) -> rusqlite::Result<Vec<T>>
+    where
+        P: rusqlite::Params,
+        F: FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    {
+        let r = (|| {
+            let mut stmt = self.conn.prepare_cached(sql)?;
+            let rows = stmt.query_map(params, f)?;
+            rows.collect()
+        })();
+        self.track(r)
+    }
+}
+
 impl crate::Downstream<'_> {
     /// The SQLite connection inside the same transaction, when the binding
     /// is SQLite (`None` otherwise): write your own tables here and they
-    /// commit atomically with the fence compare.
-    pub fn sqlite(&mut self) -> Option<&Connection> {
-        self.session_as::<SqliteSession>()?.connection()
+    /// commit atomically with the fence compare (see [`LentSqlite`]).
+    pub fn sqlite(&mut self) -> Option<LentSqlite<'_>> {
+        let (session, failure) = self.lend::<SqliteSession>()?;
+        let conn = session.connection()?;
+        Some(LentSqlite { conn, failure })
     }
 }
 
 impl crate::blocking::Downstream<'_, '_> {
     /// The SQLite connection inside the same transaction, when the binding
     /// is SQLite (`None` otherwise).
-    pub fn sqlite(&mut self) -> Option<&Connection> {
+    pub fn sqlite(&mut self) -> Option<LentSqlite<'_>> {
         self.as_async().sqlite()
     }
 }
