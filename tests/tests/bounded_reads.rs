@@ -154,3 +154,73 @@ fn listing_getting_and_claiming_read_rows_independent_of_board_size() {
         );
     }
 }
+
+/// The two shapes issue 17 found unbounded: `prune(limit 1)` behind 3,000
+/// done tasks that an open task still needs (it read 6,001 rows, on every
+/// call), and `claim-next` behind 4,999 live claims (5,000 queue entries).
+/// Now each call reads rows bounded by its page, and the needed tasks are
+/// read once, then wait aside until their dependent finishes.
+#[test]
+fn prune_and_claim_next_are_bounded_by_their_page_not_by_what_sits_before_it() {
+    let (backend, reads) = Counting::wrap(Arc::new(gak::store::memory::MemoryBackend::default()));
+    let clock = Arc::new(gak::ManualClock::at(1_000));
+    let kernel = Kernel::with_backend(backend, clock.clone()).unwrap();
+    let board = kernel.taskboard();
+
+    // 3,000 done tasks, all needed by one open task; then an old completed key.
+    let deps: Vec<String> = (0..3_000).map(|i| format!("d{i:04}")).collect();
+    let mut seeds: Vec<TaskSeed> = deps
+        .iter()
+        .map(|d| {
+            let mut s = TaskSeed::new(d);
+            s.state = Some(TaskState::Done);
+            s
+        })
+        .collect();
+    let refs: Vec<&str> = deps.iter().map(String::as_str).collect();
+    seeds.push(TaskSeed::new("needs-all").deps(&refs));
+    board.seed(&seeds).unwrap();
+    clock.advance(10);
+    let key = Action::new("late-key", "r");
+    let Acquired::Granted(lease) = kernel.sideeffect().acquire(&key, 60_000).unwrap() else {
+        panic!("fresh key")
+    };
+    kernel.sideeffect().complete(&key, &lease, b"ok").unwrap();
+    clock.advance(10);
+    let before = gak::Clock::now(&*clock);
+
+    let mut most = 0;
+    let mut calls = 0;
+    loop {
+        calls += 1;
+        let (pruned, rows) = reads.during(|| kernel.retention().prune(before, 1).unwrap());
+        most = most.max(rows);
+        assert_eq!(pruned.removed_tasks, 0);
+        if !pruned.more {
+            break;
+        }
+        assert!(calls <= 100, "prune never ends");
+    }
+    assert!(
+        kernel.sideeffect().get("late-key").is_err(),
+        "the key was pruned"
+    );
+    println!("prune(limit 1) behind 3,000 needed tasks: {calls} calls, at most {most} rows each");
+    assert!(most <= 400, "a prune call read {most} rows");
+    let (_, again) = reads.during(|| kernel.retention().prune(before, 1).unwrap());
+    assert!(again <= 2, "the needed tasks were read again: {again} rows");
+
+    // 4,999 live claims (5,000 with needs-all) ahead of the one ready task.
+    board.claim("needs-all", "w", 600_000).unwrap();
+    let tasks: Vec<TaskSeed> = (0..5_000)
+        .map(|i| TaskSeed::new(&format!("q{i:04}")))
+        .collect();
+    board.seed(&tasks).unwrap();
+    for i in 0..4_999 {
+        board.claim(&format!("q{i:04}"), "w", 600_000).unwrap();
+    }
+    let (next, rows) = reads.during(|| board.claim_next("w2", 600_000).unwrap());
+    assert_eq!(next.map(|t| t.id).as_deref(), Some("q4999"));
+    println!("claim-next behind 4,999 live claims read {rows} rows");
+    assert!(rows <= 50, "claim-next read {rows} rows");
+}

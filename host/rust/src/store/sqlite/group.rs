@@ -296,7 +296,8 @@ mod tests {
 
     fn writer(dir: &std::path::Path) -> Arc<GroupWriter> {
         let conn = Connection::open(dir.join("g.db")).unwrap();
-        conn.execute_batch("CREATE TABLE t (k TEXT PRIMARY KEY)").unwrap();
+        conn.execute_batch("CREATE TABLE t (k TEXT PRIMARY KEY)")
+            .unwrap();
         Arc::new(GroupWriter::new(conn, Duration::from_secs(5)))
     }
 
@@ -321,7 +322,10 @@ mod tests {
         let dir = tempfile_dir();
         let w = writer(&dir);
         let first = w.begin().unwrap();
-        first.conn.execute("INSERT INTO t VALUES ('first')", []).unwrap();
+        first
+            .conn
+            .execute("INSERT INTO t VALUES ('first')", [])
+            .unwrap();
         let (joined, joiner) = mpsc::channel();
         let w2 = w.clone();
         std::thread::spawn(move || {
@@ -345,9 +349,17 @@ mod tests {
             .recv_timeout(Duration::from_secs(10))
             .expect("the first call was left waiting for a commit nobody makes");
         assert!(first_result.is_ok(), "{first_result:?}");
-        assert!(joiner.recv_timeout(Duration::from_secs(10)).unwrap().is_err());
+        assert!(
+            joiner
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap()
+                .is_err()
+        );
         let call = w.begin().unwrap();
-        let n: i64 = call.conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        let n: i64 = call
+            .conn
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
         assert_eq!(n, 1, "the first call's write committed");
         w.end(call, true).unwrap();
         let _ = std::fs::remove_dir_all(dir);
