@@ -125,7 +125,7 @@ impl Checkpoint<'_> {
         steps: &[StepDef],
         snap: Option<&Snapshot>,
     ) -> Result<Plan, Error> {
-        crate::limits::fits(&[&steps, &snap])?;
+        crate::limits::plan_fits(steps, snap)?;
         let steps: Vec<_> = steps.iter().map(c::step_in).collect();
         let snap = snap.map(c::snapshot_in);
         self.0

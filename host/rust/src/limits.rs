@@ -161,6 +161,32 @@ pub(crate) fn fits(args: &[&dyn Weigh]) -> Result<(), Error> {
         .map_err(Error::InvalidInput)
 }
 
+/// `invalid-input` when a plan's step ids, dependencies and snapshot total
+/// more than 64 MiB: `checkpoint.build-plan` is pure and its step-id
+/// problems (an overlong id included) are the component's `invalid-plan`
+/// (SPEC 8), so only the call's total is the host's to bound.
+pub(crate) fn plan_fits(steps: &[StepDef], snap: Option<&Snapshot>) -> Result<(), Error> {
+    let ids: usize = steps
+        .iter()
+        .map(|s| s.id.len() + s.depends_on.iter().map(String::len).sum::<usize>())
+        .sum();
+    let snap: usize = snap.map_or(0, |s| {
+        s.run_id.len()
+            + s.status.len()
+            + s.done.iter().map(String::len).sum::<usize>()
+            + s.fields
+                .iter()
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>()
+    });
+    if ids + snap > MAX_CALL {
+        return Err(Error::InvalidInput(
+            "the call's arguments are larger than 64 MiB in all".into(),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
