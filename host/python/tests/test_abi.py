@@ -81,35 +81,60 @@ def test_upstream_u64_is_not_range_checked() -> None:
     assert raw.of.u64 == (1 << 64) - 1
 
 
-def test_upstream_store_without_wasi_aborts_the_process(tmp_path: object) -> None:
-    """Every Store needs set_wasi(WasiConfig()): without it the first
-    wasi:random call aborts the whole process (checked in a child)."""
-    import subprocess
-    import sys
-
-    code = """
+_NO_WASI_CALL = """
+import sys
 import wasmtime
 from wasmtime.component import Linker
-from gak import _engine
+from gak import _abi, _engine, ManualClock
 from gak.component import find_component
+from gak.stores.memory import MemoryBackend
 c = _engine.compiled(find_component())
+if sys.argv[1] == "upstream":  # wasmtime-wasi's own wasi:random
+    linker = Linker(c.engine)
+    linker.add_wasip2()
+    _engine.link_kernel_imports(c.engine, c.component, linker, c.path)
+else:  # the kernel's linker
+    linker = c.linker
 store = wasmtime.Store(c.engine)  # no set_wasi
-inst = c.linker.instantiate(store, c.component)
+inst = linker.instantiate(store, c.component)
 print("instantiated", flush=True)
 idx, codec = c.export("sideeffect#acquire")  # a grant mints a holder
 f = inst.get_func(store, idx)
-from gak import _abi, ManualClock
-from gak.stores.memory import MemoryBackend
 w = _engine.Worker.__new__(_engine.Worker)
 w.session, w.clock, w.conflict, w.failure = MemoryBackend().session(), ManualClock(5), False, None
 w.session.begin()
-_engine._WORKERS[_abi.context_address(store)] = w
-_abi.call(_abi.func_address(f), _abi.context_address(store), codec, (("k", "r", "safe", None), 10))
-print("survived", flush=True)
+_engine._register(_abi.context_address(store), w)
+ok, got = _abi.call(_abi.func_address(f), _abi.context_address(store), codec, (("k", "r", "safe", None), 10))
+print("survived", got[1][3], flush=True)
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+
+
+def _no_wasi_call(linker: str) -> "subprocess.CompletedProcess[str]":
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-c", _NO_WASI_CALL, linker], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_upstream_store_without_wasi_aborts_the_process() -> None:
+    """wasmtime-wasi serves wasi:random from the store's WASI state: without
+    set_wasi(WasiConfig()) the first call aborts the whole process (checked
+    in a child)."""
+    out = _no_wasi_call("upstream")
     assert "instantiated" in out.stdout and "survived" not in out.stdout
     assert out.returncode == -6, (out.returncode, out.stderr[-500:])  # SIGABRT, not a Python error
+
+
+def test_the_kernels_randomness_is_not_wasmtime_wasis() -> None:
+    """HOSTS.md rule 7: the kernel's linker shadows wasi:random with
+    os.urandom, so minting a holder never reads wasmtime-wasi's generator
+    (whose state fork() copies): the same call survives without WASI state."""
+    out = _no_wasi_call("kernel")
+    assert out.returncode == 0, out.stderr[-500:]
+    holder = out.stdout.split("survived ")[1].strip()
+    assert len(holder) == 32
 
 
 RECORDS = {

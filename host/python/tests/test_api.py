@@ -7,6 +7,7 @@ import pytest
 from gak import (
     Action,
     Applied,
+    BodyFailed,
     Cleared,
     Committer,
     Contended,
@@ -167,8 +168,9 @@ def test_runner(kernel: Kernel) -> None:
         raise TimeoutError("no answer")
 
     f = Action("pay", "bank")
-    with pytest.raises(TimeoutError):
+    with pytest.raises(BodyFailed) as failed:
         runner.run(f, fails)
+    assert isinstance(failed.value.__cause__, TimeoutError)
     assert runner.run(f, body) == Uncertain("body failed")
 
     def refused(lease: object) -> bytes:

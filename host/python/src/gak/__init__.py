@@ -18,7 +18,8 @@ from .clock import Clock, ManualClock, SystemClock
 from .component import find_component
 from .errors import CODES, GakError, OpenError, Refused, StorageError
 from .kernel import Downstream, Kernel
-from .runner import Applied, Committer, NotApplied, Ran, Runner
+from .heartbeat import Heartbeat
+from .runner import Applied, BodyFailed, Committer, NotApplied, Ran, Runner
 from .types import (
     Acquired,
     Action,
@@ -55,6 +56,7 @@ __all__ = [
     "Acquired",
     "Action",
     "Applied",
+    "BodyFailed",
     "Cleared",
     "Clock",
     "Committer",
@@ -62,6 +64,7 @@ __all__ = [
     "Downstream",
     "GakError",
     "Granted",
+    "Heartbeat",
     "InFlight",
     "Kernel",
     "KeyInfo",

@@ -3,7 +3,15 @@ component file and process; per-worker instances binding the store and
 clock imports to a session.
 
 Host functions are defined once on a shared linker; each call finds its
-worker by the store context it runs in (:data:`_WORKERS`).
+worker by the store context it runs in (:data:`_WORKERS`, which holds no
+worker alive: a kernel dropped without ``close()`` takes its workers and
+connections with it).
+
+``wasi:random`` is served from ``os.urandom`` (HOSTS.md rule 7), never from
+wasmtime-wasi's generator: that one is a ChaCha state seeded once per store
+from a process-wide generator, and ``fork()`` copies it — two children of
+one parent would mint the same tokens, and a zombie's ``complete`` would be
+accepted under its successor's token.
 """
 
 from __future__ import annotations
@@ -11,14 +19,16 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import weakref
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import wasmtime
 from wasmtime import Engine, Store, WasiConfig
 from wasmtime.component import Component, Linker
 
 from . import _abi
+from ._fork import FORKS
 from .clock import Clock
 from .errors import OpenError
 from .stores.base import StoreConflict, StoreFailure
@@ -29,20 +39,23 @@ VERSION = "0.2.0"
 #: represents them exactly); a clock past that is broken.
 MAX_NUMBER = (1 << 53) - 1
 
-#: Live workers by store context address, for the host functions.
-_WORKERS: dict[int, "Worker"] = {}
-
-#: The process generation: bumped in a forked child, so pools can tell the
-#: parent's workers (its connections, its random state) without a syscall.
-FORKS = [0]
+#: Live workers by store context address, for the host functions. Weak: a
+#: process-wide registry must not keep a dropped kernel's workers (and their
+#: connections) alive (HOSTS.md rule 15).
+_WORKERS: dict[int, "weakref.ReferenceType[Worker]"] = {}
 
 
-def _forked() -> None:
-    FORKS[0] += 1
-    _WORKERS.clear()
+def _register(context: int, worker: "Worker") -> None:
+    def gone(ref: "weakref.ReferenceType[Worker]") -> None:
+        # A later store may reuse the address: remove only our own entry.
+        if _WORKERS.get(context) is ref:
+            del _WORKERS[context]
+
+    _WORKERS[context] = weakref.ref(worker, gone)
 
 
-os.register_at_fork(after_in_child=_forked)
+def _unregister(context: int) -> None:
+    _WORKERS.pop(context, None)
 
 
 def _wasmtime_version() -> str:
@@ -99,18 +112,8 @@ class Compiled:
             raise OpenError(f"{path} is not a loadable component: {e}") from e
         self.linker = Linker(self.engine)
         self.linker.add_wasip2()
-        imports = self.component.type.imports(self.engine)
-        try:
-            store_ty = imports[f"{PACKAGE}/store@{VERSION}"].ty.exports(self.engine)
-            clock_ty = imports[f"{PACKAGE}/clock@{VERSION}"].ty.exports(self.engine)
-        except KeyError as e:
-            raise OpenError(f"{path} is not gak:kernel@{VERSION} (no import {e})") from e
-        with self.linker.root() as root:
-            with root.add_instance(f"{PACKAGE}/store@{VERSION}") as store:
-                for name, fn in _STORE_FUNCS.items():
-                    _abi.add_host_func(store, name, fn, store_ty[name].ty)
-            with root.add_instance(f"{PACKAGE}/clock@{VERSION}") as clock:
-                _abi.add_host_func(clock, "now", _clock_now, clock_ty["now"].ty)
+        link_kernel_imports(self.engine, self.component, self.linker, path)
+        shadow_random(self.engine, self.component, self.linker, path)
         self._exports = self.component.type.exports(self.engine)
         self._funcs: dict[str, tuple[Any, _abi.FuncCodec]] = {}
         self._lock = threading.Lock()
@@ -131,6 +134,43 @@ class Compiled:
             found = (index, _abi.FuncCodec(fty))
             self._funcs[name] = found
             return found
+
+
+def link_kernel_imports(engine: Engine, component: Component, linker: Linker, path: Path) -> None:
+    """Define the store and clock imports on ``linker`` (host functions that
+    find their worker by store context)."""
+    imports = component.type.imports(engine)
+    try:
+        store_ty = imports[f"{PACKAGE}/store@{VERSION}"].ty.exports(engine)
+        clock_ty = imports[f"{PACKAGE}/clock@{VERSION}"].ty.exports(engine)
+    except KeyError as e:
+        raise OpenError(f"{path} is not gak:kernel@{VERSION} (no import {e})") from e
+    with linker.root() as root:
+        with root.add_instance(f"{PACKAGE}/store@{VERSION}") as store:
+            for name, fn in _STORE_FUNCS.items():
+                _abi.add_host_func(store, name, fn, store_ty[name].ty)
+        with root.add_instance(f"{PACKAGE}/clock@{VERSION}") as clock:
+            _abi.add_host_func(clock, "now", _clock_now, clock_ty["now"].ty)
+
+
+def shadow_random(engine: Engine, component: Component, linker: Linker, path: Path) -> None:
+    """Replace every ``wasi:random`` function the component imports (in the
+    version it imports) with one reading ``os.urandom``: the operating
+    system's generator, which no ``fork()`` duplicates."""
+    linker.allow_shadowing = True
+    imports = component.type.imports(engine)
+    with linker.root() as root:
+        for name, item in imports.items():
+            if not name.startswith("wasi:random/"):
+                continue
+            funcs = item.ty.exports(engine)
+            unknown = sorted(set(funcs) - set(_RANDOM_FUNCS))
+            if unknown:
+                raise OpenError(f"{path} imports {name} functions this host cannot serve: {unknown}")
+            with root.add_instance(name) as inst:
+                for fn_name, fn_item in funcs.items():
+                    _abi.add_host_func(inst, fn_name, _RANDOM_FUNCS[fn_name], fn_item.ty)
+    linker.allow_shadowing = False
 
 
 _COMPILED: dict[tuple[str, int, int], Compiled] = {}
@@ -165,18 +205,21 @@ class Worker:
         #: Set when an import failed in a way the component cannot see (the
         #: clock): the call ends with ``storage``.
         self.failure: Optional[str] = None
-        self.pid = FORKS[0]
+        #: The fork generation this worker (and its connection) belongs to.
+        self.generation = FORKS[0]
+        #: Set when a call trapped: the instance must not be used again.
+        self.trapped = False
         self.store = Store(compiled.engine)
         wasi = WasiConfig()
         wasi.inherit_stderr()
-        # Without WASI state the first `wasi:random` call aborts the process.
+        # Without WASI state a WASI call aborts the process (wasmtime-py).
         self.store.set_wasi(wasi)
         self.context = _abi.context_address(self.store)
-        _WORKERS[self.context] = self
+        _register(self.context, self)
         try:
             self.instance = compiled.linker.instantiate(self.store, compiled.component)
         except wasmtime.WasmtimeError as e:
-            _WORKERS.pop(self.context, None)
+            _unregister(self.context)
             raise OpenError(f"instantiating the component: {e}") from e
         self._funcs: dict[str, tuple[int, _abi.FuncCodec, Any]] = {}
 
@@ -192,7 +235,7 @@ class Worker:
         return _abi.call(f[0], self.context, f[1], args)
 
     def close(self) -> None:
-        _WORKERS.pop(self.context, None)
+        _unregister(self.context)
         try:
             self.session.close()
         except Exception:  # noqa: BLE001 - closing is best effort
@@ -214,7 +257,7 @@ def _failed(worker: Worker, e: BaseException) -> Any:
 
 
 def _get(ctx: int, table: str, key: str) -> Any:
-    worker = _WORKERS[ctx]
+    worker = _WORKERS[ctx]()
     try:
         value = worker.session.get(table, key)
         return _OK if value is None else (True, value)
@@ -223,7 +266,7 @@ def _get(ctx: int, table: str, key: str) -> Any:
 
 
 def _get_many(ctx: int, keys: list[tuple[str, str]]) -> Any:
-    worker = _WORKERS[ctx]
+    worker = _WORKERS[ctx]()
     try:
         return (True, worker.session.get_many(keys))
     except Exception as e:  # noqa: BLE001
@@ -231,7 +274,7 @@ def _get_many(ctx: int, keys: list[tuple[str, str]]) -> Any:
 
 
 def _put(ctx: int, table: str, key: str, value: str) -> Any:
-    worker = _WORKERS[ctx]
+    worker = _WORKERS[ctx]()
     try:
         worker.session.put(table, key, value)
         return _OK
@@ -240,7 +283,7 @@ def _put(ctx: int, table: str, key: str, value: str) -> Any:
 
 
 def _delete(ctx: int, table: str, key: str) -> Any:
-    worker = _WORKERS[ctx]
+    worker = _WORKERS[ctx]()
     try:
         worker.session.delete(table, key)
         return _OK
@@ -249,7 +292,7 @@ def _delete(ctx: int, table: str, key: str) -> Any:
 
 
 def _scan(ctx: int, table: str, prefix: str, after: Optional[str], limit: int) -> Any:
-    worker = _WORKERS[ctx]
+    worker = _WORKERS[ctx]()
     try:
         return (True, worker.session.scan(table, prefix, after, limit))
     except Exception as e:  # noqa: BLE001
@@ -261,7 +304,7 @@ _STORE_FUNCS = {"get": _get, "get-many": _get_many, "put": _put, "delete": _dele
 
 
 def _clock_now(ctx: int) -> int:
-    worker = _WORKERS[ctx]
+    worker = _WORKERS[ctx]()
     try:
         db = worker.session.now()
         now = worker.clock.now() if db is None else db
@@ -276,3 +319,30 @@ def _clock_now(ctx: int) -> int:
         worker.failure = f"the clock reads {now!r}, not an integer below 2^53 ms"
         return 0
     return now
+
+
+# --- wasi:random, from the operating system -------------------------------
+
+
+def _random_bytes(ctx: int, n: int) -> bytes:
+    return os.urandom(n)
+
+
+def _random_u64(ctx: int) -> int:
+    return int.from_bytes(os.urandom(8), "little")
+
+
+def _random_pair(ctx: int) -> tuple[int, int]:
+    b = os.urandom(16)
+    return (int.from_bytes(b[:8], "little"), int.from_bytes(b[8:], "little"))
+
+
+# The insecure interfaces (hash-map seeds) are served from the same source:
+# it costs nothing and leaves no generator state to copy either.
+_RANDOM_FUNCS: dict[str, Callable[..., Any]] = {
+    "get-random-bytes": _random_bytes,
+    "get-random-u64": _random_u64,
+    "get-insecure-random-bytes": _random_bytes,
+    "get-insecure-random-u64": _random_u64,
+    "insecure-seed": _random_pair,
+}

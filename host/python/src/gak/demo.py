@@ -18,7 +18,7 @@ from typing import Optional, TextIO
 from .clock import ManualClock, SystemClock
 from .errors import GakError, Refused, StorageError
 from .kernel import Kernel
-from .runner import Applied, Committer, Runner
+from .runner import Applied, BodyFailed, Committer, Runner
 from .stores import open_store
 from .types import Action, Outcome, Replayed, Resolution, RetrySafety, Snapshot, Status, StepDef, TaskSeed, Uncertain
 
@@ -184,8 +184,8 @@ class _Demo:
         first_uncertain = False
         try:
             runner.run(action, failing)
-        except ConnectionResetError:
-            first_uncertain = True
+        except BodyFailed as e:
+            first_uncertain = isinstance(e.__cause__, ConnectionResetError)
         second = runner.run(action, twice)
         self.report.retry_refused = first_uncertain and isinstance(second, Uncertain)
         gate = self.kernel.sideeffect

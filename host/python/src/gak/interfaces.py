@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
-from .errors import Refused
+from .errors import Refused, StorageError
 from .types import (
     Acquired,
     Action,
@@ -88,7 +88,9 @@ def _acquired_out(w: tuple[str, Any]) -> Acquired:
         return Uncertain(payload)
     if case == "in-flight":
         return InFlight()
-    return Contended(payload)
+    if case == "contended":
+        return Contended(payload)
+    raise StorageError(f"the component answered acquire with an unknown case {case!r}")
 
 
 def _task_out(w: tuple[Any, ...]) -> Task:
@@ -203,9 +205,14 @@ class Sideeffect(_Interface):
         rolls everything back (seen fence included) and surfaces as
         ``Refused("write-failed")`` whose ``__cause__`` is the body's
         exception. ``body`` may run more than once if the store reports a
-        conflict; only the last run's writes can commit."""
-        from .kernel import Downstream
+        conflict; only the last run's writes can commit.
 
+        A store error the body meets (through ``down`` or ``down.raw``) ends
+        the call with :class:`~gak.StorageError` even if the body caught it,
+        and the body cannot end the transaction (HOSTS.md rule 12); nor may
+        it call this kernel (``invalid-input``, rule 13)."""
+        kernel = self._kernel
+        kernel._admit((resource, presented))
         failure: list[BaseException] = []
 
         def run(worker: Any) -> Any:
@@ -214,14 +221,14 @@ class Sideeffect(_Interface):
             if not ok:
                 return (False, err)
             try:
-                body(Downstream(worker))
+                kernel._run_body(worker, body)
             except Exception as e:  # noqa: BLE001 - reported as write-failed
                 failure.append(e)
                 return (False, ("write-failed", None))
             return (True, None)
 
         try:
-            self._kernel._transact(run)
+            kernel._transact(run)
         except Refused as e:
             if e.code == "write-failed" and failure:
                 raise Refused("write-failed", str(failure[0])) from failure[0]
@@ -296,6 +303,7 @@ class Retention(_Interface):
 
     def prune_dry_run(self, before: int, limit: int) -> Pruned:
         """What :meth:`prune` would remove now, without removing it."""
+        self._kernel._admit((before, limit))
         return Pruned(*self._kernel._transact(lambda w: w.call("retention#prune", before, limit), commit=False))
 
 

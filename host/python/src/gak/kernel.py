@@ -4,7 +4,7 @@ Every call checks out a worker (a component instance with its own store
 session), runs the export inside ONE store transaction, commits when it
 returns ``ok`` and rolls back when it returns ``err`` — the calling
 convention of ``wit/world.wit``. Workers are pooled: one per concurrent
-caller, not per call.
+caller, not per call, at most ``max_connections`` of them.
 """
 
 from __future__ import annotations
@@ -13,28 +13,37 @@ import os
 import random
 import threading
 import time
+import weakref
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 
 from . import _abi, _engine
+from ._fork import FORKS, GATE
+from ._pool import CONNECTION_WAIT, MAX_CONNECTIONS, WorkerPool
 from .clock import Clock, SystemClock
 from .component import find_component
 from .errors import Refused, StorageError
+from .limits import oversized
 from .stores import open_store
 from .stores.base import StoreConflict, StoreFailure
 
 T = TypeVar("T")
 
 #: How many times one call is run before store conflicts give up with
-#: ``storage``. Each re-run is a fresh decision (the component is
-#: deterministic given its reads), never a partial one.
+#: ``storage`` (HOSTS.md rule 3). Each re-run is a fresh decision (the
+#: component is deterministic given its reads), never a partial one.
 MAX_ATTEMPTS = 10
 
 
-def _backoff(attempt: int) -> None:
-    """Exponential backoff with jitter, 1 ms to ~0.5 s."""
+def backoff_delay(attempt: int) -> float:
+    """Seconds to wait after failed attempt ``attempt`` (1-based):
+    exponential with jitter, 1-2 ms after the first, at most ~0.5 s."""
     base = 1 << min(attempt, 9)
-    time.sleep((base / 2 + random.random() * base / 2) / 1000)
+    return (base / 2 + random.random() * base / 2) / 1000
+
+
+def _backoff(attempt: int) -> None:
+    time.sleep(backoff_delay(attempt))
 
 
 def refusal(err: Any) -> Exception:
@@ -45,10 +54,34 @@ def refusal(err: Any) -> Exception:
     return Refused(code, detail or "")
 
 
+class _Bodies(threading.local):
+    """The backends whose bodies (fenced sinks, ``with_downstream``) this
+    thread is running, innermost last."""
+
+    def __init__(self) -> None:
+        self.stack: list[Any] = []
+
+
+_BODIES = _Bodies()
+
+
+def _record(worker: _engine.Worker, fault: BaseException) -> None:
+    """Remember a store error met inside the call's transaction: it ends the
+    call (HOSTS.md rule 12) even if whoever met it carried on."""
+    if isinstance(fault, StoreConflict):
+        worker.conflict = True
+    elif worker.failure is None:
+        worker.failure = str(fault) or type(fault).__name__
+
+
 class Downstream:
     """The open transaction of a fenced sink's body (or of
     :meth:`Kernel.with_downstream`): everything written through it commits or
-    rolls back together with the sink's fence compare."""
+    rolls back together with the sink's fence compare.
+
+    A store error met here ends the call with ``storage`` (a conflict:
+    the whole call re-runs) even when the body catches it: the transaction
+    it happened in is not one to commit."""
 
     def __init__(self, worker: _engine.Worker) -> None:
         self._worker = worker
@@ -58,10 +91,10 @@ class Downstream:
             return op(self._worker.session)
         except StoreConflict as e:
             # The whole call (fence compare and body) is re-run.
-            self._worker.conflict = True
+            _record(self._worker, e)
             raise StorageError(f"conflict: {e}") from e
         except StoreFailure as e:
-            self._worker.failure = str(e)
+            _record(self._worker, e)
             raise StorageError(str(e)) from e
 
     def get(self, key: str) -> Optional[str]:
@@ -75,14 +108,23 @@ class Downstream:
     @property
     def raw(self) -> Any:
         """The driver handle inside the same transaction, for the body's own
-        tables: the ``sqlite3.Connection`` (SQLite), a psycopg cursor
-        (PostgreSQL), ``None`` (memory). Parameters only: never splice data
+        tables: the ``sqlite3.Connection`` (SQLite; transaction statements
+        are denied while the body runs), a cursor over the transaction
+        (PostgreSQL: ``execute`` / ``executemany`` / ``fetch*``; transaction
+        control is refused, and a statement that fails ends the call with
+        ``storage``), ``None`` (memory). Parameters only: never splice data
         into SQL."""
         return self._worker.session.raw
 
 
 class Kernel:
-    """A handle to the kernel over one store. Share it between threads."""
+    """A handle to the kernel over one store. Share it between threads.
+
+    ``max_connections`` bounds the workers (component instance plus store
+    connection) this kernel keeps; a call that finds all of them busy waits
+    up to ``connection_wait`` seconds, then raises :class:`StorageError`.
+    A kernel dropped without :meth:`close` closes its idle connections when
+    it is collected."""
 
     def __init__(
         self,
@@ -90,13 +132,29 @@ class Kernel:
         *,
         clock: Optional[Clock] = None,
         component: Union[str, os.PathLike[str], None] = None,
+        max_connections: int = MAX_CONNECTIONS,
+        connection_wait: float = CONNECTION_WAIT,
     ) -> None:
         self._compiled = _engine.compiled(find_component(component))
         self.backend = backend
         self.clock: Clock = clock if clock is not None else SystemClock()
-        self._idle: list[_engine.Worker] = []
-        self._lock = threading.Lock()
-        self._pid = _engine.FORKS[0]
+        compiled, clock_ = self._compiled, self.clock
+
+        def make() -> _engine.Worker:
+            try:
+                session = backend.session()
+            except (StoreConflict, StoreFailure) as e:
+                raise StorageError(str(e)) from e
+            try:
+                return _engine.Worker(compiled, session, clock_)
+            except BaseException:
+                session.close()
+                raise
+
+        # `make` and the pool hold no reference to this kernel, so dropping
+        # the kernel lets the finalizer close what the pool holds.
+        self._pool: WorkerPool[_engine.Worker] = WorkerPool(make, max_connections, connection_wait)
+        self._finalizer = weakref.finalize(self, self._pool.close)
 
     @classmethod
     def open(
@@ -105,23 +163,33 @@ class Kernel:
         *,
         clock: Optional[Clock] = None,
         component: Union[str, os.PathLike[str], None] = None,
+        max_connections: int = MAX_CONNECTIONS,
+        connection_wait: float = CONNECTION_WAIT,
     ) -> "Kernel":
         """A kernel on a store URL: ``memory:``, ``sqlite:PATH``,
         ``postgres://user@host:port/db?schema=NAME``. ``clock`` defaults to
         the system clock; ``component`` to the lookup of :mod:`gak.component`."""
-        return cls(open_store(url), clock=clock, component=component)
+        return cls(
+            open_store(url),
+            clock=clock,
+            component=component,
+            max_connections=max_connections,
+            connection_wait=connection_wait,
+        )
 
     @property
     def component_path(self) -> Path:
         """The component file this kernel runs."""
         return self._compiled.path
 
+    @property
+    def max_connections(self) -> int:
+        """The most workers (instance plus connection) this kernel keeps."""
+        return self._pool.max_connections
+
     def close(self) -> None:
         """Close every idle worker's connection."""
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for w in idle:
-            w.close()
+        self._pool.close()
 
     def __enter__(self) -> "Kernel":
         return self
@@ -161,25 +229,37 @@ class Kernel:
 
     # --- workers and transactions --------------------------------------
 
-    def _checkout(self) -> _engine.Worker:
-        with self._lock:
-            if self._pid != _engine.FORKS[0]:
-                # After fork: the parent's workers share its connections and
-                # its WASI random state; never use them here.
-                self._idle = []
-                self._pid = _engine.FORKS[0]
-            if self._idle:
-                return self._idle.pop()
-        try:
-            session = self.backend.session()
-        except (StoreConflict, StoreFailure) as e:
-            raise StorageError(str(e)) from e
-        return _engine.Worker(self._compiled, session, self.clock)
+    def _admit(self, args: Sequence[Any] = (), *, each: bool = True) -> None:
+        """Refuse, before a worker is checked out, a call this host cannot
+        make: one from inside a body of this kernel's store (HOSTS.md rule
+        13: it would need a second transaction while the body's holds the
+        locks — a deadlock, or a hang on the memory store's lock) and one
+        whose arguments are too large to lower (rule 16)."""
+        backend = self.backend
+        if any(b is backend for b in _BODIES.stack):
+            raise Refused(
+                "invalid-input", "a call from inside a body into the same kernel (it would wait for itself)"
+            )
+        if args:
+            why = oversized(args, each)
+            if why is not None:
+                raise Refused("invalid-input", why)
 
-    def _checkin(self, worker: _engine.Worker) -> None:
-        if worker.pid == _engine.FORKS[0]:
-            with self._lock:
-                self._idle.append(worker)
+    def _run_body(self, worker: _engine.Worker, body: Callable[[Downstream], T]) -> T:
+        """Run caller code inside the call's open transaction: the session
+        lends its driver handle (guarded: no transaction control) and takes
+        it back; a store error met meanwhile ends the call."""
+        session = worker.session
+        stack = _BODIES.stack
+        session.lend()
+        stack.append(self.backend)
+        try:
+            return body(Downstream(worker))
+        finally:
+            stack.pop()
+            fault = session.reclaim()
+            if fault is not None:
+                _record(worker, fault)
 
     def _transact(self, call: Callable[[_engine.Worker], Any], *, commit: bool = True) -> Any:
         """Run ``call`` (export calls on a worker, returning the WIT result
@@ -187,98 +267,129 @@ class Kernel:
         conflicts. ``call`` MUST be re-runnable: each attempt starts in a
         fresh transaction after the previous one was rolled back.
         ``commit=False`` ends a successful call with a rollback (a dry run)."""
-        worker = self._checkout()
+        self._admit()
+        GATE.enter()
+        try:
+            worker = self._pool.checkout()
+            try:
+                return self._attempts(worker, call, commit)
+            finally:
+                self._return(worker)
+        finally:
+            GATE.exit()
+
+    def _return(self, worker: _engine.Worker) -> None:
+        # A trap leaves the instance unusable (HOSTS.md rule 6): a fresh one
+        # is made for a later call.
+        if worker.trapped:
+            self._pool.discard(worker)
+        else:
+            self._pool.checkin(worker)
+
+    def _attempts(self, worker: _engine.Worker, call: Callable[[_engine.Worker], Any], commit: bool) -> Any:
         session = worker.session
         attempt = 0
-        try:
-            while True:
-                attempt += 1
-                retry = attempt < MAX_ATTEMPTS
-                worker.conflict = False
-                worker.failure = None
-                try:
-                    session.begin()
-                except StoreConflict as e:
-                    if retry:
-                        _backoff(attempt)
-                        continue
-                    raise StorageError(f"store conflicts persisted: {e}") from e
-                except StoreFailure as e:
-                    raise StorageError(str(e)) from e
-                try:
-                    ok, value = call(worker)
-                except _abi.Trap as e:
-                    session.rollback()
-                    worker.close()
-                    worker = None  # type: ignore[assignment]
-                    raise StorageError(f"component trapped: {e}") from e
-                except _abi.ArgError as e:
-                    session.rollback()
-                    raise Refused("invalid-input", str(e)) from None
-                except BaseException:
-                    session.rollback()
-                    if worker.conflict and retry:
-                        _backoff(attempt)
-                        continue
-                    raise
-                if worker.conflict and retry:
-                    session.rollback()
+        while True:
+            attempt += 1
+            retry = attempt < MAX_ATTEMPTS
+            worker.conflict = False
+            worker.failure = None
+            try:
+                session.begin()
+            except StoreConflict as e:
+                # Nothing began: no rollback follows (HOSTS.md rule 3).
+                if retry:
                     _backoff(attempt)
                     continue
-                if worker.failure is not None or worker.conflict:
-                    session.rollback()
-                    raise StorageError(worker.failure or "store conflicts persisted")
-                if not ok:
-                    session.rollback()
-                    raise refusal(value)
-                if not commit:
-                    session.rollback()
-                    return value
-                try:
-                    session.commit()
-                except StoreConflict:
-                    # Refused at commit: not applied, so re-running is safe.
-                    if retry:
-                        _backoff(attempt)
-                        continue
-                    raise StorageError("store conflicts persisted") from None
-                except StoreFailure as e:
-                    # May have reached the database (an ambiguous commit):
-                    # never re-run; the contract's rules decide what later
-                    # calls see.
-                    raise StorageError(f"commit failed: {e}") from e
+                raise StorageError(f"store conflicts persisted: {e}") from e
+            except StoreFailure as e:
+                raise StorageError(str(e)) from e
+            try:
+                ok, value = call(worker)
+            except _abi.Trap as e:
+                session.rollback()
+                worker.trapped = True
+                raise StorageError(f"component trapped: {e}") from e
+            except _abi.ArgError as e:
+                session.rollback()
+                raise Refused("invalid-input", str(e)) from None
+            except BaseException:
+                if worker.generation != FORKS[0]:
+                    raise  # a child forked inside this call: the parent's transaction
+                session.rollback()
+                if worker.conflict and retry:
+                    _backoff(attempt)
+                    continue
+                raise
+            if worker.generation != FORKS[0]:
+                # A body forked and this is the child: the transaction, its
+                # connection and its locks are the parent's to end.
+                raise StorageError("the process forked inside a call; the child does not end the parent's transaction")
+            if worker.conflict and retry:
+                # Whatever the component answered after a conflict is
+                # discarded: roll back and decide afresh.
+                session.rollback()
+                _backoff(attempt)
+                continue
+            if worker.failure is not None or worker.conflict:
+                session.rollback()
+                raise StorageError(worker.failure or "store conflicts persisted")
+            if not ok:
+                session.rollback()
+                raise refusal(value)
+            if not commit:
+                session.rollback()
                 return value
-        finally:
-            if worker is not None:
-                self._checkin(worker)
+            try:
+                session.commit()
+            except StoreConflict:
+                # Refused at commit: not applied, so re-running is safe.
+                if retry:
+                    _backoff(attempt)
+                    continue
+                raise StorageError("store conflicts persisted") from None
+            except StoreFailure as e:
+                # May have reached the database (an ambiguous commit): never
+                # re-run; the contract's rules decide what later calls see.
+                raise StorageError(f"commit failed: {e}") from e
+            return value
 
     def _call(self, name: str, *args: Any) -> Any:
+        self._admit(args)
         return self._transact(lambda w: w.call(name, *args))
 
     def _pure(self, name: str, *args: Any) -> Any:
         """Call an export that MUST NOT touch the store, without a transaction
-        (should it touch the store anyway, the binding refuses: ``storage``)."""
-        worker = self._checkout()
+        (should it touch the store anyway, the binding refuses: ``storage``).
+        Only the total size is bounded here: the one pure export,
+        ``build-plan``, judges each step id itself (``invalid-plan``)."""
+        self._admit(args, each=False)
+        GATE.enter()
         try:
-            ok, value = worker.call(name, *args)
-        except _abi.Trap as e:
-            worker.close()
-            raise StorageError(f"component trapped: {e}") from e
-        except _abi.ArgError as e:
-            self._checkin(worker)
-            raise Refused("invalid-input", str(e)) from None
-        self._checkin(worker)
+            worker = self._pool.checkout()
+            try:
+                ok, value = worker.call(name, *args)
+            except _abi.Trap as e:
+                worker.trapped = True
+                raise StorageError(f"component trapped: {e}") from e
+            except _abi.ArgError as e:
+                raise Refused("invalid-input", str(e)) from None
+            finally:
+                self._return(worker)
+        finally:
+            GATE.exit()
         if not ok:
             raise refusal(value)
         return value
 
     def with_downstream(self, body: Callable[[Downstream], T]) -> T:
         """Run ``body`` in a transaction of its own on the binding's
-        ``downstream`` table (for reading or seeding a sink's data)."""
+        ``downstream`` table (for reading or seeding a sink's data). The
+        body must not call this kernel (``invalid-input``)."""
         box: list[Any] = []
 
         def run(worker: _engine.Worker) -> Any:
-            box[:] = [body(Downstream(worker))]
+            box[:] = [self._run_body(worker, body)]
             return (True, None)
 
         self._transact(run)

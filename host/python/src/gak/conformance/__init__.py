@@ -20,6 +20,7 @@ from ..errors import OpenError
 from ..kernel import Kernel
 from ..stores.memory import MemoryBackend
 from ..stores.sqlite import SqliteBackend
+from ..stores.urls import shown
 from . import calls
 from .vectors import Malformed, parse_file, run_scenario
 
@@ -75,7 +76,7 @@ class Target:
 
             self._pg = PostgresBackend(url, create=False)
         elif not (url in ("memory", "memory:") or url.startswith("sqlite:")):
-            raise OpenError(f"unknown store {url!r}")
+            raise OpenError(f"unknown store {shown(url)!r}")
 
     def close(self) -> None:
         for c in self._cleanup:

@@ -8,11 +8,24 @@ from ..errors import OpenError
 from .base import TABLES, Backend, Session, StoreConflict, StoreFailure
 from .memory import MemoryBackend
 from .sqlite import SqliteBackend
+from .urls import scrub, shown
 
 
 def open_store(url: str) -> Any:
     """A backend from a store URL: ``memory:``; ``sqlite:PATH`` (or a bare path
-    ending in ``.db`` / ``.sqlite``); ``postgres://user@host:port/db?schema=NAME``."""
+    ending in ``.db`` / ``.sqlite``); ``postgres://user@host:port/db?schema=NAME``.
+
+    Every failure is an :class:`OpenError` whose message never holds the
+    URL's password (HOSTS.md rule 14)."""
+    try:
+        return _open(url)
+    except OpenError as e:
+        raise OpenError(scrub(str(e), url)) from None
+    except (StoreConflict, StoreFailure) as e:
+        raise OpenError(f"cannot open {shown(url)}: {scrub(str(e), url)}") from None
+
+
+def _open(url: str) -> Any:
     if url.startswith(("postgres://", "postgresql://")):
         from .postgres import PostgresBackend  # psycopg is only needed here
 
@@ -23,7 +36,7 @@ def open_store(url: str) -> Any:
         return SqliteBackend(url[len("sqlite:") :])
     if url.endswith((".db", ".sqlite")):
         return SqliteBackend(url)
-    raise OpenError(f"unknown store {url!r} (expected memory:, sqlite:PATH or postgres://…)")
+    raise OpenError(f"unknown store {shown(url)!r} (expected memory:, sqlite:PATH or postgres://…)")
 
 
 __all__ = [

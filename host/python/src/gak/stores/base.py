@@ -101,10 +101,23 @@ class Session(Protocol):
     def close(self) -> None:
         """Release the connection."""
 
+    def lend(self) -> None:
+        """A body (caller code) is about to run inside the open transaction:
+        from now on :attr:`raw` refuses transaction control (``BEGIN``,
+        ``COMMIT``, ``ROLLBACK``, ``SAVEPOINT``, ``RELEASE``, ``END``,
+        ``ABORT``, ``PREPARE TRANSACTION``) with an error the body sees."""
+
+    def reclaim(self) -> Optional[Exception]:
+        """The body returned (or raised). A :class:`StoreConflict` /
+        :class:`StoreFailure` when the body met a store error through
+        :attr:`raw` — even one it caught — or the transaction is no longer
+        open and healthy; ``None`` when the call may go on."""
+
     @property
     def raw(self) -> Any:
-        """The open transaction's driver handle (``sqlite3.Connection`` or
-        psycopg cursor) for a fenced sink body's own tables, else ``None``."""
+        """The open transaction's driver handle (``sqlite3.Connection`` or a
+        guarded psycopg cursor) for a fenced sink body's own tables, else
+        ``None``."""
 
 
 class Backend(Protocol):

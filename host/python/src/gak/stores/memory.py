@@ -192,6 +192,12 @@ class MemorySession:
     def close(self) -> None:
         self.rollback()
 
+    def lend(self) -> None:
+        pass
+
+    def reclaim(self) -> Optional[Exception]:
+        return None
+
     @property
     def raw(self) -> Any:
         return None

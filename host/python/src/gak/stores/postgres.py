@@ -23,9 +23,12 @@ from urllib.parse import parse_qsl, urlencode
 
 import psycopg
 from psycopg import errors as pgerr
+from psycopg.pq import TransactionStatus
 
 from ..errors import OpenError
 from .base import TABLES, StoreConflict, StoreFailure, checked_table, prefix_end
+from .pg_body import BodyCursor
+from .urls import scrub, shown
 
 #: How long connecting may take before the binding gives up (seconds).
 CONNECT_TIMEOUT = 5
@@ -65,6 +68,16 @@ class PostgresBackend:
     ``postgres://user@host:port/db?schema=NAME[&clock=db]``."""
 
     def __init__(self, url: str, *, create: bool = True) -> None:
+        try:
+            self._parse(url)
+            if create:
+                self.ensure_schema()
+        except OpenError as e:
+            # Messages name the server, never the password (HOSTS.md rule 14).
+            raise OpenError(scrub(str(e), url)) from None
+
+    def _parse(self, url: str) -> None:
+        self._url = url
         base, _, query = url.partition("?")
         self.schema = "gak"
         self.database_clock = False
@@ -90,8 +103,6 @@ class PostgresBackend:
         self._base = base
         self._last_now = 0
         self._now_lock = threading.Lock()
-        if create:
-            self.ensure_schema()
 
     def with_schema(self, schema: str) -> "PostgresBackend":
         """The same database, another schema (not created)."""
@@ -109,7 +120,7 @@ class PostgresBackend:
             return psycopg.connect(self.dsn, autocommit=True)
         except psycopg.Error as e:
             host = self._base.split("@")[-1]
-            raise StoreFailure(f"cannot connect to PostgreSQL at {host}: {e}") from e
+            raise StoreFailure(f"cannot connect to PostgreSQL at {host}: {scrub(str(e), self._url)}") from None
 
     def _admin(self, sql: str) -> None:
         conn = self.connect()
@@ -144,7 +155,9 @@ class PostgresBackend:
         return PostgresSession(self)
 
     def describe(self) -> str:
-        return f"postgres://{self._base.split('@')[-1]} (schema {self.schema})"
+        # The password goes first (it may hold '?' or '@'), then the query.
+        scheme, _, rest = shown(self._url).partition("?")[0].partition("://")
+        return f"{scheme}://{rest.rpartition('@')[2]} (schema {self.schema})"
 
     def close(self) -> None:
         pass
@@ -162,6 +175,12 @@ class PostgresSession:
         self._backend = backend
         self._conn: Optional[psycopg.Connection[Any]] = None
         self._open = False
+        #: Which body holds the lent cursor (0: none); bumped when it returns,
+        #: so a cursor a body kept refuses to run later.
+        self._lease = 0
+        self._leases = 0
+        #: The first store error a body met through its cursor.
+        self._body_fault: Optional[Exception] = None
         s = backend.schema
         self._get = {t: f'SELECT value::text FROM "{s}"."{t}" WHERE key = %s' for t in TABLES}
         self._put = {
@@ -261,12 +280,23 @@ class PostgresSession:
 
     def commit(self) -> None:
         conn = self._cursor()
+        status = conn.info.transaction_status
+        if status == TransactionStatus.INERROR:
+            # A statement failed: PostgreSQL would answer COMMIT with
+            # ROLLBACK, not an error. Nothing is committed; say so.
+            self.rollback()
+            raise StoreFailure("a statement of the transaction failed; it was rolled back, nothing committed")
+        if status != TransactionStatus.INTRANS:
+            self._open = False
+            raise StoreFailure(f"no transaction to commit (connection {status.name}): it was ended inside the call")
         try:
-            conn.execute("COMMIT")
+            done = conn.execute("COMMIT").statusmessage
         except psycopg.Error as e:
             raise self._check(e) from e
         finally:
             self._open = False
+        if done != "COMMIT":
+            raise StoreFailure(f"COMMIT answered {done!r}: nothing was committed")
 
     def rollback(self) -> None:
         if self._open:
@@ -293,7 +323,42 @@ class PostgresSession:
             self._conn.close()
             self._conn = None
 
+    def lend(self) -> None:
+        self._leases += 1
+        self._lease = self._leases
+        self._body_fault = None
+
+    def reclaim(self) -> Optional[Exception]:
+        self._lease = 0
+        fault, self._body_fault = self._body_fault, None
+        if fault is not None:
+            return fault
+        if not self._open or self._conn is None:
+            return StoreFailure("the connection was lost while the body ran")
+        status = self._conn.info.transaction_status
+        if status == TransactionStatus.INERROR:
+            return StoreFailure("a statement failed while the body ran; the transaction is aborted")
+        if status != TransactionStatus.INTRANS:
+            return StoreFailure(f"the transaction ended while the body ran (connection {status.name})")
+        return None
+
+    def _body_failed(self, e: psycopg.Error) -> None:
+        fault = self._check(e)
+        if self._body_fault is None:
+            self._body_fault = fault
+
+    def _body_check(self) -> None:
+        # Belt and braces behind the keyword check: a statement that left
+        # the transaction (a procedure, a function) is a failure as well.
+        conn = self._conn
+        status = conn.info.transaction_status if conn is not None else None
+        if status != TransactionStatus.INTRANS and self._body_fault is None:
+            self._body_fault = StoreFailure(f"a body's statement left the transaction ({status})")
+
     @property
     def raw(self) -> Any:
-        """A cursor of the open transaction (parameters only: never splice data into SQL)."""
-        return self._conn.cursor() if self._open and self._conn is not None else None
+        """A guarded cursor over the open transaction (:class:`BodyCursor`;
+        parameters only: never splice data into SQL)."""
+        if not self._open or self._conn is None or not self._lease:
+            return None
+        return BodyCursor(self, self._conn.cursor(), self._lease)

@@ -9,6 +9,13 @@ upgrade; one would fail late with SQLITE_BUSY mid-decision.)
 Tables are ``gak_<name>(key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)
 WITHOUT ROWID`` holding JSON, exactly as ``host/rust/src/store/sqlite.rs``
 creates them, so a Rust and a Python host can share one file.
+
+A fenced sink's body gets a guarded wrapper of the connection (``down.raw``,
+:mod:`.sqlite_body`, HOSTS.md rule 12).
+
+After ``fork()`` the child closes every connection it inherited (SQLite keeps
+one lock table per process and file; a child that inherits "a connection of
+this process holds the write lock" can never write) and opens its own.
 """
 
 from __future__ import annotations
@@ -17,10 +24,13 @@ import os
 import random
 import sqlite3
 import time
+import weakref
 from typing import Any, Optional, Sequence
 
+from .._fork import GATE, QUIET
 from ..errors import OpenError
 from .base import TABLES, StoreConflict, StoreFailure, checked_table, prefix_end
+from .sqlite_body import LentConnection, is_refusal
 
 #: How long one ``BEGIN IMMEDIATE`` waits for another writer (seconds) before
 #: the binding reports a conflict (the kernel then retries with backoff).
@@ -82,6 +92,7 @@ class SqliteBackend:
             raise OpenError("empty sqlite path")
         self.path = path
         parent = os.path.dirname(path)
+        GATE.enter()  # a fork waits for this connection to close
         try:
             if parent:
                 os.makedirs(parent, exist_ok=True)
@@ -96,6 +107,8 @@ class SqliteBackend:
                 conn.close()
         except (OSError, sqlite3.Error) as e:
             raise OpenError(f"cannot open sqlite:{path}: {e}") from e
+        finally:
+            GATE.exit()
 
     def _connect(self) -> sqlite3.Connection:
         # isolation_level=None: the module issues no BEGIN/COMMIT of its own;
@@ -131,12 +144,56 @@ _PUT = {
 _DELETE = {t: f"DELETE FROM gak_{t} WHERE key = ?" for t in TABLES}
 
 
+def _deny_transaction_control(action: int, *_: Any) -> int:
+    # BEGIN / COMMIT / ROLLBACK / END are SQLITE_TRANSACTION; SAVEPOINT and
+    # RELEASE (and ROLLBACK TO) are SQLITE_SAVEPOINT.
+    if action == sqlite3.SQLITE_TRANSACTION or action == sqlite3.SQLITE_SAVEPOINT:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+#: Every session of the process, so a forked child can close what it inherited.
+_SESSIONS: "weakref.WeakSet[SqliteSession]" = weakref.WeakSet()
+
+
+def _close_inherited() -> None:
+    # In a forked child, before anything else runs. The fork waited for
+    # every other thread's kernel call to end (gak._fork.GATE), so no thread
+    # was inside SQLite; closing the copies releases the process-wide lock
+    # table they share with any connection the child opens next. (A
+    # transaction still open — a fork from inside a body — is rolled back in
+    # the child's copy only; the parent's connection is untouched.) If the
+    # wait timed out, a session with an open transaction may have been
+    # mid-statement, its mutex held: closing it would hang the child.
+    quiet = QUIET[0]
+    for session in list(_SESSIONS):
+        if quiet or not session._open:
+            session._abandon()
+
+
+os.register_at_fork(after_in_child=_close_inherited)
+
+
 class SqliteSession:
     """One connection; one ``BEGIN IMMEDIATE`` transaction at a time."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
         self._open = False
+        #: Which body holds the lent connection (0: none); bumped per body,
+        #: so a handle a body kept refuses to run later.
+        self._lease = 0
+        self._leases = 0
+        #: The first database error a body's statement met.
+        self._body_fault: Optional[Exception] = None
+        _SESSIONS.add(self)
+
+    def _abandon(self) -> None:
+        self._open = False
+        try:
+            self._conn.close()
+        except sqlite3.Error:
+            pass
 
     def _in_tx(self) -> sqlite3.Connection:
         if not self._open:
@@ -229,6 +286,40 @@ class SqliteSession:
         self.rollback()
         self._conn.close()
 
+    def lend(self) -> None:
+        # Setting an authorizer expires the prepared statements: the cached
+        # ones are prepared again (and authorized) on their next use.
+        self._conn.set_authorizer(_deny_transaction_control)
+        self._leases += 1
+        self._lease = self._leases
+        self._body_fault = None
+
+    def reclaim(self) -> Optional[Exception]:
+        self._lease = 0
+        fault, self._body_fault = self._body_fault, None
+        try:
+            self._conn.set_authorizer(None)
+            still_open = self._conn.in_transaction
+        except sqlite3.Error as e:
+            return StoreFailure(f"taking the connection back from the body: {e}")
+        if fault is not None:
+            return fault
+        if not still_open:
+            # SQLite itself ends a transaction on some errors (disk full, I/O).
+            return StoreFailure("the transaction ended while the body ran; nothing it did is committed")
+        return None
+
+    def _body_failed(self, e: sqlite3.Error) -> None:
+        # Database errors only: the authorizer's refusal changes nothing, and
+        # misuse (a wrong parameter count) never reached the database.
+        if is_refusal(e) or getattr(e, "sqlite_errorcode", None) is None:
+            return
+        if self._body_fault is None:
+            self._body_fault = _fault(e)
+
     @property
     def raw(self) -> Any:
-        return self._conn if self._open else None
+        """The body's guarded connection (:class:`LentConnection`), while a body runs."""
+        if not (self._open and self._lease):
+            return None
+        return LentConnection(self, self._conn, self._lease)

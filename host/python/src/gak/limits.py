@@ -1,0 +1,81 @@
+"""Sizes checked before anything is lowered into the component (HOSTS.md
+rule 16).
+
+Lowering costs 32 host bytes per byte of a ``list<u8>`` (one C value per
+element) and time in proportion: a 48 MiB result took 13.7 s and ~4 GiB
+before the component refused it. No contract value is longer than 1 MiB (ids
+256 bytes, reasons 4 KiB, results 1 MiB) and no list longer than 10,000
+items, so a call carrying more is refused with ``invalid-input`` here,
+before a worker is checked out or a transaction opens. Everything within
+these bounds is the component's to judge.
+
+``checkpoint.build-plan`` is the exception: it is pure, and SPEC 8 makes
+every step-id problem (an overlong id included) ``invalid-plan``, so for it
+only the 64 MiB total is the host's to bound (``each=False``).
+
+The same walk refuses what the host language cannot send (rule 9): an int
+outside ``0 … 2**64 - 1`` and text that is not Unicode (lone surrogates).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+#: The longest string or byte argument (bytes; strings count UTF-8 bytes).
+MAX_VALUE = 1 << 20
+#: The most items in one list argument.
+MAX_ITEMS = 10_000
+#: The most bytes of strings and bytes in one call, all arguments together.
+MAX_TOTAL = 64 << 20
+
+_U64 = 1 << 64
+
+
+def oversized(args: Sequence[Any], each: bool = True) -> Optional[str]:
+    """Why ``args`` (wire-form arguments: str, bytes, int, bool, None,
+    tuples for records, lists) cannot be sent, or ``None``. ``each=False``
+    bounds only the total, not each value and list."""
+    value = MAX_VALUE if each else MAX_TOTAL
+    items = MAX_ITEMS if each else 1 << 62
+    total = 0
+    stack = list(args)
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t is str:
+            n = len(v)
+            if n > value:  # at least as many bytes as characters
+                return f"a string of {n} characters is longer than {value} bytes"
+            if not v.isascii():  # O(1) for CPython's compact strings
+                try:
+                    n = len(v.encode("utf-8"))
+                except UnicodeEncodeError as e:
+                    return f"not valid Unicode text: {e.reason}"
+                if n > value:
+                    return f"a string of {n} UTF-8 bytes is longer than {value} bytes"
+            total += n
+        elif t is bytes or t is bytearray or t is memoryview:
+            n = len(v)
+            if n > value:
+                return f"a byte string of {n} bytes is longer than {value} bytes"
+            total += n
+        elif t is int:
+            if not 0 <= v < _U64:
+                return f"{v} is out of range for u64"
+            continue
+        elif t is list:
+            if len(v) > items:
+                return f"a list of {len(v)} items is longer than {items}"
+            stack.extend(v)
+            continue
+        elif t is tuple:
+            stack.extend(v)
+            continue
+        elif isinstance(v, (str, int)) and t is not bool:
+            stack.append(str(v) if isinstance(v, str) else int(v))  # subclasses (enums): as the base
+            continue
+        else:
+            continue  # bool, None: nothing to measure
+        if total > MAX_TOTAL:
+            return f"the call's strings and bytes exceed {MAX_TOTAL} bytes"
+    return None
