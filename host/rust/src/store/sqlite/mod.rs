@@ -250,7 +250,11 @@ impl LentSqlite<'_> {
     ///
     /// # Errors
     /// SQLite's error (which also ends the call with `storage`).
-    pub fn execute<P: rusqlite::Params>(&mut self, sql: &str, params: P) -> rusqlite::Result<usize> {
+    pub fn execute<P: rusqlite::Params>(
+        &mut self,
+        sql: &str,
+        params: P,
+    ) -> rusqlite::Result<usize> {
         let r = self.conn.execute(sql, params);
         self.track(r)
     }
