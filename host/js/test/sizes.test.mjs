@@ -66,7 +66,8 @@ test('a string or bytes argument over 1 MiB is refused before lowering; 1 MiB is
   // 349,526 three-byte characters: under 1 Mi UTF-16 units, over 1 MiB of UTF-8.
   refusedBeforeLowering(w, () => kernel.sideeffect.markUncertain(action, lease, '€'.repeat(349_526)), 'UTF-8 length');
   refusedBeforeLowering(w, () => kernel.taskboard.get('t'.repeat(2 * MiB)), 'an id');
-  refusedBeforeLowering(w, () => kernel.checkpoint.buildPlan([{ id: 's'.repeat(MiB + 1) }]), 'a pure call');
+  // build-plan is pure and an overlong step id is its invalid-plan (SPEC 8).
+  reachesTheComponent(w, () => kernel.checkpoint.buildPlan([{ id: 's'.repeat(MiB + 1) }]), 'a step id (pure)');
   reachesTheComponent(w, () => kernel.sideeffect.markUncertain(action, lease, '€'.repeat(349_525)), '1 MiB - 1 of UTF-8');
   reachesTheComponent(w, () => kernel.sideeffect.complete(action, lease, new Uint8Array(MiB)), 'exactly 1 MiB');
 });
@@ -77,7 +78,7 @@ test('a list over 10,000 items is refused before lowering; 10,000 is the compone
   const tasks = (n) => Array.from({ length: n }, (_, i) => ({ id: `t${i}` }));
   refusedBeforeLowering(w, () => kernel.taskboard.seed(tasks(10_001)), 'tasks');
   refusedBeforeLowering(w, () => kernel.taskboard.seed([{ id: 'a', deps: Array(10_001).fill('b') }]), 'deps');
-  refusedBeforeLowering(w, () => kernel.checkpoint.buildPlan(tasks(10_001)), 'steps (pure)');
+  reachesTheComponent(w, () => kernel.checkpoint.buildPlan(tasks(10_001)), 'steps (pure: the component judges)');
   refusedBeforeLowering(
     w,
     () => kernel.checkpoint.saveIfNewer({ runId: 'r', seq: 1n, status: 's', done: Array(10_001).fill('d'), fields: [] }),
@@ -92,5 +93,7 @@ test('more than 64 MiB of strings and bytes in one call is refused before loweri
   const title = 't'.repeat(MiB); // each within the 1 MiB bound
   const seeds = (n) => Array.from({ length: n }, (_, i) => ({ id: `t${i}`, title }));
   refusedBeforeLowering(w, () => kernel.taskboard.seed(seeds(65)), '65 MiB');
+  // build-plan bounds only the total: 65 steps of 1 MiB ids are refused here.
+  refusedBeforeLowering(w, () => kernel.checkpoint.buildPlan(seeds(65).map((s, i) => ({ id: `${i}${title}` }))), '65 MiB of step ids');
   reachesTheComponent(w, () => kernel.taskboard.seed(seeds(63)), '63 MiB');
 });
