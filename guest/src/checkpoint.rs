@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::format::V;
-use crate::txn::{load, store};
-use crate::{Error, Snapshot, Table, Txn, commitgate, input};
+use crate::txn::{decode, load, read_many, store};
+use crate::{Error, Snapshot, Table, Txn, input};
 
 /// A snapshot as stored: `fields` as a JSON object (keys sorted).
 #[derive(Serialize, Deserialize)]
@@ -50,6 +50,11 @@ fn load_record(tx: &mut impl Txn, run_id: &str) -> Result<Option<Record>, Error>
     load(tx, Table::Snapshots, run_id)
 }
 
+/// The owner fence of a stored snapshot.
+pub(crate) fn stored_fence(value: &str) -> Result<Option<u64>, Error> {
+    Ok(decode::<Record>(Table::Snapshots, value)?.fence)
+}
+
 /// Write `snap` only if it is newer than what is persisted.
 ///
 /// Checks, in order: `invalid-input`, `terminal`, `fence-stale`, `stale-seq`.
@@ -58,10 +63,23 @@ fn load_record(tx: &mut impl Txn, run_id: &str) -> Result<Option<Record>, Error>
 /// takeover generation.
 pub fn save_if_newer(tx: &mut impl Txn, snap: &Snapshot) -> Result<(), Error> {
     validate(snap)?;
-    if commitgate::run_is_terminal(tx, &snap.run_id)? {
+    // One read: the run's terminal outcome and its snapshot.
+    let run_outcome = crate::keys::outcome(&snap.run_id, None);
+    let found = read_many(
+        tx,
+        &[
+            (Table::Outcomes, run_outcome.as_str()),
+            (Table::Snapshots, snap.run_id.as_str()),
+        ],
+    )?;
+    if found[0].is_some() {
         return Err(Error::Terminal);
     }
-    if let Some(current) = load_record(tx, &snap.run_id)? {
+    let current = found[1]
+        .as_deref()
+        .map(|v| decode::<Record>(Table::Snapshots, v))
+        .transpose()?;
+    if let Some(current) = current {
         if snap.fence.unwrap_or(0) < current.fence.unwrap_or(0) {
             return Err(Error::FenceStale);
         }
@@ -84,11 +102,6 @@ pub fn load_snapshot(tx: &mut impl Txn, run_id: &str) -> Result<Snapshot, Error>
     load_record(tx, run_id)?
         .map(Record::snapshot)
         .ok_or(Error::NotFound)
-}
-
-/// The snapshot's fence, if the run has a persisted snapshot.
-pub(crate) fn persisted_fence(tx: &mut impl Txn, run_id: &str) -> Result<Option<u64>, Error> {
-    Ok(load_record(tx, run_id)?.and_then(|s| s.fence))
 }
 
 fn validate(snap: &Snapshot) -> Result<(), Error> {

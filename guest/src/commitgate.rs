@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::format::V;
 use crate::keys::{self, outcome as key};
-use crate::txn::{load, mark, store};
+use crate::txn::{decode, load, mark, read_many, store};
 use crate::{Error, Outcome, Status, Table, Txn, checkpoint, input};
 
 /// What the outcomes table holds: the outcome plus its address, so an
@@ -43,23 +43,42 @@ pub fn commit(
     validate(run_id, step)?;
     input::number("fence", fence)?;
     input::payload("result", &outcome.result)?;
+    // One read for everything the decision rests on: the snapshot (its
+    // fence), the run's terminal outcome and this outcome.
+    let key = key(run_id, step);
+    let run_key = keys::outcome(run_id, None);
+    let mut found = read_many(
+        tx,
+        &[
+            (Table::Snapshots, run_id),
+            (Table::Outcomes, run_key.as_str()),
+            (Table::Outcomes, key.as_str()),
+        ],
+    )?;
+    let (snapshot, run_outcome, this) = (found[0].take(), found[1].take(), found[2].take());
     // A zombie owner (lower takeover generation than the snapshot's writer)
     // must not decide the run's fate.
-    if checkpoint::persisted_fence(tx, run_id)?.is_some_and(|persisted| fence < persisted) {
+    let persisted = snapshot
+        .map(|v| checkpoint::stored_fence(&v))
+        .transpose()?
+        .flatten();
+    if persisted.is_some_and(|persisted| fence < persisted) {
         return Err(Error::FenceStale);
     }
-    if step.is_some() && run_is_terminal(tx, run_id)? {
+    if step.is_some() && run_outcome.is_some() {
         return Err(Error::Terminal);
     }
-    let key = key(run_id, step);
-    if let Some(first) = load::<Record>(tx, Table::Outcomes, &key)? {
+    if let Some(first) = this
+        .map(|v| decode::<Record>(Table::Outcomes, &v))
+        .transpose()?
+    {
         return if first.outcome() == *outcome {
             Ok(first.outcome())
         } else {
             Err(Error::AlreadyCommitted)
         };
     }
-    let now = tx.now();
+    let now = tx.now()?;
     let record = Record {
         v: V,
         run_id: run_id.to_owned(),
@@ -81,11 +100,6 @@ pub fn read(tx: &mut impl Txn, run_id: &str, step: Option<&str>) -> Result<Outco
     load::<Record>(tx, Table::Outcomes, &key(run_id, step))?
         .map(|r| r.outcome())
         .ok_or(Error::NotFound)
-}
-
-/// Has the run's terminal outcome been committed?
-pub(crate) fn run_is_terminal(tx: &mut impl Txn, run_id: &str) -> Result<bool, Error> {
-    Ok(tx.get(Table::Outcomes, &key(run_id, None))?.is_some())
 }
 
 fn validate(run_id: &str, step: Option<&str>) -> Result<(), Error> {

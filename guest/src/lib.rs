@@ -15,6 +15,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod buffer;
 pub mod checkpoint;
 pub mod commitgate;
 mod error;

@@ -1,8 +1,12 @@
 //! An in-memory [`Txn`] for unit tests and examples: no isolation, no
 //! rollback, a settable clock and a deterministic token source. Behind the
 //! `testing` feature: no production build can mint counter tokens.
+//!
+//! It is a [`Store`] too, so the rules can run through [`crate::buffer::Buffered`]
+//! as the component runs them.
 use std::collections::BTreeMap;
 
+use crate::buffer::{Answers, Change, Reads, Store};
 use crate::{StoreFault, Table, Txn};
 
 /// A map, a clock and a counter standing in for a store.
@@ -48,13 +52,49 @@ impl Txn for MemTxn {
             .map(|((_, k), v)| (k.clone(), v.clone()))
             .collect())
     }
-    fn now(&mut self) -> u64 {
-        self.clock
+    fn now(&mut self) -> Result<u64, StoreFault> {
+        Ok(self.clock)
     }
-    fn random128(&mut self) -> u128 {
+    fn random128(&mut self) -> Result<u128, StoreFault> {
         self.counter += 1;
         // spread the bits so tokens look like tokens
-        self.counter
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)
+        Ok(self
+            .counter
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835))
+    }
+}
+
+impl Store for MemTxn {
+    fn read(&mut self, reads: Reads) -> Result<Answers, StoreFault> {
+        let values = reads
+            .keys
+            .iter()
+            .map(|(t, k)| Txn::get(self, *t, k))
+            .collect::<Result<_, _>>()?;
+        let pages = reads
+            .ranges
+            .iter()
+            .map(|r| Txn::scan(self, r.table, &r.prefix, r.after.as_deref(), r.limit))
+            .collect::<Result<_, _>>()?;
+        let mut entropy = Vec::with_capacity(usize::from(reads.entropy) + 15);
+        while entropy.len() < usize::from(reads.entropy) {
+            entropy.extend_from_slice(&Txn::random128(self)?.to_le_bytes());
+        }
+        entropy.truncate(usize::from(reads.entropy));
+        Ok(Answers {
+            values,
+            pages,
+            now: reads.clock.then_some(self.clock),
+            entropy,
+        })
+    }
+    fn write(&mut self, changes: Vec<Change>) -> Result<(), StoreFault> {
+        for c in changes {
+            match c.value {
+                Some(v) => Txn::put(self, c.table, &c.key, &v)?,
+                None => Txn::delete(self, c.table, &c.key)?,
+            }
+        }
+        Ok(())
     }
 }

@@ -109,10 +109,11 @@ pub trait Txn {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<(String, String)>, StoreFault>;
-    /// Milliseconds since the Unix epoch, judged by the store side's clock.
-    fn now(&mut self) -> u64;
-    /// 128 bits from a CSPRNG.
-    fn random128(&mut self) -> u128;
+    /// Milliseconds since the Unix epoch, judged by the store side's clock:
+    /// one instant per call, read after the call's first reads.
+    fn now(&mut self) -> Result<u64, StoreFault>;
+    /// 128 bits from a CSPRNG, drawn for this call.
+    fn random128(&mut self) -> Result<u128, StoreFault>;
 }
 
 /// Several reads at once; none at all (no store call) for an empty list —
@@ -164,10 +165,10 @@ pub(crate) fn store<T: Serialize>(
 
 /// A fresh 128-bit capability as 32 lowercase hex digits, and the digest
 /// that is all the store keeps of it.
-pub(crate) fn mint(tx: &mut impl Txn) -> (String, String) {
-    let capability = crate::format::hex128(tx.random128());
+pub(crate) fn mint(tx: &mut impl Txn) -> Result<(String, String), StoreFault> {
+    let capability = crate::format::hex128(tx.random128()?);
     let digest = crate::format::digest(&capability);
-    (capability, digest)
+    Ok((capability, digest))
 }
 
 /// Every entry under `prefix` after `after`, read in bounded pages. For

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Barrier, Mutex};
 
 use gak::store::memory::MemoryBackend;
-use gak::store::{Backend, Session, StoreFuture, ready};
+use gak::store::{Backend, Read, Session, Span, StoreFuture, Write, ready};
 
 /// How a wrapped memory binding misbehaves.
 #[derive(Clone, Copy, Debug)]
@@ -89,13 +89,13 @@ impl Backend for Defective {
     }
 }
 
-type Write = (&'static str, String, String);
+type Held = (&'static str, String, String);
 
 struct DefectiveSession {
     inner: Box<dyn Session>,
     defect: Defect,
-    last: Option<Write>,
-    sink_writes: Vec<Write>,
+    last: Option<Held>,
+    sink_writes: Vec<Held>,
 }
 
 impl Session for DefectiveSession {
@@ -110,34 +110,36 @@ impl Session for DefectiveSession {
     ) -> StoreFuture<'a, Vec<Option<String>>> {
         self.inner.get_many(keys)
     }
-    fn put<'a>(
-        &'a mut self,
-        table: &'static str,
-        key: &'a str,
-        value: &'a str,
-    ) -> StoreFuture<'a, ()> {
+    fn write<'a>(&'a mut self, writes: &'a [Write<'a>]) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            match self.defect {
-                Defect::DropLastWrite => {
-                    if let Some((t, k, v)) = self.last.take() {
-                        self.inner.put(t, &k, &v).await?;
+            for w in writes {
+                let Some(value) = w.value else {
+                    self.inner.delete(w.table, w.key).await?;
+                    continue;
+                };
+                match self.defect {
+                    // The last entry of the transaction's writes is held
+                    // back and never written.
+                    Defect::DropLastWrite => {
+                        if let Some((t, k, v)) = self.last.take() {
+                            self.inner.put(t, &k, &v).await?;
+                        }
+                        self.last = Some((w.table, w.key.to_owned(), value.to_owned()));
                     }
-                    self.last = Some((table, key.to_owned(), value.to_owned()));
-                    Ok(())
-                }
-                Defect::ZeroDigests => self.inner.put(table, key, &zero_digests(value)).await,
-                Defect::SplitSink => {
-                    if table == "sinks" {
-                        self.sink_writes
-                            .push((table, key.to_owned(), value.to_owned()));
+                    Defect::ZeroDigests => {
+                        self.inner.put(w.table, w.key, &zero_digests(value)).await?;
                     }
-                    self.inner.put(table, key, value).await
+                    Defect::SplitSink => {
+                        if w.table == "sinks" {
+                            self.sink_writes
+                                .push((w.table, w.key.to_owned(), value.to_owned()));
+                        }
+                        self.inner.put(w.table, w.key, value).await?;
+                    }
                 }
             }
+            Ok(())
         })
-    }
-    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
-        self.inner.delete(table, key)
     }
     fn scan<'a>(
         &'a mut self,
@@ -155,7 +157,7 @@ impl Session for DefectiveSession {
     fn rollback(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(async move {
             self.inner.rollback().await;
-            let split: Vec<Write> = std::mem::take(&mut self.sink_writes);
+            let split: Vec<Held> = std::mem::take(&mut self.sink_writes);
             if !split.is_empty() && self.inner.begin().await.is_ok() {
                 for (t, k, v) in split {
                     let _ = self.inner.put(t, &k, &v).await;
@@ -228,7 +230,7 @@ impl NoIsolationSession {
 }
 
 impl NoIsolationSession {
-    fn write(&mut self, table: &'static str, key: &str, value: &str) {
+    fn land(&mut self, table: &'static str, key: &str, value: Option<&str>) {
         if !self.wrote {
             self.wrote = true;
             let meet = self
@@ -240,7 +242,10 @@ impl NoIsolationSession {
                 meet.wait();
             }
         }
-        self.map().insert((table, key.to_owned()), value.to_owned());
+        match value {
+            Some(v) => self.map().insert((table, key.to_owned()), v.to_owned()),
+            None => self.map().remove(&(table, key.to_owned())),
+        };
     }
 }
 
@@ -260,17 +265,10 @@ impl Session for NoIsolationSession {
             .collect();
         ready(Ok(found))
     }
-    fn put<'a>(
-        &'a mut self,
-        table: &'static str,
-        key: &'a str,
-        value: &'a str,
-    ) -> StoreFuture<'a, ()> {
-        self.write(table, key, value);
-        ready(Ok(()))
-    }
-    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
-        self.map().remove(&(table, key.to_owned()));
+    fn write<'a>(&'a mut self, writes: &'a [Write<'a>]) -> StoreFuture<'a, ()> {
+        for w in writes {
+            self.land(w.table, w.key, w.value);
+        }
         ready(Ok(()))
     }
     fn scan<'a>(
@@ -331,16 +329,15 @@ impl Session for NoClockSession {
     ) -> StoreFuture<'a, Vec<Option<String>>> {
         self.0.get_many(keys)
     }
-    fn put<'a>(
-        &'a mut self,
-        table: &'static str,
-        key: &'a str,
-        value: &'a str,
-    ) -> StoreFuture<'a, ()> {
-        self.0.put(table, key, value)
+    fn write<'a>(&'a mut self, writes: &'a [Write<'a>]) -> StoreFuture<'a, ()> {
+        self.0.write(writes)
     }
-    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
-        self.0.delete(table, key)
+    fn read<'a>(
+        &'a mut self,
+        keys: &'a [(&'static str, &'a str)],
+        spans: &'a [Span<'a>],
+    ) -> StoreFuture<'a, Read> {
+        self.0.read(keys, spans)
     }
     fn scan<'a>(
         &'a mut self,

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gak::store::{Backend, Session, StoreFuture};
+use gak::store::{Backend, Session, StoreFuture, Write};
 
 /// Rows read through every session of one [`Counting`] backend.
 #[derive(Clone, Default)]
@@ -90,17 +90,8 @@ impl Session for CountingSession {
         })
     }
 
-    fn put<'a>(
-        &'a mut self,
-        table: &'static str,
-        key: &'a str,
-        value: &'a str,
-    ) -> StoreFuture<'a, ()> {
-        self.inner.put(table, key, value)
-    }
-
-    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
-        self.inner.delete(table, key)
+    fn write<'a>(&'a mut self, writes: &'a [Write<'a>]) -> StoreFuture<'a, ()> {
+        self.inner.write(writes)
     }
 
     fn scan<'a>(

@@ -19,7 +19,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use gak::store::{Backend, Session, StoreFault, StoreFuture, ready};
+use gak::store::{Backend, Session, StoreFault, StoreFuture, Write, ready};
 
 /// What the next transaction suffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -59,7 +59,7 @@ struct PlanState {
     current: Fault,
     /// Store calls of the current (or last) transaction.
     calls: usize,
-    /// `"get tasks"`, `"put actions"`…, one per store call.
+    /// `"get tasks"`, `"write actions,indexes"`…, one per store call.
     trace: Vec<String>,
     /// Whether the fault armed last was injected.
     fired: bool,
@@ -239,23 +239,13 @@ impl Session for FaultySession {
         self.inner.get_many(keys)
     }
 
-    fn put<'a>(
-        &'a mut self,
-        table: &'static str,
-        key: &'a str,
-        value: &'a str,
-    ) -> StoreFuture<'a, ()> {
-        if let Err(e) = self.tick("put", table) {
+    fn write<'a>(&'a mut self, writes: &'a [Write<'a>]) -> StoreFuture<'a, ()> {
+        let mut tables: Vec<&str> = writes.iter().map(|w| w.table).collect();
+        tables.dedup();
+        if let Err(e) = self.tick("write", &tables.join(",")) {
             return ready(Err(e));
         }
-        self.inner.put(table, key, value)
-    }
-
-    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
-        if let Err(e) = self.tick("delete", table) {
-            return ready(Err(e));
-        }
-        self.inner.delete(table, key)
+        self.inner.write(writes)
     }
 
     fn scan<'a>(

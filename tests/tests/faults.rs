@@ -1083,7 +1083,7 @@ fn unwritten_mark_keeps_the_intent(binding: &mut Binding) {
     let mut faults: Vec<Fault> = trace
         .iter()
         .enumerate()
-        .filter(|(_, call)| call.starts_with("put") || call.starts_with("delete"))
+        .filter(|(_, call)| call.starts_with("write"))
         .map(|(i, _)| Fault::Call(i + 1))
         .collect();
     assert!(
@@ -1287,7 +1287,7 @@ fn the_wrapper_injects_what_it_is_told() {
     plan.disarm();
     assert!(!plan.fired());
     assert_eq!(plan.last_calls(), 3);
-    assert_eq!(plan.last_trace(), ["put tasks", "get tasks", "get tasks"]);
+    assert_eq!(plan.last_trace(), ["write tasks", "get tasks", "get tasks"]);
     plan.arm(Fault::Commit);
     run(s.begin()).unwrap();
     run(s.put("tasks", "b", "2")).unwrap();

@@ -1,11 +1,15 @@
 //! The gak kernel component: `wit-bindgen` glue over `gak-rules`.
 //!
-//! Every exported call gets a [`WitTxn`] whose reads and writes go to the
-//! host's store import inside the host's transaction for this call. The
-//! clock is read once per call so a decision sees one instant.
+//! Every exported call runs the rules over a [`rules::buffer::Buffered`]
+//! transaction on the host's store import: reads go out in batches (the
+//! first one also brings the clock and, for calls that mint a token, the
+//! entropy), writes stay in the component until the call decides `ok`, and
+//! then go to the host as one write set. A `claim` or an `acquire` is the
+//! export plus two store crossings.
 #![allow(unsafe_code)] // the generated export glue
 
 use gak_rules as rules;
+use rules::buffer::{Answers, Buffered, Change, Reads, Store};
 
 wit_bindgen::generate!({
     path: "../../wit",
@@ -15,59 +19,78 @@ wit_bindgen::generate!({
 mod convert;
 
 use exports::gak::kernel::{checkpoint, commitgate, retention, sideeffect, taskboard};
-use gak::kernel::{clock, store, types::Error};
+use gak::kernel::{store, types::Error};
 
 struct Component;
 export!(Component);
 
-/// The host's transaction, as the rules see it.
-struct WitTxn {
-    now: Option<u64>,
-}
+/// The host's store import, as [`Buffered`] sees it.
+struct Host;
 
-fn call<T>(f: impl FnOnce(&mut WitTxn) -> Result<T, rules::Error>) -> Result<T, Error> {
-    f(&mut WitTxn { now: None }).map_err(convert::error)
-}
-
-impl rules::Txn for WitTxn {
-    fn get(&mut self, table: rules::Table, key: &str) -> Result<Option<String>, rules::StoreFault> {
-        store::get(convert::table(table), key).map_err(convert::fault)
-    }
-    fn get_many(
-        &mut self,
-        keys: &[(rules::Table, &str)],
-    ) -> Result<Vec<Option<String>>, rules::StoreFault> {
-        let keys: Vec<(store::Table, String)> = keys
-            .iter()
-            .map(|(t, k)| (convert::table(*t), (*k).to_owned()))
+impl Store for Host {
+    fn read(&mut self, reads: Reads) -> Result<Answers, rules::StoreFault> {
+        let keys: Vec<(store::Table, String)> = reads
+            .keys
+            .into_iter()
+            .map(|(t, k)| (convert::table(t), k))
             .collect();
-        store::get_many(&keys).map_err(convert::fault)
+        let ranges: Vec<store::Range> = reads
+            .ranges
+            .into_iter()
+            .map(|r| store::Range {
+                table: convert::table(r.table),
+                prefix: r.prefix,
+                after: r.after,
+                limit: r.limit,
+            })
+            .collect();
+        let answers = store::read(&store::Reads {
+            keys,
+            ranges,
+            clock: reads.clock,
+            entropy: reads.entropy,
+        })
+        .map_err(convert::fault)?;
+        Ok(Answers {
+            values: answers.values,
+            pages: answers.pages,
+            now: answers.now,
+            entropy: answers.entropy,
+        })
     }
-    fn put(&mut self, table: rules::Table, key: &str, value: &str) -> Result<(), rules::StoreFault> {
-        store::put(convert::table(table), key, value).map_err(convert::fault)
+
+    fn write(&mut self, changes: Vec<Change>) -> Result<(), rules::StoreFault> {
+        let changes: Vec<store::Change> = changes
+            .into_iter()
+            .map(|c| store::Change {
+                table: convert::table(c.table),
+                key: c.key,
+                value: c.value,
+            })
+            .collect();
+        store::write(&changes).map_err(convert::fault)
     }
-    fn delete(&mut self, table: rules::Table, key: &str) -> Result<(), rules::StoreFault> {
-        store::delete(convert::table(table), key).map_err(convert::fault)
+}
+
+/// Run one exported call that mints `tokens` capabilities: the rules, then
+/// the write set when they decided `ok`.
+fn call_minting<T>(
+    tokens: u8,
+    f: impl FnOnce(&mut Buffered<Host>) -> Result<T, rules::Error>,
+) -> Result<T, Error> {
+    let mut tx = Buffered::new(Host).minting(tokens);
+    let out = f(&mut tx);
+    let finished = tx.finish(out.is_ok());
+    match (out, finished) {
+        (Ok(value), Ok(_)) => Ok(value),
+        (Ok(_), Err(fault)) => Err(convert::error(fault.into())),
+        (Err(refusal), _) => Err(convert::error(refusal)),
     }
-    fn scan(
-        &mut self,
-        table: rules::Table,
-        prefix: &str,
-        after: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<(String, String)>, rules::StoreFault> {
-        store::scan(convert::table(table), prefix, after, limit).map_err(convert::fault)
-    }
-    fn now(&mut self) -> u64 {
-        *self.now.get_or_insert_with(clock::now)
-    }
-    fn random128(&mut self) -> u128 {
-        let mut bytes = [0u8; 16];
-        // wasi:random/random: the host's CSPRNG. Without it no token can be
-        // minted safely, so failing here is a host defect, not caller error.
-        getrandom::fill(&mut bytes).expect("wasi:random is available");
-        u128::from_le_bytes(bytes)
-    }
+}
+
+/// Run one exported call that mints nothing.
+fn call<T>(f: impl FnOnce(&mut Buffered<Host>) -> Result<T, rules::Error>) -> Result<T, Error> {
+    call_minting(0, f)
 }
 
 impl checkpoint::Guest for Component {
@@ -118,7 +141,8 @@ impl commitgate::Guest for Component {
 impl sideeffect::Guest for Component {
     fn acquire(action: sideeffect::Action, ttl: u64) -> Result<sideeffect::Acquired, Error> {
         let action = convert::action_in(action);
-        call(|tx| rules::sideeffect::acquire(tx, &action, ttl)).map(convert::acquired_out)
+        call_minting(1, |tx| rules::sideeffect::acquire(tx, &action, ttl))
+            .map(convert::acquired_out)
     }
     fn complete(
         action: sideeffect::Action,
@@ -161,7 +185,7 @@ impl sideeffect::Guest for Component {
         ttl: u64,
     ) -> Result<sideeffect::ReconcileClaim, Error> {
         let action = convert::action_in(action);
-        call(|tx| rules::sideeffect::begin_reconcile(tx, &action, ttl)).map(|c| {
+        call_minting(1, |tx| rules::sideeffect::begin_reconcile(tx, &action, ttl)).map(|c| {
             sideeffect::ReconcileClaim {
                 claim: c.claim,
                 until: c.until,
@@ -230,11 +254,11 @@ impl taskboard::Guest for Component {
         call(|tx| rules::taskboard::get(tx, &id)).map(convert::task_out)
     }
     fn claim_next(agent: String, ttl: u64) -> Result<Option<taskboard::Task>, Error> {
-        call(|tx| rules::taskboard::claim_next(tx, &agent, ttl))
+        call_minting(1, |tx| rules::taskboard::claim_next(tx, &agent, ttl))
             .map(|t| t.map(convert::task_out))
     }
     fn claim(id: String, agent: String, ttl: u64) -> Result<taskboard::Task, Error> {
-        call(|tx| rules::taskboard::claim(tx, &id, &agent, ttl)).map(convert::task_out)
+        call_minting(1, |tx| rules::taskboard::claim(tx, &id, &agent, ttl)).map(convert::task_out)
     }
     fn release(id: String, token: String) -> Result<(), Error> {
         call(|tx| rules::taskboard::release(tx, &id, &token))

@@ -174,10 +174,10 @@ impl crate::Txn for Counting<'_> {
         self.rows += page.len() as u64;
         Ok(page)
     }
-    fn now(&mut self) -> u64 {
+    fn now(&mut self) -> Result<u64, crate::StoreFault> {
         self.inner.now()
     }
-    fn random128(&mut self) -> u128 {
+    fn random128(&mut self) -> Result<u128, crate::StoreFault> {
         self.inner.random128()
     }
 }

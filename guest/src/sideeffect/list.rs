@@ -44,7 +44,7 @@ fn info(record: KeyRecord, now: u64) -> KeyInfo {
 pub fn get(tx: &mut impl Txn, key: &str) -> Result<KeyInfo, Error> {
     input::id("key", key)?;
     let record = tx.get(Table::Actions, key)?.ok_or(Error::NotFound)?;
-    let now = tx.now();
+    let now = tx.now()?;
     Ok(info(KeyRecord::decode(&record)?, now))
 }
 
@@ -59,27 +59,29 @@ pub fn list(
     if let Some(after) = after {
         input::id("after", after)?;
     }
-    let now = tx.now();
     let want = limit as usize + 1;
     let mut items: Vec<KeyInfo> = match state {
-        None => tx
-            .scan(Table::Actions, "", after, limit + 1)?
-            .iter()
-            .map(|(_, v)| Ok(info(KeyRecord::decode(v)?, now)))
-            .collect::<Result<_, Error>>()?,
+        None => {
+            let page = tx.scan(Table::Actions, "", after, limit + 1)?;
+            // The clock after the first read: it then costs no crossing.
+            let now = tx.now()?;
+            page.iter()
+                .map(|(_, v)| Ok(info(KeyRecord::decode(v)?, now)))
+                .collect::<Result<_, Error>>()?
+        }
         Some(state) => {
             let keys = match state {
                 KeyState::Cleared | KeyState::Completed => {
-                    indexed(tx, state, after, want, |_| true)?
+                    indexed(tx, state, after, want, |_, _| true)?
                 }
                 KeyState::InFlight => {
-                    indexed(tx, state, after, want, |u| u.is_some_and(|u| now < u))?
+                    indexed(tx, state, after, want, |u, now| u.is_some_and(|u| now < u))?
                 }
                 // Marked uncertain, merged with intents that expired without
                 // a verdict (their holders may have applied the effect).
                 KeyState::Uncertain => {
-                    let mut keys = indexed(tx, KeyState::Uncertain, after, want, |_| true)?;
-                    keys.extend(indexed(tx, KeyState::InFlight, after, want, |u| {
+                    let mut keys = indexed(tx, KeyState::Uncertain, after, want, |_, _| true)?;
+                    keys.extend(indexed(tx, KeyState::InFlight, after, want, |u, now| {
                         u.is_some_and(|u| now >= u)
                     })?);
                     keys.sort();
@@ -87,6 +89,7 @@ pub fn list(
                     keys
                 }
             };
+            let now = tx.now()?;
             let wanted: Vec<(Table, &str)> =
                 keys.iter().map(|k| (Table::Actions, k.as_str())).collect();
             read_many(tx, &wanted)?
@@ -111,13 +114,14 @@ pub fn list(
 }
 
 /// Up to `want` keys of the key-state index for `phase` after `after`
-/// whose intent deadline passes `keep`, in key order.
+/// whose intent deadline passes `keep` (given the call's instant, read
+/// after the first page), in key order.
 fn indexed(
     tx: &mut impl Txn,
     phase: KeyState,
     after: Option<&str>,
     want: usize,
-    keep: impl Fn(Option<u64>) -> bool,
+    keep: impl Fn(Option<u64>, u64) -> bool,
 ) -> Result<Vec<String>, Error> {
     const PAGE: u32 = 256;
     let prefix = keys::key_states(phase);
@@ -126,9 +130,10 @@ fn indexed(
     loop {
         let page_size = PAGE.min(want as u32 + 1);
         let page = tx.scan(Table::Indexes, &prefix, cursor.as_deref(), page_size)?;
+        let now = tx.now()?;
         for (k, v) in &page {
             let entry: KeyStateEntry = decode(Table::Indexes, v)?;
-            if keep(entry.until) {
+            if keep(entry.until, now) {
                 keys.push(k[prefix.len()..].to_owned());
                 if keys.len() == want {
                     return Ok(keys);

@@ -52,7 +52,7 @@ pub fn acquire(tx: &mut impl Txn, action: &Action, ttl: u64) -> Result<Acquired,
     )?;
     // The clock after the reads: with a binding that locks on read, expiry
     // is judged at an instant no older than the state it is judged on.
-    let now = tx.now();
+    let now = tx.now()?;
     let record = found[0].as_deref().map(KeyRecord::decode).transpose()?;
     let resource = found[1].as_deref().map(decode_resource).transpose()?;
 
@@ -81,7 +81,7 @@ pub fn acquire(tx: &mut impl Txn, action: &Action, ttl: u64) -> Result<Acquired,
     }
 
     let fence = resource.as_ref().map_or(0, |r| r.fence) + 1;
-    let (holder, holder_sha256) = mint(tx);
+    let (holder, holder_sha256) = mint(tx)?;
     let until = now.saturating_add(ttl);
     let (retry_safety, fingerprint) = match &record {
         Some(rec) => (rec.retry_safety, rec.fingerprint.clone()),
@@ -224,7 +224,7 @@ pub fn complete(
     if !checked.attempt_live(lease) {
         return Err(Error::NotHolder);
     }
-    let at = tx.now();
+    let at = tx.now()?;
     let result = result.to_vec();
     let phase = Phase::Completed {
         result: result.clone(),
@@ -266,7 +266,7 @@ pub fn renew(tx: &mut impl Txn, action: &Action, lease: &Lease, ttl: u64) -> Res
     if !checked.attempt_live(lease) {
         return Err(Error::NotHolder);
     }
-    let now = tx.now();
+    let now = tx.now()?;
     if checked.resource.hold_until.is_none_or(|until| now >= until) {
         return Err(Error::LeaseExpired);
     }
@@ -321,14 +321,14 @@ pub fn begin_reconcile(
 ) -> Result<ReconcileClaim, Error> {
     input::ttl(ttl)?;
     let old = uncertain_key(tx, action)?.ok_or(Error::NotUncertain)?;
-    let now = tx.now();
+    let now = tx.now()?;
     if old.uncertain_reason(now).is_none() {
         return Err(Error::NotUncertain);
     }
     if old.reconcile.as_ref().is_some_and(|c| now < c.until) {
         return Err(Error::ReconcileTaken);
     }
-    let (claim, claim_sha256) = mint(tx);
+    let (claim, claim_sha256) = mint(tx)?;
     let until = now.saturating_add(ttl);
     let new = KeyRecord {
         reconcile: Some(Reconcile {
@@ -358,7 +358,7 @@ pub fn resolve_uncertain(
     if let Phase::Completed { result, .. } = &old.phase {
         return Ok(Resolved::Replayed(result.clone()));
     }
-    let now = tx.now();
+    let now = tx.now()?;
     if old.uncertain_reason(now).is_none() {
         return Err(Error::NotUncertain);
     }

@@ -17,13 +17,13 @@ pub(crate) use record::{Record, decode_task, load_board};
 /// a newer one) and the task's place in the claim order.
 pub fn seed(tx: &mut impl Txn, tasks: &[TaskSeed]) -> Result<(), Error> {
     validate_seed(tasks)?;
-    let now = tx.now();
     let mut wanted: Vec<(Table, &str)> = tasks
         .iter()
         .map(|t| (Table::Tasks, t.id.as_str()))
         .collect();
     wanted.push((Table::Meta, keys::BOARD));
     let mut found = read_many(tx, &wanted)?;
+    let now = tx.now()?;
     let board_before: Board = match found.pop().flatten() {
         Some(v) => decode(Table::Meta, &v)?,
         None => Board::default(),
@@ -288,11 +288,11 @@ fn grant(tx: &mut impl Txn, record: Record, agent: &str, ttl: u64) -> Result<Tas
             return Err(Error::DepsPending);
         }
     }
-    let now = tx.now();
+    let now = tx.now()?;
     if record.live_claim(now) {
         return Err(Error::Taken);
     }
-    let (token, token_sha256) = mint(tx);
+    let (token, token_sha256) = mint(tx)?;
     let mut claimed = record.clone();
     claimed.state = TaskState::Claimed;
     claimed.owner = Some(agent.to_owned());
@@ -315,8 +315,7 @@ pub fn claim_next(tx: &mut impl Txn, agent: &str, ttl: u64) -> Result<Option<Tas
     const PAGE: u32 = 32;
     input::id("agent", agent)?;
     input::ttl(ttl)?;
-    let now = tx.now();
-    requeue_expired(tx, now)?;
+    let now = requeue_expired(tx)?;
     let mut after: Option<String> = None;
     loop {
         let page = tx.scan(Table::Indexes, keys::QUEUE, after.as_deref(), PAGE)?;
@@ -346,11 +345,13 @@ pub fn claim_next(tx: &mut impl Txn, agent: &str, ttl: u64) -> Result<Option<Tas
 /// claimable). The claimed queue is ordered by deadline, so the walk stops
 /// at the first live claim. Each entry is checked against its task, read
 /// with `get`: a range read may be older than a concurrent re-claim.
-fn requeue_expired(tx: &mut impl Txn, now: u64) -> Result<(), Error> {
+/// Answers the call's instant, read with the first page.
+fn requeue_expired(tx: &mut impl Txn) -> Result<u64, Error> {
     const PAGE: u32 = 16;
     let mut after: Option<String> = None;
     loop {
         let page = tx.scan(Table::Indexes, keys::CLAIMED, after.as_deref(), PAGE)?;
+        let now = tx.now()?;
         let mut expired: Vec<(String, QueueEntry)> = Vec::new();
         for (key, value) in &page {
             match keys::parse_claimed(key) {
@@ -385,7 +386,7 @@ fn requeue_expired(tx: &mut impl Txn, now: u64) -> Result<(), Error> {
             }
         }
         if ended {
-            return Ok(());
+            return Ok(now);
         }
     }
 }
@@ -429,7 +430,7 @@ pub fn complete(tx: &mut impl Txn, id: &str, token: &str) -> Result<(), Error> {
     done.token_sha256 = None;
     done.until = None;
     done.completed_by_sha256 = Some(token_sha256);
-    done.done_at = Some(tx.now());
+    done.done_at = Some(tx.now()?);
     write(tx, Some(&record), &mut done, false)?;
     let mut known = HashMap::from([(id.to_owned(), true)]);
     recheck_dependents(tx, id, &HashSet::new(), &mut known)?;
@@ -440,7 +441,7 @@ pub fn complete(tx: &mut impl Txn, id: &str, token: &str) -> Result<(), Error> {
 pub fn renew(tx: &mut impl Txn, id: &str, token: &str, ttl: u64) -> Result<Task, Error> {
     input::ttl(ttl)?;
     let record = load_task(tx, id)?;
-    let now = tx.now();
+    let now = tx.now()?;
     if !holds(&record, &digest(token)) || !record.live_claim(now) {
         return Err(Error::LeaseLost);
     }

@@ -354,10 +354,10 @@ fn claim_next_reads_no_live_claims_and_takes_expired_ones_in_seed_order() {
             self.1 += page.len() as u64;
             Ok(page)
         }
-        fn now(&mut self) -> u64 {
+        fn now(&mut self) -> Result<u64, crate::StoreFault> {
             self.0.now()
         }
-        fn random128(&mut self) -> u128 {
+        fn random128(&mut self) -> Result<u128, crate::StoreFault> {
             self.0.random128()
         }
     }

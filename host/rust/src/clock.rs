@@ -92,30 +92,31 @@ impl Clock for ManualClock {
 
 /// The instant one call decides by: `read`, the binding's own clock (the
 /// database's) when it has one, else `clock`. A failed database read fails
-/// the call (`failure`; a conflict also sets `conflict`, so it re-runs) and
-/// falls back to `clock`, since the call is failed whatever the component
-/// decides. Every number stays below 2^53: a reading past it is a broken
-/// clock, and deadlines computed from it would be meaningless, so it fails
-/// the call too.
+/// the call (a conflict re-runs it). Every number stays below 2^53: a
+/// reading past it is a broken clock, and deadlines computed from it would
+/// be meaningless, so it fails the call too.
 pub(crate) fn call_instant(
     read: Option<Result<u64, StoreFault>>,
     clock: &dyn Clock,
-    conflict: &mut bool,
-    failure: &mut Option<String>,
-) -> u64 {
+) -> Result<u64, StoreFault> {
     let now = match read {
         None => clock.now(),
         Some(Ok(now)) => now,
-        Some(Err(fault)) => {
-            if let StoreFault::Conflict(_) = fault {
-                *conflict = true;
-            }
-            *failure = Some(format!("reading the database clock: {fault}"));
-            clock.now()
+        Some(Err(StoreFault::Conflict(why))) => {
+            return Err(StoreFault::Conflict(format!(
+                "reading the database clock: {why}"
+            )));
+        }
+        Some(Err(StoreFault::Failure(why))) => {
+            return Err(StoreFault::Failure(format!(
+                "reading the database clock: {why}"
+            )));
         }
     };
     if now > gak_rules::input::MAX_NUMBER {
-        *failure = Some(format!("the clock reads {now}, beyond 2^53 ms"));
+        return Err(StoreFault::Failure(format!(
+            "the clock reads {now}, beyond 2^53 ms"
+        )));
     }
-    now
+    Ok(now)
 }

@@ -1,5 +1,6 @@
 //! The wasmtime embedding: one `bindgen!`, one engine and compiled component
-//! per process, and the host side of the `store` and `clock` imports.
+//! per process, and the host side of the `store` import (with the clock and
+//! the entropy it hands over).
 //!
 //! Imports and exports are async: a store call awaits its binding (a
 //! PostgreSQL round trip suspends the component on a fiber instead of
@@ -19,7 +20,7 @@ use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::clock::Clock;
-use crate::store::Session;
+use crate::store::{Session, Span, Write};
 use gak_rules::{StoreFault, Table};
 
 mod bindings {
@@ -35,7 +36,7 @@ pub(crate) use bindings::exports::gak::kernel::{
     checkpoint, commitgate, retention, sideeffect, taskboard,
 };
 pub(crate) use bindings::gak::kernel::types::Error as WitError;
-use bindings::gak::kernel::{clock, store, types};
+use bindings::gak::kernel::{store, types};
 
 /// The component, as built by `build.rs`.
 pub const COMPONENT_WASM: &[u8] = include_bytes!(env!("GAK_COMPONENT_WASM"));
@@ -133,9 +134,8 @@ fn load_component(engine: &Engine) -> Result<Component, String> {
 /// Per-worker host state: the worker's store session (its connection) and
 /// the clock. Imports act on the session's open transaction.
 ///
-/// The clock is read once per call and kept (`now`): a decision sees one
-/// instant, and a database clock costs one round trip per call, not one per
-/// read.
+/// The component asks for the clock once per call, with its first read,
+/// and the host reads it after that read's rows (after their locks).
 pub(crate) struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
@@ -144,8 +144,8 @@ pub(crate) struct HostState {
     /// Set when the store reported a conflict during the current call: the
     /// call is re-run whatever the component answered.
     pub conflict: bool,
-    /// Set when an import failed in a way the component cannot see (the
-    /// database clock could not be read): the call ends with `storage`.
+    /// Set when a store call failed where the component cannot see it (a
+    /// sink body's statement): the call ends with `storage`.
     pub failure: Option<String>,
     /// How many store rows this instance's calls have read (entries
     /// returned by `get`, `get-many` and `scan`): for tests proving bounded
@@ -238,6 +238,24 @@ impl Rows for Vec<(String, String)> {
     }
 }
 
+impl Rows for crate::store::Read {
+    fn rows(&self) -> u64 {
+        self.0.rows() + self.1.iter().map(Rows::rows).sum::<u64>()
+    }
+}
+
+impl Rows for u64 {
+    fn rows(&self) -> u64 {
+        0
+    }
+}
+
+impl Rows for Vec<u8> {
+    fn rows(&self) -> u64 {
+        0
+    }
+}
+
 /// One instantiated component and its store: reused for every call a
 /// worker makes (instantiating costs ~20 µs; a call ~0.2 µs).
 pub(crate) struct Instance {
@@ -323,65 +341,84 @@ fn table(t: store::Table) -> Table {
 
 impl types::Host for HostState {}
 
-impl clock::Host for HostState {
-    async fn now(&mut self) -> u64 {
+/// The most entropy one read may ask for (WIT `store.reads.entropy`).
+const MAX_ENTROPY: u8 = 64;
+
+impl HostState {
+    /// The call's instant: the binding's clock (the database's) when it has
+    /// one, else the kernel's; read after the call's first rows.
+    async fn instant(&mut self) -> Result<u64, StoreFault> {
         let read = match self.session.now() {
             None => None,
             Some(read) => Some(read.await),
         };
-        crate::clock::call_instant(read, &*self.clock, &mut self.conflict, &mut self.failure)
+        crate::clock::call_instant(read, &*self.clock)
     }
 }
 
-impl store::Host for HostState {
-    async fn get(
-        &mut self,
-        t: store::Table,
-        key: String,
-    ) -> Result<Option<String>, store::StoreError> {
-        let keys = [(table(t).name(), key.as_str())];
-        let r = self.session.get_many(&keys).await;
-        self.fault(r).map(|mut found| found.pop().flatten())
+/// Fresh bytes from the operating system's CSPRNG, drawn now: nothing a
+/// `fork()` could copy (HOSTS.md rule 7).
+fn entropy(n: u8) -> Result<Vec<u8>, StoreFault> {
+    if n > MAX_ENTROPY {
+        return Err(StoreFault::Failure(format!(
+            "{n} bytes of entropy asked for in one read; at most {MAX_ENTROPY}"
+        )));
     }
+    let mut bytes = vec![0u8; usize::from(n)];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| StoreFault::Failure(format!("the operating system's random source: {e}")))?;
+    Ok(bytes)
+}
 
-    async fn get_many(
-        &mut self,
-        keys: Vec<(store::Table, String)>,
-    ) -> Result<Vec<Option<String>>, store::StoreError> {
-        let keys: Vec<(&'static str, &str)> = keys
+impl store::Host for HostState {
+    async fn read(&mut self, reads: store::Reads) -> Result<store::Answers, store::StoreError> {
+        let keys: Vec<(&'static str, &str)> = reads
+            .keys
             .iter()
             .map(|(t, k)| (table(*t).name(), k.as_str()))
             .collect();
-        let r = self.session.get_many(&keys).await;
-        self.fault(r)
+        let spans: Vec<Span<'_>> = reads
+            .ranges
+            .iter()
+            .map(|r| Span {
+                table: table(r.table).name(),
+                prefix: &r.prefix,
+                after: r.after.as_deref(),
+                limit: r.limit,
+            })
+            .collect();
+        let rows = if keys.is_empty() && spans.is_empty() {
+            Ok((Vec::new(), Vec::new()))
+        } else {
+            self.session.read(&keys, &spans).await
+        };
+        let (values, pages) = self.fault(rows)?;
+        let now = if reads.clock {
+            let now = self.instant().await;
+            Some(self.fault(now)?)
+        } else {
+            None
+        };
+        let entropy = entropy(reads.entropy);
+        let entropy = self.fault(entropy)?;
+        Ok(store::Answers {
+            values,
+            pages,
+            now,
+            entropy,
+        })
     }
 
-    async fn put(
-        &mut self,
-        t: store::Table,
-        key: String,
-        value: String,
-    ) -> Result<(), store::StoreError> {
-        let r = self.session.put(table(t).name(), &key, &value).await;
-        self.fault(r)
-    }
-
-    async fn delete(&mut self, t: store::Table, key: String) -> Result<(), store::StoreError> {
-        let r = self.session.delete(table(t).name(), &key).await;
-        self.fault(r)
-    }
-
-    async fn scan(
-        &mut self,
-        t: store::Table,
-        prefix: String,
-        after: Option<String>,
-        limit: u32,
-    ) -> Result<Vec<(String, String)>, store::StoreError> {
-        let r = self
-            .session
-            .scan(table(t).name(), &prefix, after.as_deref(), limit)
-            .await;
+    async fn write(&mut self, changes: Vec<store::Change>) -> Result<(), store::StoreError> {
+        let writes: Vec<Write<'_>> = changes
+            .iter()
+            .map(|c| Write {
+                table: table(c.table).name(),
+                key: &c.key,
+                value: c.value.as_deref(),
+            })
+            .collect();
+        let r = self.session.write(&writes).await;
         self.fault(r)
     }
 }

@@ -57,11 +57,8 @@ impl Session for PausingSession {
     ) -> StoreFuture<'a, Vec<Option<String>>> {
         self.inner.get_many(keys)
     }
-    fn put<'a>(&'a mut self, t: &'static str, k: &'a str, v: &'a str) -> StoreFuture<'a, ()> {
-        self.inner.put(t, k, v)
-    }
-    fn delete<'a>(&'a mut self, t: &'static str, k: &'a str) -> StoreFuture<'a, ()> {
-        self.inner.delete(t, k)
+    fn write<'a>(&'a mut self, writes: &'a [gak::store::Write<'a>]) -> StoreFuture<'a, ()> {
+        self.inner.write(writes)
     }
     fn scan<'a>(
         &'a mut self,

@@ -4,17 +4,19 @@
 //! so `kernel / native` is the boundary's tax.
 //!
 //! Everything the component gets from the host it gets here the same way:
-//! store calls go to the session (one `get_many` per `get_many`), the clock
-//! is read once per call (the database's when the binding judges expiry by
-//! it), and tokens come from the OS CSPRNG (the component's `wasi:random`).
+//! the rules run through the same [`Buffered`] transaction, so a call makes
+//! the same batched reads (the clock and the entropy with the first) and
+//! hands over one write set; the session serves them as the engine's
+//! imports do.
 use std::sync::Arc;
 
-use gak_rules::{Error, StorageError, StoreFault, Table, Txn};
+use gak_rules::buffer::{Answers, Buffered, Change, Reads, Store};
+use gak_rules::{Error, StorageError, StoreFault};
 
 use crate::blocking::run;
 use crate::builder::Retry;
 use crate::clock::Clock;
-use crate::store::Session;
+use crate::store::{Session, Span, Write};
 
 /// One worker's native caller: its own session, as a kernel instance has.
 pub struct Caller {
@@ -34,15 +36,17 @@ impl Caller {
         }
     }
 
-    /// Run `rule` in one session transaction: commit on `Ok`, roll back on a
-    /// refusal, re-run the whole call on a store conflict — the kernel's
-    /// loop (`Kernel::attempts`), minus the component.
+    /// Run `rule` (which mints `tokens` capabilities) in one session
+    /// transaction: commit on `Ok`, roll back on a refusal, re-run the whole
+    /// call on a store conflict — the kernel's loop (`Kernel::attempts`),
+    /// minus the component.
     ///
     /// # Errors
     /// The rule's refusal, or `storage`.
     pub fn call<T>(
         &mut self,
-        mut rule: impl FnMut(&mut NativeTxn<'_>) -> Result<T, Error>,
+        tokens: u8,
+        mut rule: impl FnMut(&mut Buffered<NativeStore<'_>>) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let mut attempt = 0;
         loop {
@@ -56,29 +60,31 @@ impl Caller {
                 }
                 Err(fault) => return Err(fault.into()),
             }
-            let mut tx = NativeTxn {
+            let mut conflict = false;
+            let store = NativeStore {
                 session: &mut *self.session,
                 clock: &*self.clock,
-                now: None,
-                conflict: false,
-                failure: None,
+                conflict: &mut conflict,
             };
+            let mut tx = Buffered::new(store).minting(tokens);
             let out = rule(&mut tx);
-            let (conflict, failure) = (tx.conflict, tx.failure.take());
+            let finished = tx.finish(out.is_ok());
+            let out = match (out, finished) {
+                (Ok(value), Ok(_)) => Ok(value),
+                (Ok(_), Err(fault)) => Err(fault.into()),
+                (Err(refusal), _) => Err(refusal),
+            };
             match out {
                 _ if conflict && may_retry => {
                     run(self.session.rollback());
                     std::thread::sleep(self.retry.delay(attempt));
                 }
-                _ if failure.is_some() || conflict => {
+                _ if conflict => {
                     run(self.session.rollback());
-                    let error = match failure {
-                        Some(why) => StorageError::new(why),
-                        None => StorageError::new(format!(
-                            "store conflicts persisted through {attempt} attempts"
-                        ))
-                        .conflict(),
-                    };
+                    let error = StorageError::new(format!(
+                        "store conflicts persisted through {attempt} attempts"
+                    ))
+                    .conflict();
                     return Err(Error::Storage(error));
                 }
                 Ok(value) => match run(self.session.commit()) {
@@ -97,73 +103,76 @@ impl Caller {
     }
 }
 
-/// The open transaction of one native call, as the rules see it.
-pub struct NativeTxn<'a> {
+/// The session of one native call, as the engine's `store` import serves
+/// it to the component.
+pub struct NativeStore<'a> {
     session: &'a mut dyn Session,
     clock: &'a dyn Clock,
-    /// The call's one instant, read at first use.
-    now: Option<u64>,
     /// A conflict passed through: the call is re-run.
-    conflict: bool,
-    /// A failure the rules cannot see (the database clock): the call fails.
-    failure: Option<String>,
+    conflict: &'a mut bool,
 }
 
-impl NativeTxn<'_> {
+impl NativeStore<'_> {
     fn track<T>(&mut self, r: Result<T, StoreFault>) -> Result<T, StoreFault> {
         if let Err(StoreFault::Conflict(_)) = &r {
-            self.conflict = true;
+            *self.conflict = true;
         }
         r
     }
 }
 
-impl Txn for NativeTxn<'_> {
-    fn get(&mut self, table: Table, key: &str) -> Result<Option<String>, StoreFault> {
-        let r = run(self.session.get_many(&[(table.name(), key)]));
-        self.track(r).map(|mut found| found.pop().flatten())
+impl Store for NativeStore<'_> {
+    fn read(&mut self, reads: Reads) -> Result<Answers, StoreFault> {
+        let keys: Vec<(&'static str, &str)> = reads
+            .keys
+            .iter()
+            .map(|(t, k)| (t.name(), k.as_str()))
+            .collect();
+        let spans: Vec<Span<'_>> = reads
+            .ranges
+            .iter()
+            .map(|r| Span {
+                table: r.table.name(),
+                prefix: &r.prefix,
+                after: r.after.as_deref(),
+                limit: r.limit,
+            })
+            .collect();
+        let rows = if keys.is_empty() && spans.is_empty() {
+            Ok((Vec::new(), Vec::new()))
+        } else {
+            run(self.session.read(&keys, &spans))
+        };
+        let (values, pages) = self.track(rows)?;
+        let now = if reads.clock {
+            let read = self.session.now().map(run);
+            let now = crate::clock::call_instant(read, self.clock);
+            Some(self.track(now)?)
+        } else {
+            None
+        };
+        let mut entropy = vec![0u8; usize::from(reads.entropy)];
+        getrandom::fill(&mut entropy)
+            .map_err(|e| StoreFault::Failure(format!("the OS CSPRNG: {e}")))?;
+        Ok(Answers {
+            values,
+            pages,
+            now,
+            entropy,
+        })
     }
 
-    fn get_many(&mut self, keys: &[(Table, &str)]) -> Result<Vec<Option<String>>, StoreFault> {
-        let keys: Vec<(&'static str, &str)> = keys.iter().map(|(t, k)| (t.name(), *k)).collect();
-        let r = run(self.session.get_many(&keys));
+    fn write(&mut self, changes: Vec<Change>) -> Result<(), StoreFault> {
+        let writes: Vec<Write<'_>> = changes
+            .iter()
+            .map(|c| Write {
+                table: c.table.name(),
+                key: &c.key,
+                value: c.value.as_deref(),
+            })
+            .collect();
+        let r = run(self.session.write(&writes));
         self.track(r)
-    }
-
-    fn put(&mut self, table: Table, key: &str, value: &str) -> Result<(), StoreFault> {
-        let r = run(self.session.put(table.name(), key, value));
-        self.track(r)
-    }
-
-    fn delete(&mut self, table: Table, key: &str) -> Result<(), StoreFault> {
-        let r = run(self.session.delete(table.name(), key));
-        self.track(r)
-    }
-
-    fn scan(
-        &mut self,
-        table: Table,
-        prefix: &str,
-        after: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<(String, String)>, StoreFault> {
-        let r = run(self.session.scan(table.name(), prefix, after, limit));
-        self.track(r)
-    }
-
-    fn now(&mut self) -> u64 {
-        if let Some(now) = self.now {
-            return now;
-        }
-        let read = self.session.now().map(run);
-        let now =
-            crate::clock::call_instant(read, self.clock, &mut self.conflict, &mut self.failure);
-        self.now = Some(now);
-        now
-    }
-
-    fn random128(&mut self) -> u128 {
-        random128()
     }
 }
 

@@ -200,7 +200,7 @@ impl Side {
             let seeds: Vec<TaskSeed> = chunk.iter().map(|id| TaskSeed::new(id)).collect();
             let r = match self {
                 Side::Kernel(k) => k.taskboard().seed(&seeds),
-                Side::Native(c) => c.call(|tx| gak_rules::taskboard::seed(tx, &seeds)),
+                Side::Native(c) => c.call(0, |tx| gak_rules::taskboard::seed(tx, &seeds)),
                 Side::Sql(conn, _) => conn.seed_tasks(chunk).map_err(Error::storage),
             };
             r.map_err(|e| format!("seeding tasks: {e}"))?;
@@ -212,7 +212,7 @@ impl Side {
         match self {
             Side::Kernel(k) => answer(k.taskboard().claim(id, AGENT, ttl).map(drop)),
             Side::Native(c) => answer(
-                c.call(|tx| gak_rules::taskboard::claim(tx, id, AGENT, ttl))
+                c.call(1, |tx| gak_rules::taskboard::claim(tx, id, AGENT, ttl))
                     .map(drop),
             ),
             Side::Sql(conn, clock) => Ok(conn.claim(id, AGENT, ttl, clock.now())?.map(drop)),
@@ -223,7 +223,7 @@ impl Side {
         let r = match self {
             Side::Kernel(k) => answer(k.sideeffect().acquire(action, ttl))?,
             Side::Native(c) => {
-                answer(c.call(|tx| gak_rules::sideeffect::acquire(tx, action, ttl)))?
+                answer(c.call(1, |tx| gak_rules::sideeffect::acquire(tx, action, ttl)))?
             }
             Side::Sql(conn, clock) => {
                 conn.acquire(&action.key, &action.resource, ttl, clock.now())?
@@ -235,10 +235,10 @@ impl Side {
     fn complete(&mut self, action: &Action, lease: &Lease) -> Result<(), String> {
         let done = match self {
             Side::Kernel(k) => answer(k.sideeffect().complete(action, lease, b"ok"))?.is_ok(),
-            Side::Native(c) => {
-                answer(c.call(|tx| gak_rules::sideeffect::complete(tx, action, lease, b"ok")))?
-                    .is_ok()
-            }
+            Side::Native(c) => answer(c.call(0, |tx| {
+                gak_rules::sideeffect::complete(tx, action, lease, b"ok")
+            }))?
+            .is_ok(),
             Side::Sql(conn, _) => conn.complete(lease, b"ok")?,
         };
         if done {
@@ -373,7 +373,7 @@ impl Worker for Saves {
         let snap = &self.snap;
         let r = match &mut self.side {
             Side::Kernel(k) => k.checkpoint().save_if_newer(snap),
-            Side::Native(c) => c.call(|tx| gak_rules::checkpoint::save_if_newer(tx, snap)),
+            Side::Native(c) => c.call(0, |tx| gak_rules::checkpoint::save_if_newer(tx, snap)),
             Side::Sql(..) => return Err("save-if-newer has no sql baseline".into()),
         };
         r.map(|()| Done::Ok)

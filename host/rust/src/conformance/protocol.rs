@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use super::vector::{matches, run_step, substitute};
 use crate::clock::{Clock, ManualClock, SystemClock};
 use crate::store::memory::MemoryBackend;
-use crate::store::{Backend, Session, StoreFault, StoreFuture};
+use crate::store::{Backend, Read, Session, Span, StoreFault, StoreFuture, Write};
 use crate::{Action, BodyError, Kernel, Ran, RetrySafety, RunError, Runner};
 
 /// One case of a call or runner file.
@@ -467,21 +467,28 @@ impl Session for ScriptedSession {
             None => self.inner.get_many(keys),
         }
     }
-    fn put<'a>(
-        &'a mut self,
-        table: &'static str,
-        key: &'a str,
-        value: &'a str,
-    ) -> StoreFuture<'a, ()> {
-        match self.script.take(Op::Write, &[table]) {
+    fn write<'a>(&'a mut self, writes: &'a [Write<'a>]) -> StoreFuture<'a, ()> {
+        let tables: Vec<&str> = writes.iter().map(|w| w.table).collect();
+        match self.script.take(Op::Write, &tables) {
             Some(answer) => crate::store::ready(Err(fault(answer, "a write"))),
-            None => self.inner.put(table, key, value),
+            None => self.inner.write(writes),
         }
     }
-    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
-        match self.script.take(Op::Write, &[table]) {
-            Some(answer) => crate::store::ready(Err(fault(answer, "a write"))),
-            None => self.inner.delete(table, key),
+    fn read<'a>(
+        &'a mut self,
+        keys: &'a [(&'static str, &'a str)],
+        spans: &'a [Span<'a>],
+    ) -> StoreFuture<'a, Read> {
+        // One read of the component's (WIT `store.read`) is one operation,
+        // however many keys and ranges it carries.
+        let tables: Vec<&str> = keys
+            .iter()
+            .map(|(t, _)| *t)
+            .chain(spans.iter().map(|s| s.table))
+            .collect();
+        match self.script.take(Op::Read, &tables) {
+            Some(answer) => crate::store::ready(Err(fault(answer, "a read"))),
+            None => self.inner.read(keys, spans),
         }
     }
     fn scan<'a>(

@@ -1,63 +1,52 @@
 //! The in-memory binding: one map, one writer at a time.
 //!
-//! A transaction takes the store-wide lock at `begin` and keeps its writes in
-//! an overlay until `commit`, so it is serializable and all-or-nothing. The
-//! lock is an async semaphore: a transaction whose sink body awaits (holding
-//! the lock) never blocks the thread other callers need to make progress.
+//! A transaction takes the map's lock at `begin` — one async lock
+//! acquisition per call, held until `commit` or `rollback` — and keeps its
+//! writes in an overlay until `commit`, so it is serializable and
+//! all-or-nothing. The lock is async: a transaction whose sink body awaits
+//! (holding the lock) never blocks the thread other callers need to make
+//! progress.
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::ops::Bound;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use gak_rules::StoreFault;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use gak_rules::buffer::Overlay;
+use tokio::sync::{Mutex, OwnedMutexGuard};
 
-use super::{Backend, Session, StoreFuture, ready};
+use super::{Backend, Session, StoreFuture, Write, ready};
 
 type Key = (&'static str, String);
-
-struct Shared {
-    data: Mutex<BTreeMap<Key, String>>,
-    writer: Arc<Semaphore>,
-}
-
-impl Default for Shared {
-    fn default() -> Self {
-        Shared {
-            data: Mutex::default(),
-            writer: Arc::new(Semaphore::new(1)),
-        }
-    }
-}
+type Map = BTreeMap<Key, String>;
 
 /// An in-memory store shared by every session made from it.
 #[derive(Clone, Default)]
 pub struct MemoryBackend {
-    shared: Arc<Shared>,
+    data: Arc<Mutex<Map>>,
 }
 
 impl MemoryBackend {
     /// Every entry, for tests that compare store states.
+    ///
+    /// # Panics
+    /// While a transaction is open (the map is locked).
     pub fn entries(&self) -> BTreeMap<(String, String), String> {
-        lock(&self.shared.data)
+        self.data
+            .try_lock()
+            .expect("MemoryBackend::entries while a transaction is open")
             .iter()
             .map(|((t, k), v)| (((*t).to_owned(), k.clone()), v.clone()))
             .collect()
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic elsewhere cannot leave the map half-written: writes are applied
-    // from a complete overlay. So a poisoned lock is still consistent.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Backend for MemoryBackend {
     fn session(&self) -> StoreFuture<'_, Box<dyn Session>> {
         let session: Box<dyn Session> = Box::new(MemorySession {
-            shared: self.shared.clone(),
+            data: self.data.clone(),
             tx: None,
         });
         ready(Ok(session))
@@ -67,32 +56,30 @@ impl Backend for MemoryBackend {
     }
 }
 
-/// An open transaction: the writer permit and the pending writes
-/// (`None` = delete).
+/// An open transaction: the map, locked, and the pending writes.
 struct Tx {
-    _writer: OwnedSemaphorePermit,
-    overlay: BTreeMap<Key, Option<String>>,
+    data: OwnedMutexGuard<Map>,
+    overlay: Overlay<&'static str>,
 }
 
 struct MemorySession {
-    shared: Arc<Shared>,
+    data: Arc<Mutex<Map>>,
     tx: Option<Tx>,
 }
 
 impl MemorySession {
-    fn overlay(&mut self) -> Result<&mut BTreeMap<Key, Option<String>>, StoreFault> {
+    fn tx(&mut self) -> Result<&mut Tx, StoreFault> {
         self.tx
             .as_mut()
-            .map(|tx| &mut tx.overlay)
             .ok_or_else(|| StoreFault::Failure("no open transaction".into()))
     }
 
     fn get(&mut self, table: &'static str, key: &str) -> Result<Option<String>, StoreFault> {
-        let k = (table, key.to_owned());
-        if let Some(pending) = self.overlay()?.get(&k) {
-            return Ok(pending.clone());
+        let tx = self.tx()?;
+        if let Some(pending) = tx.overlay.get(table, key) {
+            return Ok(pending.map(str::to_owned));
         }
-        Ok(lock(&self.shared.data).get(&k).cloned())
+        Ok(tx.data.get(&(table, key.to_owned())).cloned())
     }
 
     fn range(
@@ -102,33 +89,22 @@ impl MemorySession {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<(String, String)>, StoreFault> {
-        // The range of both maps, merged: the committed data and this
-        // transaction's pending writes (which win). Reads O(limit + pending).
+        // The committed range, merged with this transaction's pending
+        // writes (which win). Reads O(limit + pending).
+        let tx = self.tx()?;
         let start = match after {
             Some(a) if a >= prefix => Bound::Excluded((table, a.to_owned())),
             _ => Bound::Included((table, prefix.to_owned())),
         };
-        let range = (start, Bound::Unbounded);
-        let in_range = |(t, k): &Key| *t == table && k.starts_with(prefix);
-        let overlay: Vec<(String, Option<String>)> = self
-            .overlay()?
-            .range(range.clone())
-            .take_while(|(k, _)| in_range(k))
+        let deleted = tx.overlay.deletes_in(table, prefix, after);
+        let committed: Vec<(String, String)> = tx
+            .data
+            .range((start, Bound::Unbounded))
+            .take_while(|((t, k), _)| *t == table && k.starts_with(prefix))
+            .take(limit as usize + deleted)
             .map(|((_, k), v)| (k.clone(), v.clone()))
             .collect();
-        let deleted = overlay.iter().filter(|(_, v)| v.is_none()).count();
-        let mut merged: BTreeMap<String, Option<String>> = lock(&self.shared.data)
-            .range(range)
-            .take_while(|(k, _)| in_range(k))
-            .take(limit as usize + deleted)
-            .map(|((_, k), v)| (k.clone(), Some(v.clone())))
-            .collect();
-        merged.extend(overlay);
-        Ok(merged
-            .into_iter()
-            .filter_map(|(k, v)| v.map(|v| (k, v)))
-            .take(limit as usize)
-            .collect())
+        Ok(tx.overlay.merge(table, prefix, after, committed, limit))
     }
 }
 
@@ -138,16 +114,10 @@ impl Session for MemorySession {
             if self.tx.is_some() {
                 return Err(StoreFault::Failure("transaction already open".into()));
             }
-            let writer = self
-                .shared
-                .writer
-                .clone()
-                .acquire_owned()
-                .await
-                .map_err(|_| StoreFault::Failure("the memory store was closed".into()))?;
+            let data = self.data.clone().lock_owned().await;
             self.tx = Some(Tx {
-                _writer: writer,
-                overlay: BTreeMap::new(),
+                data,
+                overlay: Overlay::default(),
             });
             Ok(())
         })
@@ -160,22 +130,12 @@ impl Session for MemorySession {
         ready(keys.iter().map(|(t, k)| self.get(t, k)).collect())
     }
 
-    fn put<'a>(
-        &'a mut self,
-        table: &'static str,
-        key: &'a str,
-        value: &'a str,
-    ) -> StoreFuture<'a, ()> {
-        let r = self
-            .overlay()
-            .map(|o| drop(o.insert((table, key.to_owned()), Some(value.to_owned()))));
-        ready(r)
-    }
-
-    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
-        let r = self
-            .overlay()
-            .map(|o| drop(o.insert((table, key.to_owned()), None)));
+    fn write<'a>(&'a mut self, writes: &'a [Write<'a>]) -> StoreFuture<'a, ()> {
+        let r = self.tx().map(|tx| {
+            for w in writes {
+                tx.overlay.set(w.table, w.key, w.value);
+            }
+        });
         ready(r)
     }
 
@@ -190,17 +150,16 @@ impl Session for MemorySession {
     }
 
     fn commit(&mut self) -> StoreFuture<'_, ()> {
-        let Some(tx) = self.tx.take() else {
+        let Some(mut tx) = self.tx.take() else {
             return ready(Err(StoreFault::Failure("no open transaction".into())));
         };
-        let mut data = lock(&self.shared.data);
-        for (k, v) in tx.overlay {
-            match v {
-                Some(v) => data.insert(k, v),
-                None => data.remove(&k),
+        for (table, key, value) in tx.overlay.drain() {
+            match value {
+                Some(v) => tx.data.insert((table, key), v),
+                None => tx.data.remove(&(table, key)),
             };
         }
-        // The writer permit is released here, after the data is in place.
+        // The lock is released here, after the data is in place.
         ready(Ok(()))
     }
 

@@ -128,6 +128,35 @@ fn skip_comments(mut sql: &str) -> &str {
     }
 }
 
+/// One entry of a write set: `Some(value)` inserts or overwrites the key,
+/// `None` removes it if present.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Write<'a> {
+    /// One of [`TABLES`].
+    pub table: &'static str,
+    /// The key.
+    pub key: &'a str,
+    /// The new value, or `None` to delete.
+    pub value: Option<&'a str>,
+}
+
+/// A bounded range read: at most `limit` entries of `table` whose key
+/// starts with `prefix` and sorts strictly after `after`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span<'a> {
+    /// One of [`TABLES`].
+    pub table: &'static str,
+    /// The key prefix (empty: every key).
+    pub prefix: &'a str,
+    /// Keys strictly after this.
+    pub after: Option<&'a str>,
+    /// At most this many entries.
+    pub limit: u32,
+}
+
+/// What one [`Session::read`] answers: a value per key, a page per span.
+pub type Read = (Vec<Option<String>>, Vec<Vec<(String, String)>>);
+
 /// What every store call returns: a boxed future, so bindings can be
 /// chosen at run time (`Box<dyn Session>`). Bindings that never wait
 /// (memory, SQLite) return futures that are ready at once.
@@ -197,15 +226,11 @@ pub trait Session: Send + 'static {
         &'a mut self,
         keys: &'a [(&'static str, &'a str)],
     ) -> StoreFuture<'a, Vec<Option<String>>>;
-    /// Insert or overwrite.
-    fn put<'a>(
-        &'a mut self,
-        table: &'static str,
-        key: &'a str,
-        value: &'a str,
-    ) -> StoreFuture<'a, ()>;
-    /// Remove if present.
-    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()>;
+    /// Apply a write set (every key at most once) inside the transaction,
+    /// taking the locks a read of its keys would. A binding MAY defer the
+    /// statements until the next read or the commit (PostgreSQL sends them
+    /// with `COMMIT`); reads MUST still see them.
+    fn write<'a>(&'a mut self, writes: &'a [Write<'a>]) -> StoreFuture<'a, ()>;
     /// At most `limit` entries whose key starts with `prefix` and sorts
     /// strictly after `after`, ordered by key bytes, served from the key
     /// index (never a filter over the table). A snapshot read: it need not
@@ -217,6 +242,54 @@ pub trait Session: Send + 'static {
         after: Option<&'a str>,
         limit: u32,
     ) -> StoreFuture<'a, Vec<(String, String)>>;
+    /// Point reads and range reads together, answered in order: what one
+    /// decision reads (WIT `store.read`). A binding that talks to a server
+    /// sends them in one round trip.
+    fn read<'a>(
+        &'a mut self,
+        keys: &'a [(&'static str, &'a str)],
+        spans: &'a [Span<'a>],
+    ) -> StoreFuture<'a, Read> {
+        Box::pin(async move {
+            let values = if keys.is_empty() {
+                Vec::new()
+            } else {
+                self.get_many(keys).await?
+            };
+            let mut pages = Vec::with_capacity(spans.len());
+            for s in spans {
+                pages.push(self.scan(s.table, s.prefix, s.after, s.limit).await?);
+            }
+            Ok((values, pages))
+        })
+    }
+    /// Insert or overwrite one key (a one-entry [`Session::write`]).
+    fn put<'a>(
+        &'a mut self,
+        table: &'static str,
+        key: &'a str,
+        value: &'a str,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let one = [Write {
+                table,
+                key,
+                value: Some(value),
+            }];
+            self.write(&one).await
+        })
+    }
+    /// Remove one key if present (a one-entry [`Session::write`]).
+    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let one = [Write {
+                table,
+                key,
+                value: None,
+            }];
+            self.write(&one).await
+        })
+    }
     /// Make the transaction's writes durable and visible. An error means the
     /// outcome is unknown unless the binding knows the commit never reached
     /// the database.

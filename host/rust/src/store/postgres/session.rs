@@ -31,7 +31,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Statement};
 
 use super::{ClockSource, PostgresBackend, column_type, fault};
-use crate::store::{Session, StoreFuture, TABLES};
+use crate::store::{Session, StoreFuture, TABLES, Write};
 
 const BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
 /// One lock order for every transaction (by lock id) keeps deadlocks rare.
@@ -492,33 +492,15 @@ impl Session for PostgresSession {
         Box::pin(self.read(keys))
     }
 
-    fn put<'a>(
-        &'a mut self,
-        table: &'static str,
-        key: &'a str,
-        value: &'a str,
-    ) -> StoreFuture<'a, ()> {
+    fn write<'a>(&'a mut self, writes: &'a [Write<'a>]) -> StoreFuture<'a, ()> {
         let r = self.open_client().map(drop);
-        if r.is_ok() {
+        if r.is_ok() && !writes.is_empty() {
             self.wrote = true;
-            self.deferred.push(Deferred {
-                table,
-                key: key.to_owned(),
-                value: Some(value.to_owned()),
-            });
-        }
-        crate::store::ready(r)
-    }
-
-    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
-        let r = self.open_client().map(drop);
-        if r.is_ok() {
-            self.wrote = true;
-            self.deferred.push(Deferred {
-                table,
-                key: key.to_owned(),
-                value: None,
-            });
+            self.deferred.extend(writes.iter().map(|w| Deferred {
+                table: w.table,
+                key: w.key.to_owned(),
+                value: w.value.map(str::to_owned),
+            }));
         }
         crate::store::ready(r)
     }

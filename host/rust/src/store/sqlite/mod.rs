@@ -21,7 +21,7 @@ use std::time::Duration;
 use gak_rules::StoreFault;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension};
 
-use super::{Backend, Session, StoreFuture, TABLES, ready};
+use super::{Backend, Session, StoreFuture, TABLES, Write, ready};
 
 mod group;
 
@@ -351,19 +351,28 @@ impl SqliteSession {
             .map_err(fault)
     }
 
-    fn put(&mut self, table: &'static str, key: &str, value: &str) -> Result<(), StoreFault> {
-        let sql = format!(
-            "INSERT INTO gak_{} (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            checked(table)?
-        );
-        let mut stmt = self.conn()?.prepare_cached(&sql).map_err(fault)?;
-        stmt.execute([key, value]).map(drop).map_err(fault)
-    }
-
-    fn delete(&mut self, table: &'static str, key: &str) -> Result<(), StoreFault> {
-        let sql = format!("DELETE FROM gak_{} WHERE key = ?1", checked(table)?);
-        let mut stmt = self.conn()?.prepare_cached(&sql).map_err(fault)?;
-        stmt.execute([key]).map(drop).map_err(fault)
+    /// A write set: each entry one execution of a cached statement (one per
+    /// table and kind, prepared once per connection).
+    fn write(&mut self, writes: &[Write<'_>]) -> Result<(), StoreFault> {
+        let conn = self.conn()?;
+        for w in writes {
+            let table = checked(w.table)?;
+            match w.value {
+                Some(value) => {
+                    let sql = format!(
+                        "INSERT INTO gak_{table} (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+                    );
+                    let mut stmt = conn.prepare_cached(&sql).map_err(fault)?;
+                    stmt.execute([w.key, value]).map_err(fault)?;
+                }
+                None => {
+                    let sql = format!("DELETE FROM gak_{table} WHERE key = ?1");
+                    let mut stmt = conn.prepare_cached(&sql).map_err(fault)?;
+                    stmt.execute([w.key]).map_err(fault)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn scan(
@@ -433,16 +442,8 @@ impl Session for SqliteSession {
     ) -> StoreFuture<'a, Vec<Option<String>>> {
         ready(keys.iter().map(|(t, k)| self.get(t, k)).collect())
     }
-    fn put<'a>(
-        &'a mut self,
-        table: &'static str,
-        key: &'a str,
-        value: &'a str,
-    ) -> StoreFuture<'a, ()> {
-        ready(SqliteSession::put(self, table, key, value))
-    }
-    fn delete<'a>(&'a mut self, table: &'static str, key: &'a str) -> StoreFuture<'a, ()> {
-        ready(SqliteSession::delete(self, table, key))
+    fn write<'a>(&'a mut self, writes: &'a [Write<'a>]) -> StoreFuture<'a, ()> {
+        ready(SqliteSession::write(self, writes))
     }
     fn scan<'a>(
         &'a mut self,

@@ -1,0 +1,344 @@
+//! The store's 0.3 shape: a call reads in batches and hands over its whole
+//! write set once, when it decides `ok` (WIT `store.read` / `store.write`).
+//!
+//! The rules are written against [`Txn`] (one read or write at a time, in
+//! whatever order a rule finds natural). [`Buffered`] turns that into the
+//! few crossings the store import costs: writes stay in an [`Overlay`]
+//! that later reads see, the clock and the call's entropy come with the
+//! first read, and [`Buffered::finish`] hands the write set over in one
+//! [`Store::write`]. The component runs every exported call through it;
+//! `gak bench`'s native path does too, so `kernel / native` still measures
+//! only the WebAssembly boundary.
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use crate::{StoreFault, Table, Txn};
+
+/// A bounded range read (WIT `store.range`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Range {
+    /// The table read.
+    pub table: Table,
+    /// Keys starting with this (empty: every key).
+    pub prefix: String,
+    /// Keys strictly after this, if given.
+    pub after: Option<String>,
+    /// At most this many entries.
+    pub limit: u32,
+}
+
+/// What one decision reads together (WIT `store.reads`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reads {
+    /// Point reads, serialized against writers of the keys.
+    pub keys: Vec<(Table, String)>,
+    /// Range reads (snapshot reads).
+    pub ranges: Vec<Range>,
+    /// Read the clock after the reads.
+    pub clock: bool,
+    /// Bytes of fresh randomness wanted.
+    pub entropy: u8,
+}
+
+/// The answers to one [`Reads`], in the order asked (WIT `store.answers`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Answers {
+    /// One per key.
+    pub values: Vec<Option<String>>,
+    /// One page per range.
+    pub pages: Vec<Vec<(String, String)>>,
+    /// The clock, when asked.
+    pub now: Option<u64>,
+    /// Exactly the bytes asked.
+    pub entropy: Vec<u8>,
+}
+
+/// One entry of a write set: `Some` puts, `None` deletes (WIT `store.change`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// The table written.
+    pub table: Table,
+    /// The key.
+    pub key: String,
+    /// The new value, or `None` to remove the key.
+    pub value: Option<String>,
+}
+
+/// What the store import offers one call.
+pub trait Store {
+    /// Everything in `reads`, in one crossing.
+    fn read(&mut self, reads: Reads) -> Result<Answers, StoreFault>;
+    /// The call's write set (every key once), in one crossing.
+    fn write(&mut self, changes: Vec<Change>) -> Result<(), StoreFault>;
+}
+
+impl<S: Store + ?Sized> Store for &mut S {
+    fn read(&mut self, reads: Reads) -> Result<Answers, StoreFault> {
+        (**self).read(reads)
+    }
+    fn write(&mut self, changes: Vec<Change>) -> Result<(), StoreFault> {
+        (**self).write(changes)
+    }
+}
+
+/// Pending writes of a transaction, by table and key (`None`: deleted).
+/// Sorted, so a write set comes out in one stable order (which is also the
+/// order PostgreSQL takes its locks in).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Overlay<T: Ord + Copy = Table> {
+    entries: BTreeMap<(T, String), Option<String>>,
+}
+
+impl<T: Ord + Copy> Default for Overlay<T> {
+    fn default() -> Self {
+        Overlay {
+            entries: BTreeMap::new(),
+        }
+    }
+}
+
+impl<T: Ord + Copy> Overlay<T> {
+    /// Nothing pending?
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Record a put (`Some`) or a delete (`None`); the last write of a key wins.
+    pub fn set(&mut self, table: T, key: &str, value: Option<&str>) {
+        self.entries
+            .insert((table, key.to_owned()), value.map(str::to_owned));
+    }
+
+    /// `Some(pending)` when the key was written (`Some(None)`: deleted).
+    pub fn get(&self, table: T, key: &str) -> Option<Option<&str>> {
+        self.entries
+            .get(&(table, key.to_owned()))
+            .map(Option::as_deref)
+    }
+
+    /// The pending writes inside a range, in key order.
+    pub fn range<'a>(
+        &'a self,
+        table: T,
+        prefix: &'a str,
+        after: Option<&str>,
+    ) -> impl Iterator<Item = (&'a str, Option<&'a str>)> + 'a {
+        let start = match after {
+            Some(a) if a >= prefix => Bound::Excluded((table, a.to_owned())),
+            _ => Bound::Included((table, prefix.to_owned())),
+        };
+        self.entries
+            .range((start, Bound::Unbounded))
+            .take_while(move |((t, k), _)| *t == table && k.starts_with(prefix))
+            .map(|((_, k), v)| (k.as_str(), v.as_deref()))
+    }
+
+    /// How many deletes are pending inside a range: how many more entries
+    /// a range read of the committed data needs so that `limit` survive.
+    pub fn deletes_in(&self, table: T, prefix: &str, after: Option<&str>) -> usize {
+        self.range(table, prefix, after)
+            .filter(|(_, v)| v.is_none())
+            .count()
+    }
+
+    /// A page of the committed data (read with `limit` plus
+    /// [`Overlay::deletes_in`] entries) merged with the pending writes,
+    /// which win: the first `limit` entries the transaction sees.
+    pub fn merge(
+        &self,
+        table: T,
+        prefix: &str,
+        after: Option<&str>,
+        committed: Vec<(String, String)>,
+        limit: u32,
+    ) -> Vec<(String, String)> {
+        let mut merged: BTreeMap<String, Option<String>> =
+            committed.into_iter().map(|(k, v)| (k, Some(v))).collect();
+        for (k, v) in self.range(table, prefix, after) {
+            merged.insert(k.to_owned(), v.map(str::to_owned));
+        }
+        merged
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .take(limit as usize)
+            .collect()
+    }
+
+    /// Every pending write, in (table, key) order.
+    pub fn drain(self) -> impl Iterator<Item = (T, String, Option<String>)> {
+        self.entries.into_iter().map(|((t, k), v)| (t, k, v))
+    }
+}
+
+/// A [`Txn`] over a [`Store`]: the rules' one-at-a-time reads and writes as
+/// few crossings.
+///
+/// - Writes go to an overlay; reads by key are answered from it when the
+///   key was written, range reads merge it.
+/// - The first read asks for the clock (the rules read before they judge
+///   time, so it costs nothing extra) and for the entropy the call was
+///   told to expect ([`Buffered::minting`]).
+/// - [`Buffered::finish`] hands the write set over once, when the call
+///   decided `ok`.
+pub struct Buffered<S> {
+    store: S,
+    writes: Overlay,
+    now: Option<u64>,
+    /// Entropy the next read asks for.
+    want_entropy: u8,
+    /// Entropy received and not used yet.
+    entropy: Vec<u8>,
+    /// Crossings made (reads and the write), for tests and tools.
+    crossings: u32,
+}
+
+impl<S: Store> Buffered<S> {
+    /// A call over `store`.
+    pub fn new(store: S) -> Self {
+        Buffered {
+            store,
+            writes: Overlay::default(),
+            now: None,
+            want_entropy: 0,
+            entropy: Vec::new(),
+            crossings: 0,
+        }
+    }
+
+    /// The call mints `tokens` capabilities (claim, acquire,
+    /// begin-reconcile mint one): their entropy comes with the first read.
+    pub fn minting(mut self, tokens: u8) -> Self {
+        self.want_entropy = tokens.saturating_mul(16).min(64);
+        self
+    }
+
+    /// Store crossings so far (reads, and the write once finished).
+    pub fn crossings(&self) -> u32 {
+        self.crossings
+    }
+
+    /// End the call: hand over the write set when the call decided `ok`
+    /// (`decided_ok`) and wrote something. Answers the crossings made.
+    pub fn finish(mut self, decided_ok: bool) -> Result<u32, StoreFault> {
+        if decided_ok && !self.writes.is_empty() {
+            let changes = std::mem::take(&mut self.writes)
+                .drain()
+                .map(|(table, key, value)| Change { table, key, value })
+                .collect();
+            self.crossings += 1;
+            self.store.write(changes)?;
+        }
+        Ok(self.crossings)
+    }
+
+    /// One crossing: `reads`, plus the clock if not read yet and the
+    /// entropy still expected.
+    fn read(&mut self, mut reads: Reads) -> Result<Answers, StoreFault> {
+        reads.clock = self.now.is_none();
+        reads.entropy = std::mem::take(&mut self.want_entropy);
+        let wanted = (reads.keys.len(), reads.ranges.len(), reads.entropy);
+        self.crossings += 1;
+        let answers = self.store.read(reads)?;
+        if answers.values.len() != wanted.0
+            || answers.pages.len() != wanted.1
+            || answers.entropy.len() != wanted.2 as usize
+        {
+            return Err(StoreFault::Failure(
+                "the store answered a different number of reads than asked".into(),
+            ));
+        }
+        if self.now.is_none() {
+            self.now = Some(answers.now.ok_or_else(|| {
+                StoreFault::Failure("the store answered no clock reading".into())
+            })?);
+        }
+        self.entropy.extend_from_slice(&answers.entropy);
+        Ok(answers)
+    }
+}
+
+impl<S: Store> Txn for Buffered<S> {
+    fn get(&mut self, table: Table, key: &str) -> Result<Option<String>, StoreFault> {
+        Ok(self.get_many(&[(table, key)])?.pop().flatten())
+    }
+
+    fn get_many(&mut self, keys: &[(Table, &str)]) -> Result<Vec<Option<String>>, StoreFault> {
+        let mut found: Vec<Option<Option<String>>> = keys
+            .iter()
+            .map(|(t, k)| self.writes.get(*t, k).map(|v| v.map(str::to_owned)))
+            .collect();
+        let missing: Vec<(Table, String)> = keys
+            .iter()
+            .zip(&found)
+            .filter(|(_, f)| f.is_none())
+            .map(|((t, k), _)| (*t, (*k).to_owned()))
+            .collect();
+        if !missing.is_empty() {
+            let answers = self.read(Reads {
+                keys: missing,
+                ..Reads::default()
+            })?;
+            let mut values = answers.values.into_iter();
+            for slot in found.iter_mut().filter(|f| f.is_none()) {
+                *slot = values.next();
+            }
+        }
+        Ok(found.into_iter().map(Option::flatten).collect())
+    }
+
+    fn put(&mut self, table: Table, key: &str, value: &str) -> Result<(), StoreFault> {
+        self.writes.set(table, key, Some(value));
+        Ok(())
+    }
+
+    fn delete(&mut self, table: Table, key: &str) -> Result<(), StoreFault> {
+        self.writes.set(table, key, None);
+        Ok(())
+    }
+
+    fn scan(
+        &mut self,
+        table: Table,
+        prefix: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, StoreFault> {
+        let deleted = self.writes.deletes_in(table, prefix, after);
+        let range = Range {
+            table,
+            prefix: prefix.to_owned(),
+            after: after.map(str::to_owned),
+            limit: limit.saturating_add(u32::try_from(deleted).unwrap_or(u32::MAX)),
+        };
+        let answers = self.read(Reads {
+            ranges: vec![range],
+            ..Reads::default()
+        })?;
+        let page = answers.pages.into_iter().next().unwrap_or_default();
+        Ok(self.writes.merge(table, prefix, after, page, limit))
+    }
+
+    fn now(&mut self) -> Result<u64, StoreFault> {
+        if self.now.is_none() {
+            // Nothing read yet: the clock alone costs a crossing.
+            self.read(Reads::default())?;
+        }
+        self.now
+            .ok_or_else(|| StoreFault::Failure("the store answered no clock reading".into()))
+    }
+
+    fn random128(&mut self) -> Result<u128, StoreFault> {
+        if self.entropy.len() < 16 {
+            // Not announced with the first read: one crossing more.
+            self.want_entropy = 16;
+            self.read(Reads::default())?;
+        }
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&self.entropy[..16]);
+        self.entropy.drain(..16);
+        Ok(u128::from_le_bytes(bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests;
