@@ -212,6 +212,22 @@ impl<S: Store> Buffered<S> {
         self
     }
 
+    /// Run one call's rules and end it: the write set goes to the store
+    /// only when they decided `ok`; a store failure handing it over fails
+    /// the call.
+    pub fn decide<T>(
+        mut self,
+        rules: impl FnOnce(&mut Self) -> Result<T, crate::Error>,
+    ) -> Result<T, crate::Error> {
+        let out = rules(&mut self);
+        let finished = self.finish(out.is_ok());
+        match (out, finished) {
+            (Ok(value), Ok(_)) => Ok(value),
+            (Ok(_), Err(fault)) => Err(fault.into()),
+            (Err(refusal), _) => Err(refusal),
+        }
+    }
+
     /// Store crossings so far (reads, and the write once finished).
     pub fn crossings(&self) -> u32 {
         self.crossings

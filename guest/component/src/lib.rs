@@ -78,14 +78,10 @@ fn call_minting<T>(
     tokens: u8,
     f: impl FnOnce(&mut Buffered<Host>) -> Result<T, rules::Error>,
 ) -> Result<T, Error> {
-    let mut tx = Buffered::new(Host).minting(tokens);
-    let out = f(&mut tx);
-    let finished = tx.finish(out.is_ok());
-    match (out, finished) {
-        (Ok(value), Ok(_)) => Ok(value),
-        (Ok(_), Err(fault)) => Err(convert::error(fault.into())),
-        (Err(refusal), _) => Err(convert::error(refusal)),
-    }
+    Buffered::new(Host)
+        .minting(tokens)
+        .decide(f)
+        .map_err(convert::error)
 }
 
 /// Run one exported call that mints nothing.

@@ -66,14 +66,7 @@ impl Caller {
                 clock: &*self.clock,
                 conflict: &mut conflict,
             };
-            let mut tx = Buffered::new(store).minting(tokens);
-            let out = rule(&mut tx);
-            let finished = tx.finish(out.is_ok());
-            let out = match (out, finished) {
-                (Ok(value), Ok(_)) => Ok(value),
-                (Ok(_), Err(fault)) => Err(fault.into()),
-                (Err(refusal), _) => Err(refusal),
-            };
+            let out = Buffered::new(store).minting(tokens).decide(&mut rule);
             match out {
                 _ if conflict && may_retry => {
                     run(self.session.rollback());
