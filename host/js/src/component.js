@@ -12,6 +12,8 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
+import { GakError } from './errors.js';
+
 const HERE = dirname(fileURLToPath(import.meta.url));
 /** The package folder, `host/js`. */
 export const PACKAGE_DIR = resolve(HERE, '..');
@@ -55,18 +57,24 @@ const PATCHES = [
       'collection. Guard every call site so the arguments are only built when debugging.',
     find: /(?<![\w.])_debugLog\(/g,
     replace: '_JCO_DEBUG && _debugLog(',
-    count: 239,
+    // The glue's own helpers plus the sites jco emits per imported and
+    // exported function: the count follows the component's interface (its
+    // imports and exports), not its code, so a rebuilt 0.3.0 component
+    // keeps it.
+    count: 227,
   },
   {
     why:
       'jco 1.35 runs every import call through its async task machinery, even a sync-lowered ' +
       'import of a sync function: _lowerImportBackwardsCompat creates a subtask, the trampoline ' +
       'a task, and both go through resolve/exit bookkeeping; a profile put ~40 % of a memory ' +
-      'claim there. Our own imports (store, clock) and wasi:random take no resources and never ' +
-      'block, so their trampolines call the host function directly (see rewriteTrampoline).',
+      'claim there. Our own imports (store.read, store.write) and wasi:random take no resources ' +
+      'and never block, so their trampolines call the host function directly (see rewriteTrampoline).',
     find: /const (_trampoline\d+) = function\(([^)]*)\) \{\n([\s\S]*?)\n {2}\}\n {2}\1\.fnName = '((?:gak:kernel\/|wasi:random\/)[^']*)';/g,
     replace: rewriteTrampoline,
-    count: 8,
+    // gak:kernel@0.3.0: store.read, store.write, and the one wasi:random
+    // function the component imports (insecure-seed; std's hash seeds).
+    count: 3,
   },
   {
     why: 'The stand-in task the direct trampolines hold (only their error paths touch it).',
@@ -82,18 +90,24 @@ function _trackHostOperation(operation) {`,
     why: 'Lower the rewritten trampolines as they are, without the subtask wrapper.',
     find: /let (trampoline\d+) = (_trampoline\d+)\.manuallyAsync \?/g,
     replace: 'let $1 = $2.gakDirect ? $2 : $2.manuallyAsync ?',
-    count: 21,
+    // Every lowered import: the 3 direct ones and 13 of WASI.
+    count: 16,
   },
 ];
-const PATCH_SET = 'p3';
+// Names the patch set in the cache key and meta.json: p3 was the 0.2.0
+// glue (store get/get-many/put/delete/scan, clock, wasi:random), p4 the
+// 0.3.0 glue (store read/write, wasi:random).
+const PATCH_SET = 'p4';
 
 // Inside one trampoline of a sync import: each edit must apply exactly once.
 const TRAMPOLINE_EDITS = [
   // The task (and the parent's subtask it attaches to) becomes the stand-in.
   [/\n\s*const hostProvided = true;\s*let parentTask;\s*let task;\s*let subtask;[\s\S]*?const started = task\.enterSync\(\);/, '\n    const task = _GAK_NO_TASK;'],
   // No current-task bookkeeping around the host call, and no check for a
-  // promise (our imports are synchronous).
-  [/_withGlobalCurrentTaskMeta\(\{\s*componentIdx: task\.componentIdx\(\),\s*taskID: task\.id\(\),\s*fn: \(\) => _trackHostOperation\(\(\) => (.*)\),\s*\}\)/, '$1'],
+  // promise (our imports are synchronous). The call may span lines (0.3.0's
+  // `read({keys, ranges, clock, entropy})`): it ends where the wrapper's
+  // `})` and the statement's `;` do.
+  [/_withGlobalCurrentTaskMeta\(\{\s*componentIdx: task\.componentIdx\(\),\s*taskID: task\.id\(\),\s*fn: \(\) => _trackHostOperation\(\(\) => ([\s\S]*?)\),\s*\}\)\s*;/, '$1;'],
   // Nothing to resolve: the trampoline returns (or writes) the result itself.
   [/task\.resolve\(\[.*\]\);\s*task\.exit\(\);/, ''],
 ];
@@ -108,6 +122,127 @@ function rewriteTrampoline(whole, name, params, body, fnName) {
     out = out.replace(find, replace);
   }
   return `const ${name} = function(${params}) {\n${out}\n  }\n  ${name}.fnName = '${fnName}';\n  ${name}.gakDirect = true;`;
+}
+
+/** The contract this host implements (`wit/world.wit`). */
+export const CONTRACT_VERSION = '0.3.0';
+export const CONTRACT = `gak:kernel@${CONTRACT_VERSION}`;
+
+/**
+ * The names a component imports and exports at its top level, read from
+ * its binary (the component model's import section, id 10, and export
+ * section, id 11; everything else is skipped by its size). Enough to see
+ * which contract a component speaks before jco is asked to transpile it:
+ * jco transpiles a component of any version, and what fails then is a
+ * link error naming a missing import, which says nothing about versions.
+ * Throws on bytes that are not a component.
+ */
+export function componentNames(bytes) {
+  let at = 0;
+  const fail = (why) => {
+    throw new Error(`not a WebAssembly component (${why} at byte ${at})`);
+  };
+  const byte = () => (at < bytes.length ? bytes[at++] : fail('truncated'));
+  const leb = () => {
+    // u32 or s33: only skipped or read as a length, so the sign never matters.
+    let value = 0;
+    for (let shift = 0; ; shift += 7) {
+      const b = byte();
+      if (shift < 28) value += (b & 0x7f) * 2 ** shift;
+      if ((b & 0x80) === 0) return value;
+      if (shift > 28) fail('an overlong number');
+    }
+  };
+  const string = () => {
+    const n = leb();
+    if (at + n > bytes.length) fail('a truncated name');
+    const s = new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(at, at + n));
+    at += n;
+    return s;
+  };
+  const name = () => {
+    const form = byte();
+    if (form > 2) fail(`name form ${form}`);
+    const s = string();
+    if (form === 2) {
+      // Name options (implements, version suffix, external id): skipped.
+      for (let i = leb(); i > 0; i--) {
+        byte();
+        string();
+      }
+    }
+    return s;
+  };
+  const kind = () => {
+    const k = byte();
+    if (k === 0x00) byte(); // a core sort (0x11: module)
+    else if (k > 0x05) fail(`sort ${k}`);
+    return k;
+  };
+  const typeRef = () => {
+    const k = kind();
+    if (k === 0x03) {
+      // A type bound: eq <typeidx>, or sub resource.
+      if (byte() === 0x00) leb();
+    } else {
+      leb(); // a type index, or a value type (one byte or an s33)
+    }
+  };
+  const magic = [0x00, 0x61, 0x73, 0x6d];
+  if (bytes.length < 8 || magic.some((b, i) => bytes[i] !== b)) fail('no wasm magic');
+  if (bytes[6] !== 0x01 || bytes[7] !== 0x00) fail('a core module, not a component');
+  at = 8;
+  const imports = [];
+  const exports = [];
+  while (at < bytes.length) {
+    const id = byte();
+    const size = leb();
+    const end = at + size;
+    if (end > bytes.length) fail('a truncated section');
+    if (id === 10 || id === 11) {
+      for (let n = leb(); n > 0; n--) {
+        if (id === 10) {
+          imports.push(name());
+          typeRef();
+        } else {
+          exports.push(name());
+          kind();
+          leb(); // its index
+          if (byte() === 0x01) typeRef(); // an ascribed type
+        }
+      }
+      if (at !== end) fail(`a section that does not end where it says (${end})`);
+    }
+    at = end;
+  }
+  return { imports, exports };
+}
+
+/**
+ * Refuse a component of another contract version, naming both (world.wit:
+ * "a host MUST refuse, when it opens, a component of a contract version
+ * it does not implement"). Every `gak:kernel/…` name it imports or exports
+ * must carry this host's version.
+ */
+export function checkContract(bytes, where) {
+  let names;
+  try {
+    names = componentNames(bytes);
+  } catch (e) {
+    throw new GakError('storage', `${where} is not a gak kernel component: ${e.message}`, { cause: e });
+  }
+  const versions = new Set();
+  for (const n of [...names.imports, ...names.exports]) {
+    const m = /^gak:kernel\/[^@]+(?:@(.+))?$/.exec(n);
+    if (m) versions.add(m[1] === undefined ? 'gak:kernel (unversioned)' : `gak:kernel@${m[1]}`);
+  }
+  if (versions.size === 0) {
+    throw new GakError('storage', `${where} is not a gak kernel component (it imports and exports no gak:kernel interface); this host implements ${CONTRACT}`);
+  }
+  const other = [...versions].filter((v) => v !== CONTRACT);
+  if (other.length > 0) {
+    throw new GakError('storage', `${where} is ${other.join(' and ')}; this host implements ${CONTRACT}`);
+  }
 }
 
 function jcoVersion() {
@@ -162,6 +297,9 @@ export async function transpileComponent(wasmPath) {
         '`cargo build -p gak`, or name it with --component FILE or GAK_COMPONENT',
     );
   }
+  // Before the cache and before jco: a component of another contract is
+  // never transpiled, and is refused with both versions named.
+  checkContract(bytes, `the component at ${wasmPath}`);
   const dir = join(GEN_DIR, cacheKey(bytes));
   if (existsSync(join(dir, 'meta.json'))) return dir;
   const { transpileBytes } = await import('@bytecodealliance/jco-transpile');

@@ -1,27 +1,32 @@
-// The calling convention of `wit/world.wit`, for one component in one
-// process: instances, the store and clock imports, and the transaction that
-// wraps every exported call (HOSTS.md rules 1-6, 12, 13).
+// The calling convention of `wit/world.wit` (gak:kernel@0.3.0), for one
+// component in one process: instances, the store import, and the
+// transaction that wraps every exported call (HOSTS.md rules 1-6, 12, 13).
 //
 // - One host transaction per exported call: commit when the export returns
 //   ok, roll back when it returns an error.
+// - The component crosses into the host few times per call: `store.read`
+//   (point reads, range reads, then the clock, then fresh entropy, in one
+//   crossing) and, when it decides ok, one `store.write` with the call's
+//   whole write set.
 // - A store conflict (busy SQLite) re-runs the whole call in a fresh
 //   transaction, at most MAX_ATTEMPTS runs with jittered exponential backoff
 //   (`retryDelay`); the component is deterministic given its reads, clock
-//   and random draws, so a re-run is a fresh decision, never a partial one.
+//   and entropy, so a re-run is a fresh decision, never a partial one.
 //   A COMMIT refused as busy did not apply and is re-run; a COMMIT that
 //   fails any other way may have applied and is `storage`, never re-run.
 // - Imports never throw. jco re-throws a plain `Error` from an import
 //   through the guest (jco #405): the guest's stack is unwound without it
-//   knowing, and the instance may be left inconsistent. Every failure is
-//   returned as the `store-error` payload instead, and remembered so the
-//   call cannot commit. A fenced sink body's store errors are remembered the
-//   same way, even when the body catches them.
+//   knowing, and the instance may be left inconsistent. Every failure (the
+//   clock's and the random source's too) is returned as the `store-error`
+//   payload instead, and remembered so the call cannot commit. A fenced
+//   sink body's store errors are remembered the same way, even when the
+//   body catches them.
 // - Anything unexpected thrown out of an export (a trap, a glue error) ends
 //   the call with `storage`, rolls back, and discards the instance: the next
 //   call gets a fresh one.
 import { GakError, fromRefusal, isRefusal } from './errors.js';
-import { StoreConflict } from './store/errors.js';
-import { wasiImports } from './wasi.js';
+import { StoreConflict, StoreFailure } from './store/errors.js';
+import { entropy, wasiImports } from './wasi.js';
 
 /** How many times one call runs before store conflicts make it `storage` (HOSTS.md 3). */
 export const MAX_ATTEMPTS = 10;
@@ -49,6 +54,15 @@ function pause(attempt) {
 }
 
 /**
+ * How many times the component crossed into the host (`store.read`,
+ * `store.write`), summed over every instance of this thread: the latency
+ * tool divides it by the calls it made. An increment per crossing, nothing
+ * else.
+ * @internal
+ */
+export const crossings = { read: 0, write: 0 };
+
+/**
  * What the imports of one instance act on during a call: the open
  * transaction, the clock, and the store errors met so far (by the component
  * or by a sink body), which decide how the call ends.
@@ -56,14 +70,12 @@ function pause(attempt) {
 class HostState {
   txn = null;
   clock = null;
-  now = undefined;
   conflict = false;
   failure = undefined;
 
   reset(clock, txn) {
     this.clock = clock;
     this.txn = txn;
-    this.now = undefined;
     this.conflict = false;
     this.failure = undefined;
   }
@@ -79,48 +91,72 @@ class HostState {
   }
 }
 
-function storeImport(host, op) {
-  return (...args) => {
+const NOTHING = Object.freeze([]);
+// What `store.write` answers: the glue wraps any other value in a fresh
+// `{tag: 'ok'}` object, once per call.
+const WRITTEN = Object.freeze({ tag: 'ok', val: undefined });
+
+/**
+ * The clock's reading as the WIT's `millis`: a bigint in 0..2^53-1 (a safe
+ * integer number is accepted and converted). Anything else, or a clock
+ * that throws, is a `StoreFailure`: the read fails and so does the call.
+ */
+function instant(clock) {
+  let raw;
+  try {
+    raw = clock.now();
+  } catch (e) {
+    throw new StoreFailure(`reading the clock: ${e?.message ?? String(e)}`, { cause: e });
+  }
+  const now = typeof raw === 'bigint' ? raw : Number.isSafeInteger(raw) ? BigInt(raw) : undefined;
+  if (now === undefined) throw new StoreFailure(`reading the clock: it returned ${String(raw)}, not an integer`);
+  if (now < 0n || now > MAX_NUMBER) throw new StoreFailure(`reading the clock: it reads ${now}, outside 0..2^53 ms`);
+  return now;
+}
+
+/**
+ * `store.read`: the point and range reads in one call to the binding (none
+ * when the component asks only for the clock or entropy, as the Rust host),
+ * then the clock — after the reads, so expiry is judged at an instant no
+ * older than the state it is judged on — then the call's fresh entropy.
+ * Returned as the answers record itself (no `tag`: the glue takes it as ok).
+ */
+function readImport(host) {
+  return (reads) => {
+    crossings.read++;
     const txn = host.txn;
     if (!txn) return host.fault(new Error('no open transaction (a pure call touched the store)'));
     try {
-      return op(txn, ...args);
+      const { keys, ranges } = reads;
+      let values = NOTHING;
+      let pages = NOTHING;
+      if (keys.length > 0 || ranges.length > 0) ({ values, pages } = txn.read(keys, ranges));
+      const now = reads.clock ? instant(host.clock) : undefined;
+      return { values, pages, now, entropy: entropy(reads.entropy) };
     } catch (e) {
       return host.fault(e);
     }
   };
 }
 
-function clockImport(host) {
-  return () => {
-    // One reading per call (the WIT's SHOULD): every deadline a call
-    // computes uses the same now.
-    if (host.now !== undefined) return host.now;
-    let now;
+/** `store.write`: the call's whole write set, applied in its transaction. */
+function writeImport(host) {
+  return (changes) => {
+    crossings.write++;
+    const txn = host.txn;
+    if (!txn) return host.fault(new Error('no open transaction (a pure call touched the store)'));
     try {
-      const raw = host.clock.now();
-      now = typeof raw === 'bigint' ? raw : Number.isSafeInteger(raw) ? BigInt(raw) : undefined;
-      if (now === undefined) throw new Error(`the clock returned ${String(raw)}, not an integer`);
-      if (now < 0n || now > MAX_NUMBER) throw new Error(`the clock reads ${now}, outside 0..2^53 ms`);
+      txn.write(changes);
+      return WRITTEN;
     } catch (e) {
-      host.failure ??= `reading the clock: ${e.message}`;
-      now = 0n; // the call is failed whatever the component decides
+      return host.fault(e);
     }
-    host.now = now;
-    return now;
   };
 }
 
 function importObject(component, host) {
   const own = {
-    'gak:kernel/store': {
-      get: storeImport(host, (txn, table, key) => txn.get(table, key)),
-      getMany: storeImport(host, (txn, keys) => txn.getMany(keys)),
-      put: storeImport(host, (txn, table, key, value) => txn.put(table, key, value)),
-      delete: storeImport(host, (txn, table, key) => txn.delete(table, key)),
-      scan: storeImport(host, (txn, table, prefix, after, limit) => txn.scan(table, prefix, after, limit)),
-    },
-    'gak:kernel/clock': { now: clockImport(host) },
+    'gak:kernel/store': { read: readImport(host), write: writeImport(host) },
     ...wasiImports,
   };
   const imports = {};

@@ -103,13 +103,17 @@ export class Kernel {
   }
 }
 
+const NOTHING = Object.freeze([]);
+
 /**
  * A sink body's view of the call's open transaction: the `downstream` table
  * and, on SQLite, the connection (guarded: see `store/lent.js`). Every store
  * error the body meets here is recorded on the call (`host.fault`): the call
  * ends with `storage`, or re-runs on a conflict, even if the body catches
  * the error and returns normally (HOSTS.md 12). Works only while the body
- * runs.
+ * runs. `get` and `put` speak the bindings' one read and write protocol
+ * (a one-key read, a one-entry write set), as the Rust host's `Downstream`
+ * does, so a test binding counts and faults them as the cases say.
  */
 class Downstream {
   #host;
@@ -134,12 +138,12 @@ class Downstream {
 
   get(key) {
     const k = v.str('key', key);
-    return this.#store((txn) => txn.get('downstream', k));
+    return this.#store((txn) => txn.read([['downstream', k]], NOTHING).values[0]);
   }
 
   put(key, value) {
     const [k, x] = [v.str('key', key), v.str('value', value)];
-    this.#store((txn) => txn.put('downstream', k, x));
+    this.#store((txn) => txn.write([{ table: 'downstream', key: k, value: x }]));
   }
 
   /**

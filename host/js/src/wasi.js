@@ -1,14 +1,17 @@
-// The WASI imports the component links (a Rust std guest imports ~14 WASI
-// 0.2 interfaces; at run time it only draws random numbers, and writes to
-// stderr when it panics).
+// The randomness the component is handed, and the WASI imports it links (a
+// Rust std guest imports ~14 WASI 0.2 interfaces; at run time it only asks
+// for hash seeds, and writes to stderr when it panics).
 //
-// - Randomness: tokens, holders and reconcile claims are 128 bits from
-//   `wasi:random/random.get-random-u64`, so it MUST be a CSPRNG. We read
-//   node:crypto's CSPRNG (`randomFillSync`, OpenSSL's RAND_bytes) into a
-//   4 KiB pool and hand it out 8 bytes at a time: preview2-shim 0.26 calls
-//   `crypto.randomBytes(8)` per u64 (an allocation and a trip into C++ each
-//   time; a tenth of a claim's time in a profile). Bytes are used once and
-//   never leave the process, as with Node's own `randomUUID` cache.
+// - Entropy: tokens, holders and reconcile claims are minted from the bytes
+//   `store.read` hands over (`answers.entropy`, gak:kernel@0.3.0), so they
+//   MUST come from a CSPRNG and never repeat. We read node:crypto's CSPRNG
+//   (`randomFillSync`, OpenSSL's RAND_bytes) into a 4 KiB pool and hand it
+//   out in slices: a `randomFillSync` per call costs ~2.5 µs (a trip into
+//   C++), a slice of the pool ~0.1 µs. Every byte is handed out once, as a
+//   copy, and zeroed in the pool at once; bytes never leave the process, as
+//   with Node's own `randomUUID` cache. `wasi:random` (std's hash seeds,
+//   which need only vary) is served from the same CSPRNG: `get-random-u64`
+//   and `insecure-seed` from the pool, `get-random-bytes` directly.
 //   No two processes or threads can hand out the same bytes (HOSTS.md 7):
 //   every worker thread loads its own copy of this module (its own pool),
 //   child processes start from nothing (Node cannot fork a live process),
@@ -25,28 +28,60 @@ import * as cli from '@bytecodealliance/preview2-shim/cli';
 import * as io from '@bytecodealliance/preview2-shim/io';
 
 const POOL_BYTES = 4096;
-const pool = new BigUint64Array(POOL_BYTES / 8);
-let next = pool.length;
+const pool = new Uint8Array(POOL_BYTES);
+const words = new BigUint64Array(pool.buffer);
+let next = POOL_BYTES; // the first byte not yet handed out
 let owner = process.pid; // the process the pool was filled in
 
-/** 64 bits from node:crypto's CSPRNG. */
-export function randomU64() {
-  if (next === pool.length || owner !== process.pid) {
+/** Make `n` bytes (at most POOL_BYTES) available from `next` on. */
+function reserve(n) {
+  if (next + n > POOL_BYTES || owner !== process.pid) {
     randomFillSync(pool);
     next = 0;
     owner = process.pid;
   }
-  const value = pool[next];
-  pool[next++] = 0n; // a drawn value is never handed out, nor left, again
+}
+
+/** 64 bits from node:crypto's CSPRNG. */
+export function randomU64() {
+  next = (next + 7) & ~7; // a whole word of the pool
+  reserve(8);
+  const at = next >>> 3;
+  const value = words[at];
+  words[at] = 0n; // a drawn value is never handed out, nor left, again
+  next += 8;
   return value;
 }
 
-/** @internal For tests: where the pool stands. */
+/** The most bytes one `store.read` may ask for (WIT `reads.entropy`). */
+export const MAX_ENTROPY = 64;
+
+const NO_BYTES = new Uint8Array(0);
+
+/**
+ * `n` (0..MAX_ENTROPY) fresh bytes from node:crypto's CSPRNG: a copy of
+ * the pool's next bytes, which are zeroed, so no two calls (nor threads,
+ * nor processes) ever receive the same ones.
+ */
+export function entropy(n) {
+  if (n === 0) return NO_BYTES;
+  if (!Number.isInteger(n) || n < 0 || n > MAX_ENTROPY) throw new RangeError(`${n} bytes of entropy asked for in one read; at most ${MAX_ENTROPY}`);
+  reserve(n);
+  const out = pool.slice(next, next + n);
+  pool.fill(0, next, next + n);
+  next += n;
+  return out;
+}
+
+/** @internal For tests: where the pool stands (`next` in bytes). */
 export const poolState = () => ({ owner, next });
+/** @internal For tests: a copy of the pool as it is now. */
+export const poolBytes = () => pool.slice();
 
 const random = {
   getRandomU64: randomU64,
   getRandomBytes(len) {
+    // Straight from the CSPRNG: any length, and this component draws none.
     const n = Number(len);
     const out = new Uint8Array(n);
     randomFillSync(out);

@@ -5,8 +5,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { componentPath, patchGlue } from '../src/component.js';
-import { MemoryBackend, openKernel } from '../src/index.js';
+import { componentPath, loadComponent, patchGlue } from '../src/component.js';
+import { Kernel } from '../src/kernel.js';
+import { ManualClock, MemoryBackend } from '../src/index.js';
 
 let raw;
 async function rawGlue() {
@@ -22,15 +23,12 @@ async function rawGlue() {
   return raw;
 }
 
+// gak:kernel@0.3.0's store import, and the one wasi:random function the
+// component imports.
 const DIRECT = [
-  'gak:kernel/clock@0.2.0#now',
-  'gak:kernel/store@0.2.0#_delete',
-  'gak:kernel/store@0.2.0#get',
-  'gak:kernel/store@0.2.0#getMany',
-  'gak:kernel/store@0.2.0#put',
-  'gak:kernel/store@0.2.0#scan',
+  'gak:kernel/store@0.3.0#read',
+  'gak:kernel/store@0.3.0#write',
   'wasi:random/insecure-seed@0.2.6#insecureSeed',
-  'wasi:random/random@0.2.6#getRandomU64',
 ];
 
 test('the patches apply to the glue jco emits for this component', async () => {
@@ -39,72 +37,83 @@ test('the patches apply to the glue jco emits for this component', async () => {
     .map((m) => m[2])
     .sort();
   assert.deepEqual(direct, DIRECT);
-  // Every other import still goes through jco's wrapper.
-  const wrapped = patched.match(/: _trampoline\d+\.manuallyAsync \? new WebAssembly\.Suspending/g)?.length;
-  assert.equal(wrapped, 21);
+  // Every lowering site is patched (the direct ones skip jco's wrapper, the
+  // other 13, WASI's, keep it).
+  const wrapped = patched.match(/= (_trampoline\d+)\.gakDirect \? \1 : \1\.manuallyAsync \? new WebAssembly\.Suspending/g)?.length;
+  assert.equal(wrapped, 16);
+  // The 0.3.0 read's call spans lines: it is called directly, whole.
+  assert.match(patched, /const hostRet\d+ = read\(\{\s*keys: result\d+,\s*ranges: result\d+,[^;]*entropy: clampGuest\(arg\d+, 0, 255\),\s*\}\);/);
 });
 
 test('a glue of another shape is refused, not half-patched', async () => {
   const glue = await rawGlue();
   // One direct trampoline whose task set-up changed upstream.
-  const at = glue.indexOf("_trampoline14.fnName = 'gak:kernel/store");
+  const at = glue.indexOf("fnName = 'gak:kernel/store@0.3.0#read'");
   assert.ok(at > 0);
   const start = glue.lastIndexOf('const hostProvided = true;', at);
   const changed = glue.slice(0, start) + 'const hostProvided = !false;' + glue.slice(start + 26);
-  assert.throws(() => patchGlue(changed), /no longer applies to gak:kernel\/store@0\.2\.0#get/);
+  assert.throws(() => patchGlue(changed), /no longer applies to gak:kernel\/store@0\.3\.0#read/);
+  // A host call wrapped differently (its statement no longer ends there).
+  const call = glue.indexOf('fn: () => _trackHostOperation(() => write(', start);
+  assert.ok(call > 0);
+  const end = glue.indexOf('})\n      ;', call);
+  const unwrapped = glue.slice(0, end) + '}).then?.()\n      ;' + glue.slice(end + '})\n      ;'.length);
+  assert.throws(() => patchGlue(unwrapped), /no longer applies to gak:kernel\/store@0\.3\.0#write/);
   // One more _debugLog call than counted.
-  assert.throws(() => patchGlue(glue + '\n_debugLog("x");\n'), /found 240, expected 239/);
+  assert.throws(() => patchGlue(glue + '\n_debugLog("x");\n'), /found 228, expected 227/);
   // A wrapper site that moved.
+  const site = glue.match(/let (trampoline\d+) = (_trampoline\d+)\.manuallyAsync \?/);
+  assert.ok(site);
   assert.throws(
-    () => patchGlue(glue.replace('let trampoline14 = _trampoline14.manuallyAsync ?', 'let trampoline14 = (_trampoline14.manuallyAsync) ?')),
-    /found 20, expected 21/,
+    () => patchGlue(glue.replace(site[0], `let ${site[1]} = (${site[2]}.manuallyAsync) ?`)),
+    /found 15, expected 16/,
   );
+  // A component importing a fourth store or random function.
+  const fourth = glue.replace("fnName = 'wasi:cli/exit@0.2.6#exit';", "fnName = 'wasi:random/random@0.2.6#getRandomU64';");
+  assert.notEqual(fourth, glue);
+  assert.throws(() => patchGlue(fourth), /found 4, expected 3/);
 });
 
-test('store and clock imports run without the task wrapper', async () => {
-  const stacks = [];
-  class Probe extends MemoryBackend {
-    session() {
-      const inner = super.session();
-      return {
-        begin: () => {
-          const txn = inner.begin();
-          const probe = {
-            commit: () => txn.commit(),
-            rollback: () => txn.rollback(),
-            isOpen: () => txn.isOpen(),
-            lend: (report) => txn.lend(report),
-          };
-          for (const op of ['get', 'getMany', 'put', 'delete', 'scan']) {
-            probe[op] = (...args) => {
-              stacks.push(new Error().stack);
-              return txn[op](...args);
-            };
-          }
-          return probe;
-        },
-        close: () => inner.close(),
-      };
-    }
-  }
+test('store and random imports run without the task wrapper', async () => {
+  // The host's own functions, each wrapped to take its stack.
+  const stacks = new Map();
+  const take = (name, fn) =>
+    function (...args) {
+      if (!stacks.has(name)) stacks.set(name, new Error().stack);
+      return fn.apply(this, args);
+    };
+  const entry = await loadComponent();
+  const component = {
+    ...entry,
+    instantiate(imports) {
+      const out = { ...imports };
+      for (const [name, impl] of Object.entries(imports)) {
+        const bare = name.split('@')[0];
+        if (bare === 'gak:kernel/store') out[name] = { read: take('read', impl.read), write: take('write', impl.write) };
+        if (bare === 'wasi:random/insecure-seed') out[name] = { insecureSeed: take('insecureSeed', impl.insecureSeed) };
+      }
+      return entry.instantiate(out);
+    },
+  };
   const limit = Error.stackTraceLimit;
   Error.stackTraceLimit = 100;
   try {
-    const kernel = await openKernel(new Probe());
+    const kernel = new Kernel(component, new MemoryBackend(), new ManualClock(1000n));
     kernel.taskboard.seed([{ id: 't' }]);
     kernel.taskboard.claim('t', 'w', 60_000n);
   } finally {
     Error.stackTraceLimit = limit;
   }
-  assert.ok(stacks.length >= 2);
-  for (const stack of stacks) {
+  assert.deepEqual([...stacks.keys()].sort(), ['insecureSeed', 'read', 'write']);
+  for (const [name, stack] of stacks) {
     // From the host function down to the glue's trampoline and the frame
     // that called it (wasm, not jco's lowering wrapper): no task machinery.
     // (The export's own task frames lie further down and are not looked at.)
     const frames = stack.split('\n');
     const at = frames.findIndex((f) => /_trampoline\d+/.test(f));
-    assert.ok(at > 0, `no trampoline frame in\n${stack}`);
+    assert.ok(at > 0, `${name}: no trampoline frame in\n${stack}`);
     const upper = frames.slice(0, at + 2).join('\n');
-    assert.doesNotMatch(upper, /_lowerImportBackwardsCompat|_withGlobalCurrentTaskMeta|_trackHostOperation/);
+    assert.doesNotMatch(upper, /_lowerImportBackwardsCompat|_withGlobalCurrentTaskMeta|_trackHostOperation/, name);
+    assert.match(frames[at + 1], /wasm/, `${name}: the trampoline's caller is not the guest:\n${upper}`);
   }
 });

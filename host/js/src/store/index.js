@@ -8,7 +8,19 @@
 //   backend.session()   -> session: one connection, used by one kernel
 //   session.begin()     -> txn. Throws StoreConflict (busy: nothing opened,
 //                          try again) or StoreFailure (nothing opened).
-//   txn.get / getMany / put / delete / scan   (the WIT `store` operations)
+//   txn.read(keys, ranges) -> {values, pages}   (WIT `store.read` without
+//                          the clock and entropy, which the engine adds):
+//                          `keys` [table, key] pairs -> one value or
+//                          undefined each; `ranges` {table, prefix, after,
+//                          limit} -> one [[key, value], ...] page each, in
+//                          UTF-8 byte order of the keys. Sees the
+//                          transaction's own writes.
+//   txn.write(changes)     (WIT `store.write`) the call's write set,
+//                          {table, key, value} with value undefined (or
+//                          null) for a delete, applied in the transaction.
+//                          Both throw StoreConflict or StoreFailure; a sink
+//                          body's `downstream` get / put are a one-key read
+//                          and a one-entry write.
 //   txn.commit()        Throws StoreConflict: NOT applied (busy); or
 //                          StoreFailure: may have been applied. Either way
 //                          nothing is left open: no rollback follows.

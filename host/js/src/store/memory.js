@@ -164,28 +164,42 @@ class MemoryTxn {
     return p;
   }
 
-  get(table, key) {
+  #get(table, key) {
     const t = this.#check(table);
     const pending = this.overlay.get(table);
     if (pending?.has(key)) return pending.get(key) ?? undefined;
     return t.values.get(key);
   }
 
-  getMany(keys) {
-    return keys.map(([table, key]) => this.get(table, key));
+  /**
+   * What one `store.read` asks for: `keys` as [table, key] pairs and
+   * `ranges` as {table, prefix, after, limit}, answered in order, seeing
+   * this transaction's own writes. No locks: transactions on one memory
+   * store never interleave (see the module comment).
+   */
+  read(keys, ranges) {
+    const values = new Array(keys.length);
+    for (let i = 0; i < keys.length; i++) values[i] = this.#get(keys[i][0], keys[i][1]);
+    const pages = new Array(ranges.length);
+    for (let i = 0; i < ranges.length; i++) {
+      const r = ranges[i];
+      pages[i] = this.#scan(r.table, r.prefix, r.after, r.limit);
+    }
+    return { values, pages };
   }
 
-  put(table, key, value) {
-    this.#check(table);
-    this.#pending(table).set(key, value);
+  /**
+   * The call's write set ({table, key, value}; value undefined or null
+   * removes the key), into the overlay: visible to this transaction's
+   * later reads, applied to the tables only by `commit`. Every table is
+   * checked first, so a bad entry leaves the overlay as it was.
+   */
+  write(changes) {
+    for (const c of changes) this.#check(c.table);
+    for (const c of changes) this.#pending(c.table).set(c.key, c.value ?? null);
   }
 
-  delete(table, key) {
-    this.#check(table);
-    this.#pending(table).set(key, null);
-  }
-
-  scan(table, prefix, after, limit) {
+  #scan(table, prefix, after, limit) {
     const t = this.#check(table);
     // Committed keys from the index, then this transaction's own writes
     // (which win), merged in byte order. Reads O(limit + pending).

@@ -238,49 +238,52 @@ class SqliteTxn {
     return s;
   }
 
-  get(table, key) {
-    const s = this.#table(table);
+  /**
+   * What one `store.read` asks for: `keys` as [table, key] pairs and
+   * `ranges` as {table, prefix, after, limit}, answered in order from the
+   * cached statements. BEGIN IMMEDIATE already holds the write lock, so
+   * the point reads are serialized against every other writer.
+   */
+  read(keys, ranges) {
     try {
-      return s.get.get(key) ?? undefined;
+      const values = new Array(keys.length);
+      for (let i = 0; i < keys.length; i++) {
+        const [table, key] = keys[i];
+        values[i] = this.#table(table).get.get(key) ?? undefined;
+      }
+      const pages = new Array(ranges.length);
+      for (let i = 0; i < ranges.length; i++) {
+        const r = ranges[i];
+        pages[i] = this.#scan(this.#table(r.table), r.prefix, r.after, r.limit);
+      }
+      return { values, pages };
     } catch (e) {
       throw storeFault(e);
     }
   }
 
-  getMany(keys) {
-    return keys.map(([table, key]) => this.get(table, key));
-  }
-
-  put(table, key, value) {
-    const s = this.#table(table);
+  /**
+   * The call's write set ({table, key, value}; value undefined or null
+   * removes the key): one cached statement per entry, in one loop, inside
+   * the transaction (so a failure part-way is rolled back with it).
+   */
+  write(changes) {
     try {
-      s.put.run(key, value);
+      for (const c of changes) {
+        const s = this.#table(c.table);
+        if (c.value === undefined || c.value === null) s.delete.run(c.key);
+        else s.put.run(c.key, c.value);
+      }
     } catch (e) {
       throw storeFault(e);
     }
   }
 
-  delete(table, key) {
-    const s = this.#table(table);
-    try {
-      s.delete.run(key);
-    } catch (e) {
-      throw storeFault(e);
-    }
-  }
-
-  scan(table, prefix, after, limit) {
-    const s = this.#table(table);
+  #scan(s, prefix, after, limit) {
     const strict = after !== undefined && compareKeys(after, prefix) >= 0;
     const lower = strict ? after : prefix;
     const end = prefixEnd(prefix);
     const op = strict ? '>' : '>=';
-    try {
-      return end === undefined
-        ? s.scan[`${op}open`].all(lower, limit)
-        : s.scan[op].all(lower, end, limit);
-    } catch (e) {
-      throw storeFault(e);
-    }
+    return end === undefined ? s.scan[`${op}open`].all(lower, limit) : s.scan[op].all(lower, end, limit);
   }
 }
