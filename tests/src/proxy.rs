@@ -11,8 +11,9 @@
 //! Only the `COMMIT` of a transaction that wrote is cut: the binding ends a
 //! read-only transaction with a `COMMIT` it does not wait for, whose lost
 //! answer would be no ambiguity at all. A transaction wrote when it bound
-//! an `INSERT` or `DELETE` statement (the proxy remembers which prepared
-//! statements are writes from their `Parse` message).
+//! an `INSERT`, `UPDATE` or `DELETE` statement or a call of the write-set
+//! function `gak_write_v1` (the proxy remembers which prepared statements
+//! are writes from their `Parse` message).
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::str::FromStr;
@@ -33,6 +34,10 @@ struct Shared {
     /// The command tags of the withheld answers (`COMMIT` when the server
     /// committed, `ROLLBACK` when it had aborted the transaction).
     withheld: Mutex<Vec<String>>,
+    /// Every statement the clients had the server run, in order: simple
+    /// queries, and each `Execute` as the SQL its portal was bound to (what
+    /// the server log shows with `log_statement = all`).
+    statements: Mutex<Vec<String>>,
 }
 
 /// The proxy; it stops accepting when dropped (open connections die with
@@ -109,6 +114,15 @@ impl CommitCutter {
         self.shared.cuts.load(Ordering::SeqCst)
     }
 
+    /// The statements run so far (see [`Shared::statements`]).
+    pub fn statements(&self) -> Vec<String> {
+        self.shared
+            .statements
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// The command tags of the answers withheld so far.
     pub fn withheld(&self) -> Vec<String> {
         self.shared
@@ -157,7 +171,10 @@ fn cstrings(body: &[u8], n: usize) -> Vec<String> {
 fn writes(kind: Option<u8>, body: &[u8], known: &mut std::collections::HashSet<String>) -> bool {
     let is_write = |sql: &str| {
         let sql = sql.trim_start().to_ascii_uppercase();
-        sql.starts_with("INSERT") || sql.starts_with("DELETE") || sql.starts_with("UPDATE")
+        sql.starts_with("INSERT")
+            || sql.starts_with("DELETE")
+            || sql.starts_with("UPDATE")
+            || sql.contains(".GAK_WRITE_V1(")
     };
     match kind {
         Some(b'P') => {
@@ -193,9 +210,37 @@ fn connection(client: TcpStream, server: TcpStream, shared: Arc<Shared>) {
     std::thread::spawn(move || {
         let mut typed = false;
         let (mut write_statements, mut wrote) = (std::collections::HashSet::new(), false);
+        let mut prepared: std::collections::HashMap<String, String> = Default::default();
+        let mut bound = String::new();
         while let Some((kind, body)) = read_message(&mut c_in, typed) {
             typed = true;
             wrote |= writes(kind, &body, &mut write_statements);
+            let ran = match kind {
+                Some(b'P') => {
+                    if let [name, sql] = cstrings(&body, 2).as_slice() {
+                        prepared.insert(name.clone(), sql.clone());
+                    }
+                    None
+                }
+                Some(b'B') => {
+                    if let [_, statement] = cstrings(&body, 2).as_slice() {
+                        bound = prepared.get(statement).cloned().unwrap_or_default();
+                    }
+                    None
+                }
+                Some(b'E') => Some(bound.clone()),
+                Some(b'Q') => Some(
+                    String::from_utf8_lossy(body.strip_suffix(&[0]).unwrap_or(&body)).into_owned(),
+                ),
+                _ => None,
+            };
+            if let Some(sql) = ran {
+                up_shared
+                    .statements
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(sql);
+            }
             let ends = kind == Some(b'Q')
                 && (body.starts_with(b"COMMIT") || body.starts_with(b"ROLLBACK"));
             let commit = kind == Some(b'Q') && body.starts_with(b"COMMIT") && wrote;

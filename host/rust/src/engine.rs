@@ -41,6 +41,10 @@ use bindings::gak::kernel::{store, types};
 /// The component, as built by `build.rs`.
 pub const COMPONENT_WASM: &[u8] = include_bytes!(env!("GAK_COMPONENT_WASM"));
 
+/// The contract this host implements: the version of the WIT package its
+/// bindings were generated from (`wit/world.wit`, checked by a test).
+pub const CONTRACT: &str = "gak:kernel@0.3.0";
+
 /// Engine, compiled component and linker, shared by every kernel in the process.
 pub(crate) struct Compiled {
     pub engine: Engine,
@@ -59,6 +63,7 @@ fn compile() -> Result<Compiled, String> {
     config.concurrency_support(false);
     let engine = Engine::new(&config).map_err(|e| format!("wasmtime engine: {e}"))?;
     let component = load_component(&engine)?;
+    check_contract(&engine, &component)?;
     let mut linker = Linker::<HostState>::new(&engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| format!("wasi linker: {e}"))?;
     bindings::Kernel::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
@@ -68,6 +73,37 @@ fn compile() -> Result<Compiled, String> {
         .map_err(|e| format!("linking the component: {e}"))?;
     let pre = bindings::KernelPre::new(pre).map_err(|e| format!("component exports: {e}"))?;
     Ok(Compiled { engine, pre })
+}
+
+/// Refuse a component of another contract version, naming both: its
+/// interfaces would otherwise fail to link with a message about a missing
+/// import, or worse, link and mean something else.
+fn check_contract(engine: &Engine, component: &Component) -> Result<(), String> {
+    let ty = component.component_type();
+    let (package, ours) = CONTRACT.split_once('@').expect("CONTRACT is name@version");
+    let prefix = format!("{package}/");
+    let mut theirs: Vec<&str> = ty
+        .exports(engine)
+        .chain(ty.imports(engine))
+        .filter_map(|(name, _)| name.strip_prefix(&prefix))
+        .filter_map(|rest| rest.split_once('@').map(|(_, v)| v))
+        .collect();
+    theirs.sort_unstable();
+    theirs.dedup();
+    match theirs.as_slice() {
+        [v] if *v == ours => Ok(()),
+        [] => Err(format!(
+            "the component is not a {package} component; this host implements {CONTRACT}"
+        )),
+        found => Err(format!(
+            "the component is {}; this host implements {CONTRACT}",
+            found
+                .iter()
+                .map(|v| format!("{package}@{v}"))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        )),
+    }
 }
 
 /// A cache dir chosen by `Builder::cache_dir` before the first compile.
@@ -147,10 +183,10 @@ pub(crate) struct HostState {
     /// Set when a store call failed where the component cannot see it (a
     /// sink body's statement): the call ends with `storage`.
     pub failure: Option<String>,
-    /// How many store rows this instance's calls have read (entries
-    /// returned by `get`, `get-many` and `scan`): for tests proving bounded
-    /// reads and for tracing.
-    pub rows_read: u64,
+    /// How many store imports (`read`, `write`) this instance's calls made:
+    /// with the export itself, a call's crossings of the component
+    /// boundary. For the tests and tools that show them.
+    pub store_crossings: u64,
     /// Linear memory and tables this instance was given (`gak bench`).
     #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     tally: MemoryTally,
@@ -165,7 +201,7 @@ impl HostState {
             clock,
             conflict: false,
             failure: None,
-            rows_read: 0,
+            store_crossings: 0,
             tally: MemoryTally::default(),
         }
     }
@@ -201,10 +237,7 @@ impl wasmtime::ResourceLimiter for MemoryTally {
 }
 
 impl HostState {
-    fn fault<T: Rows>(&mut self, r: Result<T, StoreFault>) -> Result<T, store::StoreError> {
-        if let Ok(found) = &r {
-            self.rows_read += found.rows();
-        }
+    fn fault<T>(&mut self, r: Result<T, StoreFault>) -> Result<T, store::StoreError> {
         r.map_err(|f| match f {
             StoreFault::Conflict(m) => {
                 self.conflict = true;
@@ -212,47 +245,6 @@ impl HostState {
             }
             StoreFault::Failure(m) => store::StoreError::Failure(m),
         })
-    }
-}
-
-/// How many rows a store answer carries.
-trait Rows {
-    fn rows(&self) -> u64;
-}
-
-impl Rows for () {
-    fn rows(&self) -> u64 {
-        0
-    }
-}
-
-impl Rows for Vec<Option<String>> {
-    fn rows(&self) -> u64 {
-        self.iter().flatten().count() as u64
-    }
-}
-
-impl Rows for Vec<(String, String)> {
-    fn rows(&self) -> u64 {
-        self.len() as u64
-    }
-}
-
-impl Rows for crate::store::Read {
-    fn rows(&self) -> u64 {
-        self.0.rows() + self.1.iter().map(Rows::rows).sum::<u64>()
-    }
-}
-
-impl Rows for u64 {
-    fn rows(&self) -> u64 {
-        0
-    }
-}
-
-impl Rows for Vec<u8> {
-    fn rows(&self) -> u64 {
-        0
     }
 }
 
@@ -372,6 +364,7 @@ fn entropy(n: u8) -> Result<Vec<u8>, StoreFault> {
 
 impl store::Host for HostState {
     async fn read(&mut self, reads: store::Reads) -> Result<store::Answers, store::StoreError> {
+        self.store_crossings += 1;
         let keys: Vec<(&'static str, &str)> = reads
             .keys
             .iter()
@@ -410,6 +403,7 @@ impl store::Host for HostState {
     }
 
     async fn write(&mut self, changes: Vec<store::Change>) -> Result<(), store::StoreError> {
+        self.store_crossings += 1;
         let writes: Vec<Write<'_>> = changes
             .iter()
             .map(|c| Write {
@@ -495,4 +489,41 @@ pub(crate) fn probe_startup(instantiations: usize) -> Result<StartupProbe, Strin
         instantiate,
         instance_bytes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(wasm: &[u8]) -> Result<(), String> {
+        let engine = Engine::new(&Config::new()).unwrap();
+        let component = Component::new(&engine, wasm).unwrap();
+        check_contract(&engine, &component)
+    }
+
+    #[test]
+    fn the_contract_is_the_wit_packages_version() {
+        let world = include_str!("../wit/world.wit");
+        assert!(
+            world.contains(&format!("package {CONTRACT};")),
+            "wit/world.wit does not declare {CONTRACT}"
+        );
+    }
+
+    #[test]
+    fn the_embedded_component_is_this_hosts_contract() {
+        check(COMPONENT_WASM).unwrap();
+    }
+
+    /// The component that wrote the golden data (0.2.0) is refused with a
+    /// sentence naming both versions, before anything links.
+    #[test]
+    fn a_component_of_another_contract_is_refused_naming_both_versions() {
+        let old = include_bytes!("../../../tests/golden/gak-0.2.0.wasm");
+        let why = check(old).unwrap_err();
+        assert_eq!(
+            why,
+            "the component is gak:kernel@0.2.0; this host implements gak:kernel@0.3.0"
+        );
+    }
 }

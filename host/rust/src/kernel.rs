@@ -446,13 +446,14 @@ impl Kernel {
         self.transact(info, Ending::Commit, call).await
     }
 
-    /// How many store rows this kernel's idle instances have read so far
-    /// (entries returned by `get`, `get-many` and `scan`): for tests that
-    /// prove a call's reads are bounded.
-    pub fn rows_read(&self) -> u64 {
+    /// How many store imports (`read`, `write`) this kernel's idle
+    /// instances have answered so far. A call crosses the component
+    /// boundary once for its export plus once per store import: what tests
+    /// and `examples/latency.rs` show per call.
+    pub fn store_crossings(&self) -> u64 {
         lock(&self.inner.pool.idle)
             .iter()
-            .map(|i| i.store.data().rows_read)
+            .map(|i| i.store.data().store_crossings)
             .sum()
     }
 }

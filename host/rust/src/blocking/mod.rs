@@ -143,9 +143,10 @@ impl Kernel {
         self.core.clock()
     }
 
-    /// Store rows read so far by this kernel's idle instances.
-    pub fn rows_read(&self) -> u64 {
-        self.core.rows_read()
+    /// Store imports answered so far by this kernel's idle instances (a
+    /// call crosses the boundary once more, for its export).
+    pub fn store_crossings(&self) -> u64 {
+        self.core.store_crossings()
     }
 
     /// Every entry of every table (see [`crate::store::Backend::dump`]).

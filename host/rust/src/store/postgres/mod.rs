@@ -39,7 +39,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, NoTls};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::{Backend, Session, StoreFuture, TABLES};
+use super::{Backend, Session, StoreFuture};
 use crate::OpenError;
 
 mod session;
@@ -266,18 +266,16 @@ impl PostgresBackend {
         client.batch_execute(sql).await.map_err(fault)
     }
 
-    /// Create the schema and its tables if missing (idempotent, safe to race).
+    /// Create the schema, its tables and its functions if missing
+    /// (`host/sql/postgres.sql`, shared with every host; idempotent, safe to
+    /// race: set-ups serialize on one advisory lock).
     pub async fn ensure_schema(&self) -> Result<(), StoreFault> {
-        let s = &self.schema;
-        let mut ddl =
-            format!("SELECT pg_advisory_xact_lock(7135862); CREATE SCHEMA IF NOT EXISTS \"{s}\";");
-        for t in TABLES {
-            ddl.push_str(&format!(
-                "CREATE TABLE IF NOT EXISTS \"{s}\".\"{t}\" (key text COLLATE \"C\" PRIMARY KEY, value {} NOT NULL);",
-                column_type(t)
-            ));
-        }
-        self.admin(&format!("BEGIN; {ddl} COMMIT;")).await
+        // The schema name is validated (`valid_schema`): an identifier, never data.
+        let ddl = SCHEMA_SQL.replace("@schema@", &self.schema);
+        self.admin(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock(7135862); {ddl} COMMIT;"
+        ))
+        .await
     }
 
     /// Drop the schema and everything in it.
@@ -288,15 +286,9 @@ impl PostgresBackend {
     }
 }
 
-/// Kernel tables hold the component's JSON records; `downstream` holds
-/// whatever sink bodies write, so it is plain text.
-fn column_type(table: &str) -> &'static str {
-    if table == "downstream" {
-        "text"
-    } else {
-        "jsonb"
-    }
-}
+/// The tables and the two functions every host creates in a schema
+/// (`@schema@` stands for its name).
+const SCHEMA_SQL: &str = include_str!("../../../sql/postgres.sql");
 
 fn describe_target(config: &Config) -> String {
     let host = config

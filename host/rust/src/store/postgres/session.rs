@@ -1,18 +1,18 @@
 //! A connection of the PostgreSQL binding, pipelined: a call costs two
-//! round trips, whatever it writes.
+//! round trips and, for a `claim` or an `acquire`, four statements.
 //!
+//! - Point reads are one statement, `gak_read_v1` (`host/sql/postgres.sql`):
+//!   it locks every key, then reads them with a fresh snapshot.
 //! - `BEGIN` is not sent on its own: it goes out with the transaction's
-//!   first statement (the first read's locks and selects).
-//! - Writes are deferred: they go out, with their advisory locks, in front
-//!   of the next read or range read (so reads still see the transaction's
-//!   own writes) or together with `COMMIT`.
-//! - Deferred writes are coalesced: the last write of each key wins, the
-//!   locks not yet held are taken by one statement (in lock-id order), and
-//!   each table gets one `INSERT … SELECT FROM unnest(…) ON CONFLICT` for
-//!   its puts and one `DELETE … WHERE key = ANY(…)` for its deletes. Round
-//!   trips were already two; what this saves is statements, which is what a
-//!   call costs the server (a claim went from eleven statements to eight).
-//! - An advisory lock this transaction already holds is not taken again.
+//!   first statement.
+//! - Writes are deferred: the write set (the last write of each key wins)
+//!   goes out as one statement, `gak_write_v1`, which locks its keys and
+//!   applies them table by table, in front of the next read (so reads still
+//!   see the transaction's own writes) or together with `COMMIT`.
+//!
+//! So a claim is `BEGIN` + `gak_read_v1` (one round trip), then
+//! `gak_write_v1` + `COMMIT` (the second). Statements are prepared once per
+//! connection.
 //!
 //! tokio-postgres sends requests in the order their futures are first
 //! polled and answers them in order, so joining the futures of one batch
@@ -21,45 +21,19 @@
 //! write's error (a deadlock is a conflict: the kernel re-runs the call) is
 //! the truth — nothing of it committed.
 use std::any::Any;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 
-use futures_util::future::{try_join, try_join_all, try_join3};
+use futures_util::future::{try_join, try_join_all, try_join5};
 use gak_rules::StoreFault;
-use tokio_postgres::types::ToSql;
+use gak_rules::buffer::Overlay;
 use tokio_postgres::{Client, Statement};
 
-use super::{ClockSource, PostgresBackend, column_type, fault};
-use crate::store::{Session, StoreFuture, TABLES, Write};
+use super::{ClockSource, PostgresBackend, fault};
+use crate::store::{Read, Session, Span, StoreFuture, TABLES, Write};
 
 const BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
-/// One lock order for every transaction (by lock id) keeps deadlocks rare.
-const LOCK_MANY: &str = "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtextextended(x, 0) AS h FROM unnest($1::text[]) AS x) AS l ORDER BY h";
-
-/// A write not sent yet.
-struct Deferred {
-    table: &'static str,
-    key: String,
-    /// None: delete.
-    value: Option<String>,
-}
-
-/// One statement applying coalesced writes: a table's deletes (`values`
-/// none) or its puts.
-struct WriteStatement {
-    sql: String,
-    keys: Vec<String>,
-    values: Option<Vec<String>>,
-}
-
-/// A table's coalesced writes.
-#[derive(Default)]
-struct TableWrites {
-    put_keys: Vec<String>,
-    put_values: Vec<String>,
-    deletes: Vec<String>,
-}
 
 /// A connection of the PostgreSQL binding.
 pub struct PostgresSession {
@@ -73,11 +47,12 @@ pub struct PostgresSession {
     /// `BEGIN` is still to be sent, with the first statement.
     begin_pending: bool,
     /// Writes still to be sent.
-    deferred: Vec<Deferred>,
-    /// Advisory locks this transaction holds.
-    locked: HashSet<String>,
+    deferred: Overlay<&'static str>,
     /// The transaction wrote (or will write) something.
     wrote: bool,
+    /// Writes (or a body's statements) reached the server: a rollback has
+    /// something to undo.
+    sent_writes: bool,
     /// A sink body ran statements of its own on the client: the commit
     /// checks that the transaction is still healthy first (PostgreSQL
     /// answers `COMMIT` in an aborted transaction with `ROLLBACK`, not an
@@ -89,21 +64,18 @@ pub struct PostgresSession {
 enum Then<'a> {
     Nothing,
     Commit,
-    Read(&'a [(&'static str, &'a str)]),
-    Range {
-        table: &'static str,
-        lower: &'a str,
-        strict: bool,
-        end: Option<String>,
-        limit: u32,
+    Read {
+        keys: &'a [(&'static str, &'a str)],
+        spans: &'a [Span<'a>],
     },
 }
 
-/// What a batch answered.
-enum Answer {
-    Done,
-    Rows(Vec<Option<String>>),
-    Entries(Vec<(String, String)>),
+/// A range read, ready to send.
+struct Ranged<'a> {
+    statement: Statement,
+    lower: &'a str,
+    end: Option<String>,
+    limit: i64,
 }
 
 impl PostgresSession {
@@ -114,9 +86,9 @@ impl PostgresSession {
             backend,
             open: false,
             begin_pending: false,
-            deferred: Vec::new(),
-            locked: HashSet::new(),
+            deferred: Overlay::default(),
             wrote: false,
+            sent_writes: false,
             lent: false,
         }
     }
@@ -125,6 +97,7 @@ impl PostgresSession {
     pub(super) fn lend(&mut self) {
         self.lent = true;
         self.wrote = true;
+        self.sent_writes = true;
     }
 
     /// End a transaction that wrote nothing: its end matters only for
@@ -171,12 +144,6 @@ impl PostgresSession {
         Ok(st)
     }
 
-    /// What a key's advisory lock is named by; the server hashes it with
-    /// `hashtextextended(name, 0)` (see the module docs, `host/HOSTS.md`).
-    fn lock_name(&self, table: &str, key: &str) -> String {
-        format!("{}/{table}/{key}", self.backend.schema)
-    }
-
     /// Forget a connection that failed: the server rolls its transaction
     /// back when it goes; the next `begin` reconnects.
     fn check<T>(&mut self, r: Result<T, tokio_postgres::Error>) -> Result<T, StoreFault> {
@@ -190,239 +157,153 @@ impl PostgresSession {
         })
     }
 
-    /// The statements that apply `deferred` writes, one per table and kind.
-    fn write_statements(&self, deferred: Vec<Deferred>) -> Result<Vec<WriteStatement>, StoreFault> {
-        use std::collections::BTreeMap;
-        // The last write of each key wins; BTreeMap: a stable statement order.
-        let mut last: BTreeMap<(&'static str, String), Option<String>> = BTreeMap::new();
-        for w in deferred {
-            last.insert((w.table, w.key), w.value);
-        }
-        let mut by_table: BTreeMap<&'static str, TableWrites> = BTreeMap::new();
-        for ((table, key), value) in last {
-            let writes = by_table.entry(table).or_default();
-            match value {
-                Some(v) => {
-                    writes.put_keys.push(key);
-                    writes.put_values.push(v);
-                }
-                None => writes.deletes.push(key),
-            }
-        }
-        let mut out = Vec::new();
-        for (table, writes) in by_table {
-            let name = self.table(table)?;
-            if !writes.deletes.is_empty() {
-                out.push(WriteStatement {
-                    sql: format!("DELETE FROM {name} WHERE key = ANY($1::text[])"),
-                    keys: writes.deletes,
-                    values: None,
-                });
-            }
-            if !writes.put_keys.is_empty() {
-                out.push(WriteStatement {
-                    sql: format!(
-                        "INSERT INTO {name} (key, value) SELECT k, v::{} FROM unnest($1::text[], $2::text[]) AS w(k, v) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                        column_type(table)
-                    ),
-                    keys: writes.put_keys,
-                    values: Some(writes.put_values),
-                });
-            }
-        }
-        Ok(out)
+    /// The prepared range read of `span`: the key column is COLLATE "C"
+    /// (byte order, like every other binding), so the range is served by the
+    /// primary key's B-tree. One statement: one consistent snapshot.
+    async fn range<'a>(&mut self, span: &Span<'a>) -> Result<Ranged<'a>, StoreFault> {
+        let (lower, strict) = match span.after {
+            Some(a) if a >= span.prefix => (a, true),
+            _ => (span.prefix, false),
+        };
+        let end = crate::store::prefix_end(span.prefix);
+        let op = if strict { ">" } else { ">=" };
+        let upper = if end.is_some() {
+            "AND key COLLATE \"C\" < $2"
+        } else {
+            "AND $2::text IS NULL"
+        };
+        let sql = format!(
+            "SELECT key, value::text FROM {} WHERE key COLLATE \"C\" {op} $1 {upper} ORDER BY key COLLATE \"C\" LIMIT $3",
+            self.table(span.table)?
+        );
+        Ok(Ranged {
+            statement: self.prepared(&sql).await?,
+            lower,
+            end,
+            limit: i64::from(span.limit),
+        })
     }
 
     /// Send `BEGIN` (if still pending), the deferred writes and `then` as
-    /// one batch, and end the transaction's pending state accordingly.
-    async fn batch(&mut self, then: Then<'_>) -> Result<Answer, StoreFault> {
+    /// one batch (one round trip), answering what `then` read.
+    async fn batch(&mut self, then: Then<'_>) -> Result<Read, StoreFault> {
         // Prepare everything first (a round trip only the first time a
         // connection sees a statement).
-        let deferred = std::mem::take(&mut self.deferred);
-        let mut lock_now: HashSet<String> = HashSet::new();
-        for w in &deferred {
-            let name = self.lock_name(w.table, &w.key);
-            if !self.locked.contains(&name) {
-                lock_now.insert(name);
+        let schema = self.backend.schema.clone();
+        let writes = std::mem::take(&mut self.deferred);
+        let write = if writes.is_empty() {
+            None
+        } else {
+            let (mut tables, mut keys, mut values) = (Vec::new(), Vec::new(), Vec::new());
+            for (t, k, v) in writes.drain() {
+                tables.push(t);
+                keys.push(k);
+                values.push(v);
             }
-        }
-        let write_locks: Vec<&String> = lock_now.iter().collect();
-        let mut writes: Vec<(Statement, Vec<String>, Option<Vec<String>>)> = Vec::new();
-        for w in self.write_statements(deferred)? {
-            writes.push((self.prepared(&w.sql).await?, w.keys, w.values));
-        }
-        let lock_many = self.prepared(LOCK_MANY).await?;
-        let mut read_locks: Vec<String> = Vec::new();
-        let main: Option<(Statement, Vec<Statement>)> = match &then {
-            Then::Read(keys) => {
-                for (t, k) in keys.iter() {
-                    let name = self.lock_name(t, k);
-                    if !self.locked.contains(&name) && !lock_now.contains(&name) {
-                        read_locks.push(name);
-                    }
-                }
-                let lock_many = lock_many.clone();
-                let mut selects = Vec::with_capacity(keys.len());
-                for (t, _) in keys.iter() {
-                    let sql = format!("SELECT value::text FROM {} WHERE key = $1", self.table(t)?);
-                    selects.push(self.prepared(&sql).await?);
-                }
-                Some((lock_many, selects))
-            }
-            Then::Range {
-                table, strict, end, ..
-            } => {
-                // The key column is COLLATE "C" (byte order, like every
-                // other binding), so this range is served by the primary
-                // key's B-tree. One statement: one consistent snapshot.
-                let op = if *strict { ">" } else { ">=" };
-                let upper = if end.is_some() {
-                    "AND key COLLATE \"C\" < $2"
-                } else {
-                    "AND $2::text IS NULL"
-                };
-                let sql = format!(
-                    "SELECT key, value::text FROM {} WHERE key COLLATE \"C\" {op} $1 {upper} ORDER BY key COLLATE \"C\" LIMIT $3",
-                    self.table(table)?
-                );
-                Some((self.prepared(&sql).await?, Vec::new()))
-            }
-            Then::Nothing | Then::Commit => None,
+            let sql =
+                format!("SELECT \"{schema}\".gak_write_v1($1::text[], $2::text[], $3::text[])");
+            Some((self.prepared(&sql).await?, tables, keys, values))
         };
+        let (keys, spans): (&[(&'static str, &str)], &[Span<'_>]) = match &then {
+            Then::Read { keys, spans } => (keys, spans),
+            _ => (&[], &[]),
+        };
+        let point = if keys.is_empty() {
+            None
+        } else {
+            let sql = format!("SELECT \"{schema}\".gak_read_v1($1::text[], $2::text[], false)");
+            let tables: Vec<&str> = keys.iter().map(|(t, _)| *t).collect();
+            let names: Vec<&str> = keys.iter().map(|(_, k)| *k).collect();
+            Some((self.prepared(&sql).await?, tables, names))
+        };
+        let mut ranged = Vec::with_capacity(spans.len());
+        for span in spans {
+            ranged.push(self.range(span).await?);
+        }
         // From here on `BEGIN` counts as sent, whatever the batch answers: a
         // batch failing inside the server (a deadlock, a statement timeout)
         // leaves a transaction open there that `rollback` must end, or the
         // connection's next call fails with 25P02.
         let begin_pending = std::mem::replace(&mut self.begin_pending, false);
         let lent = self.lent;
+        let commit = matches!(then, Then::Commit);
         let client = self.open_client()?;
 
+        // Joined futures go on the wire in the order they are first polled:
+        // BEGIN, the writes, the reads, COMMIT.
         let begin = async {
             if begin_pending {
                 client.batch_execute(BEGIN).await?;
             }
             Ok::<_, tokio_postgres::Error>(())
         };
-        // The locks first, then the writes: joined futures go on the wire
-        // in the order they are first polled.
-        let take_locks = async {
-            if !write_locks.is_empty() {
-                client.execute(&lock_many, &[&write_locks]).await?;
+        let apply = async {
+            if let Some((st, tables, keys, values)) = &write {
+                client.execute(st, &[tables, keys, values]).await?;
             }
             Ok::<_, tokio_postgres::Error>(())
         };
-        let apply = try_join_all(writes.iter().map(|(st, keys, values)| async move {
-            match values {
-                Some(values) => client.execute(st, &[keys, values]).await,
-                None => client.execute(st, &[keys]).await,
-            }
+        let read = async {
+            let values: Vec<Option<String>> = match &point {
+                Some((st, tables, names)) => client.query_one(st, &[tables, names]).await?.get(0),
+                None => Vec::new(),
+            };
+            Ok::<_, tokio_postgres::Error>(values)
+        };
+        let pages = try_join_all(ranged.iter().map(|r| async move {
+            let rows = client
+                .query(&r.statement, &[&r.lower, &r.end, &r.limit])
+                .await?;
+            Ok::<_, tokio_postgres::Error>(
+                rows.into_iter()
+                    .map(|row| (row.get(0), row.get(1)))
+                    .collect::<Vec<(String, String)>>(),
+            )
         }));
-        let sent_writes = try_join(take_locks, apply);
-        let limit_i64 = match &then {
-            Then::Range { limit, .. } => i64::from(*limit),
-            _ => 0,
+        let end = async {
+            if commit {
+                // With a body's statements in the transaction, a guard goes
+                // first: it fails (25P02) if the transaction was aborted, so
+                // the COMMIT pipelined behind it (which PostgreSQL then
+                // answers with `ROLLBACK`, not an error) is never reported
+                // as committed. Both are on the wire at once: the COMMIT
+                // ends the transaction either way.
+                let guard = async {
+                    if lent {
+                        client.batch_execute("SELECT 1").await?;
+                    }
+                    Ok::<_, tokio_postgres::Error>(())
+                };
+                try_join(guard, client.batch_execute("COMMIT")).await?;
+            }
+            Ok::<_, tokio_postgres::Error>(())
         };
-        let key_params: Vec<[&(dyn ToSql + Sync); 1]> = match &then {
-            Then::Read(keys) => keys
-                .iter()
-                .map(|(_, k)| [k as &(dyn ToSql + Sync)])
-                .collect(),
-            _ => Vec::new(),
-        };
-        let last = async {
-            Ok::<_, tokio_postgres::Error>(match (&then, &main) {
-                (Then::Commit, _) => {
-                    // With a body's statements in the transaction, a guard
-                    // goes first: it fails (25P02) if the transaction was
-                    // aborted, so the COMMIT pipelined behind it (which
-                    // PostgreSQL then answers with `ROLLBACK`, not an
-                    // error) is never reported as committed. Both are on
-                    // the wire at once: the COMMIT ends the transaction
-                    // either way.
-                    let guard = async {
-                        if lent {
-                            client.batch_execute("SELECT 1").await?;
-                        }
-                        Ok::<_, tokio_postgres::Error>(())
-                    };
-                    try_join(guard, client.batch_execute("COMMIT")).await?;
-                    Answer::Done
-                }
-                (Then::Read(keys), Some((lock_many, selects))) => {
-                    let lock = async {
-                        if !read_locks.is_empty() {
-                            client.execute(lock_many, &[&read_locks]).await?;
-                        }
-                        Ok::<_, tokio_postgres::Error>(())
-                    };
-                    // Each read is its own statement, so its snapshot starts
-                    // after every lock is held and sees the previous
-                    // holder's commit.
-                    let reads = try_join_all(
-                        selects
-                            .iter()
-                            .zip(&key_params)
-                            .map(|(st, p)| client.query_opt(st, p)),
-                    );
-                    let _ = keys;
-                    let (_, rows) = try_join(lock, reads).await?;
-                    Answer::Rows(
-                        rows.into_iter()
-                            .map(|r| r.map(|row| row.get::<_, String>(0)))
-                            .collect(),
-                    )
-                }
-                (Then::Range { lower, end, .. }, Some((st, _))) => {
-                    let rows = client.query(st, &[lower, end, &limit_i64]).await?;
-                    Answer::Entries(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
-                }
-                _ => Answer::Done,
-            })
-        };
-        let r = try_join3(begin, sent_writes, last)
+        let r = try_join5(begin, apply, read, pages, end)
             .await
-            .map(|(_, _, answer)| answer);
-        let answer = self.check(r)?;
-        self.locked.extend(lock_now);
-        self.locked.extend(read_locks);
-        Ok(answer)
+            .map(|(_, _, values, pages, _)| (values, pages));
+        if write.is_some() {
+            self.sent_writes = true;
+        }
+        let (values, pages) = self.check(r)?;
+        if values.len() != keys.len() {
+            return Err(StoreFault::Failure(format!(
+                "gak_read_v1 answered {} values for {} keys",
+                values.len(),
+                keys.len()
+            )));
+        }
+        Ok((values, pages))
     }
 
-    async fn read(
+    async fn read_batch(
         &mut self,
         keys: &[(&'static str, &str)],
-    ) -> Result<Vec<Option<String>>, StoreFault> {
-        if keys.is_empty() {
-            return Ok(Vec::new());
+        spans: &[Span<'_>],
+    ) -> Result<Read, StoreFault> {
+        if keys.is_empty() && spans.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
         }
-        match self.batch(Then::Read(keys)).await? {
-            Answer::Rows(rows) => Ok(rows),
-            _ => unreachable!("a read answers rows"),
-        }
-    }
-
-    async fn range(
-        &mut self,
-        table: &'static str,
-        prefix: &str,
-        after: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<(String, String)>, StoreFault> {
-        let (lower, strict) = match after {
-            Some(a) if a >= prefix => (a, true),
-            _ => (prefix, false),
-        };
-        let then = Then::Range {
-            table,
-            lower,
-            strict,
-            end: crate::store::prefix_end(prefix),
-            limit,
-        };
-        match self.batch(then).await? {
-            Answer::Entries(entries) => Ok(entries),
-            _ => unreachable!("a range read answers entries"),
-        }
+        self.batch(Then::Read { keys, spans }).await
     }
 
     /// Send what is pending (BEGIN, deferred writes) so statements run
@@ -461,9 +342,9 @@ impl PostgresSession {
     fn end(&mut self) {
         self.open = false;
         self.begin_pending = false;
-        self.deferred.clear();
-        self.locked.clear();
+        self.deferred = Overlay::default();
         self.wrote = false;
+        self.sent_writes = false;
         self.lent = false;
     }
 }
@@ -489,18 +370,23 @@ impl Session for PostgresSession {
         &'a mut self,
         keys: &'a [(&'static str, &'a str)],
     ) -> StoreFuture<'a, Vec<Option<String>>> {
-        Box::pin(self.read(keys))
+        Box::pin(async move { Ok(self.read_batch(keys, &[]).await?.0) })
     }
 
     fn write<'a>(&'a mut self, writes: &'a [Write<'a>]) -> StoreFuture<'a, ()> {
-        let r = self.open_client().map(drop);
+        let r = self.open_client().map(drop).and_then(|()| {
+            for w in writes {
+                if !TABLES.contains(&w.table) {
+                    return Err(StoreFault::Failure(format!("unknown table {}", w.table)));
+                }
+            }
+            Ok(())
+        });
         if r.is_ok() && !writes.is_empty() {
             self.wrote = true;
-            self.deferred.extend(writes.iter().map(|w| Deferred {
-                table: w.table,
-                key: w.key.to_owned(),
-                value: w.value.map(str::to_owned),
-            }));
+            for w in writes {
+                self.deferred.set(w.table, w.key, w.value);
+            }
         }
         crate::store::ready(r)
     }
@@ -512,7 +398,24 @@ impl Session for PostgresSession {
         after: Option<&'a str>,
         limit: u32,
     ) -> StoreFuture<'a, Vec<(String, String)>> {
-        Box::pin(self.range(table, prefix, after, limit))
+        Box::pin(async move {
+            let span = [Span {
+                table,
+                prefix,
+                after,
+                limit,
+            }];
+            let (_, mut pages) = self.read_batch(&[], &span).await?;
+            Ok(pages.pop().unwrap_or_default())
+        })
+    }
+
+    fn read<'a>(
+        &'a mut self,
+        keys: &'a [(&'static str, &'a str)],
+        spans: &'a [Span<'a>],
+    ) -> StoreFuture<'a, Read> {
+        Box::pin(self.read_batch(keys, spans))
     }
 
     fn commit(&mut self) -> StoreFuture<'_, ()> {
@@ -544,14 +447,14 @@ impl Session for PostgresSession {
     fn rollback(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(async move {
             let sent = self.open && !self.begin_pending;
-            let wrote = self.wrote;
+            let wrote = self.sent_writes;
             self.end();
             if !sent {
                 return;
             }
             if !wrote {
-                // Nothing to undo: only the locks go, as with a read-only
-                // commit.
+                // Nothing was written on the server: only the locks go, as
+                // with a read-only commit.
                 return self.end_unwaited("ROLLBACK");
             }
             if let Some(client) = &self.client
