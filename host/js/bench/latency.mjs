@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // Per-operation latency through the component on each binding of the JS
 // host — the counterpart of `cargo run --release -p gak-examples --example
-// latency`, with the same operations and output.
+// latency`, with the same operations and output, plus how many times each
+// call crossed from the component into the host (`store.read` and
+// `store.write`; gak:kernel@0.3.0 makes a claim one of each).
 //
 //   node host/js/bench/latency.mjs [N] [--baseline] [--cold]
 //
@@ -14,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Kernel } from '../src/kernel.js';
+import { crossings } from '../src/engine.js';
 import { SystemClock } from '../src/clock.js';
 import { componentPath, loadComponent } from '../src/component.js';
 import { openStore } from '../src/store/index.js';
@@ -63,8 +66,11 @@ const WARMUP = COLD ? 0 : 5000;
 // it moves the figure by a third. `--cold` times one round: the first N calls.
 const ROUNDS = COLD ? 1 : 3;
 
+const crossed = () => crossings.read + crossings.write;
+
 function measure(label, count, op) {
   for (let i = 0; i < WARMUP; i++) op(i);
+  const before = crossed();
   const rounds = [];
   for (let r = 0; r < ROUNDS; r++) {
     const first = WARMUP + r * count;
@@ -75,11 +81,15 @@ function measure(label, count, op) {
     const used = process.cpuUsage(cpu);
     rounds.push({ per, cpuPer: (used.user + used.system) / count });
   }
+  const perCall = (crossed() - before) / (ROUNDS * count);
   const { per, cpuPer } = rounds.sort((a, b) => a.per - b.per)[ROUNDS >> 1];
-  // Wall time as the Rust example prints it; CPU time (this process, all
-  // threads) is steadier on a shared machine.
+  // Wall time as the Rust example prints it (what host/latency.py reads:
+  // the label, then `<µs> µs/op`); CPU time (this process, all threads) is
+  // steadier on a shared machine; crossings are store imports per call,
+  // over every timed round.
   console.log(
-    `${label.padEnd(44)} ${per.toFixed(1).padStart(9)} µs/op ${(1e6 / per).toFixed(0).padStart(9)} ops/s ${cpuPer.toFixed(1).padStart(9)} µs CPU/op`,
+    `${label.padEnd(44)} ${per.toFixed(1).padStart(9)} µs/op ${(1e6 / per).toFixed(0).padStart(9)} ops/s ` +
+      `${cpuPer.toFixed(1).padStart(9)} µs CPU/op ${perCall.toFixed(1).padStart(5)} crossings/call`,
   );
 }
 

@@ -1,7 +1,10 @@
-// The clock that judges expiry (WIT `clock`), injectable: `SystemClock` by
-// default, `ManualClock` for tests and vectors. A clock's `now()` returns
-// integer milliseconds since the Unix epoch, as a bigint (or a safe
-// integer number); it MUST NOT move backwards.
+// The clock that judges expiry, injectable: `SystemClock` by default,
+// `ManualClock` for tests and vectors. The component asks for it with a
+// read (gak:kernel@0.3.0 `store.read`, `clock: true`), and the host reads
+// it after that read's rows. A clock's `now()` returns integer
+// milliseconds since the Unix epoch, as a bigint (or a safe integer
+// number), below 2^53; it MUST NOT move backwards. Anything else, or a
+// `now()` that throws, fails the call with `storage`.
 
 /** The system's wall clock in whole ms, held at its last value if the system clock steps back. */
 export class SystemClock {

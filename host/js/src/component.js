@@ -229,7 +229,7 @@ export function checkContract(bytes, where) {
   try {
     names = componentNames(bytes);
   } catch (e) {
-    throw new GakError('storage', `${where} is not a gak kernel component: ${e.message}`, { cause: e });
+    throw new GakError('storage', `${where} is not a gak:kernel component (${e.message}); this host implements ${CONTRACT}`, { cause: e });
   }
   const versions = new Set();
   for (const n of [...names.imports, ...names.exports]) {
@@ -237,7 +237,8 @@ export function checkContract(bytes, where) {
     if (m) versions.add(m[1] === undefined ? 'gak:kernel (unversioned)' : `gak:kernel@${m[1]}`);
   }
   if (versions.size === 0) {
-    throw new GakError('storage', `${where} is not a gak kernel component (it imports and exports no gak:kernel interface); this host implements ${CONTRACT}`);
+    // It imports and exports no gak:kernel interface at all.
+    throw new GakError('storage', `${where} is not a gak:kernel component; this host implements ${CONTRACT}`);
   }
   const other = [...versions].filter((v) => v !== CONTRACT);
   if (other.length > 0) {
@@ -273,7 +274,7 @@ export function patchGlue(source) {
   return out;
 }
 
-// `gak:kernel/store@0.2.0` -> version, from the generated `.d.ts`, so imports
+// `gak:kernel/store@0.3.0` -> version, from the generated `.d.ts`, so imports
 // can be given under both names (jco #708: the glue reads the unversioned
 // one, its types name the versioned one).
 function importVersions(dts) {

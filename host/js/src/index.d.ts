@@ -44,7 +44,12 @@ export declare class NotApplied extends Error {
 
 export type Bytes = Uint8Array | string;
 
-/** Integer milliseconds since the Unix epoch; MUST NOT move backwards. */
+/**
+ * Integer milliseconds since the Unix epoch, below 2^53; MUST NOT move
+ * backwards. Read when the component asks (with a call's first read, after
+ * its rows); one that throws or answers anything else fails the call with
+ * `storage`.
+ */
 export interface Clock {
   now(): bigint | number;
 }
@@ -370,7 +375,11 @@ export declare function hidePassword(url: string): string;
 export interface OpenOptions {
   /** Default `SystemClock`. */
   clock?: Clock;
-  /** gak.wasm; default `$GAK_COMPONENT`, else the repository's build output. */
+  /**
+   * gak.wasm; default `$GAK_COMPONENT`, else the repository's build output.
+   * A component of another contract version than gak:kernel@0.3.0 is
+   * refused (`storage`, naming both versions).
+   */
   component?: string;
   /** SQLite: how long one BEGIN IMMEDIATE waits for another writer (ms, default 5000). */
   busyTimeout?: number;

@@ -1,6 +1,7 @@
 // The latency tool runs, and prints what `host/latency.py` parses: one line
-// per operation and store, `<label>  <µs> µs/op …`. Times nothing itself:
-// a handful of cold calls, only to keep the tool from rotting.
+// per operation and store, `<label>  <µs> µs/op …`, ending with the store
+// crossings per call. Times nothing itself: a handful of cold calls, only
+// to keep the tool from rotting; the crossings it counts are exact.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -15,6 +16,12 @@ const OPS = [
   'sideeffect.acquire (replayed key)',
   'checkpoint.build-plan (3 steps, pure)',
 ];
+const CROSSINGS = / ([0-9.]+) crossings\/call$/;
+// gak:kernel@0.3.0 (store.wit): "A `claim` or an `acquire` is the export
+// plus one `read` plus one `write`"; a replay only reads (the operation's
+// first call, cold, also grants and completes the key: 3 more crossings
+// over the 20 calls); build-plan is pure.
+const EXPECTED_CROSSINGS = [[2, 2], [2, 2], [1, 1.15], [0, 0]];
 
 for (const mode of [[], ['--baseline']]) {
   test(`latency.mjs ${['--cold', ...mode].join(' ')} prints a figure per operation and store`, () => {
@@ -32,6 +39,11 @@ for (const mode of [[], ['--baseline']]) {
         section,
       );
       for (const m of figures) assert.ok(Number(m[2]) > 0, m[0]);
+      figures.forEach((m, i) => {
+        const crossed = Number(m.input.match(CROSSINGS)?.[1]);
+        const [low, high] = EXPECTED_CROSSINGS[i];
+        assert.ok(crossed >= low && crossed <= high, `${m.input}: expected ${low}..${high} crossings per call`);
+      });
     }
   });
 }

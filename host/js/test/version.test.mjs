@@ -26,8 +26,10 @@ function transpiledFrom(path) {
   });
 }
 
-test('this host implements gak:kernel@0.3.0, and the component it loads is one', () => {
+test('this host implements gak:kernel@0.3.0 (the WIT package), and the component it loads is one', () => {
   assert.equal(CONTRACT, 'gak:kernel@0.3.0');
+  const world = readFileSync(join(REPO_DIR, 'wit', 'world.wit'), 'utf8');
+  assert.ok(world.includes(`package ${CONTRACT};`), `wit/world.wit does not declare ${CONTRACT}`);
   const { imports, exports } = componentNames(readFileSync(componentPath()));
   assert.ok(imports.includes('gak:kernel/store@0.3.0'), imports.join());
   for (const e of ['checkpoint', 'commitgate', 'sideeffect', 'taskboard', 'retention']) {
@@ -78,7 +80,7 @@ test('any other or missing version is refused, naming what the component is', ()
   refused(['gak:kernel/store@0.4.0'], /^storage: c\.wasm is gak:kernel@0\.4\.0; this host implements gak:kernel@0\.3\.0$/);
   refused(['gak:kernel/store@0.3.0', 'gak:kernel/clock@0.2.0'], /is gak:kernel@0\.2\.0; this host implements/);
   refused(['gak:kernel/store'], /is gak:kernel \(unversioned\); this host implements gak:kernel@0\.3\.0/);
-  refused(['wasi:random/random@0.2.6'], /is not a gak kernel component .*this host implements gak:kernel@0\.3\.0/);
+  refused(['wasi:random/random@0.2.6'], /^storage: c\.wasm is not a gak:kernel component; this host implements gak:kernel@0\.3\.0$/);
   checkContract(componentImporting(['gak:kernel/store@0.3.0', 'wasi:random/insecure-seed@0.2.6']), 'c.wasm');
   assert.deepEqual(componentNames(componentImporting(['a:b/c@1.0.0'])), { imports: ['a:b/c@1.0.0'], exports: [] });
 });
@@ -86,6 +88,6 @@ test('any other or missing version is refused, naming what the component is', ()
 test('bytes that are not a component are refused as such', () => {
   const core = new Uint8Array([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00]);
   for (const bytes of [new Uint8Array([1, 2, 3]), core, componentImporting(['gak:kernel/store@0.3.0']).subarray(0, 14)]) {
-    assert.throws(() => checkContract(bytes, 'x.wasm'), /x\.wasm is not a gak kernel component: not a WebAssembly component/);
+    assert.throws(() => checkContract(bytes, 'x.wasm'), /x\.wasm is not a gak:kernel component \(not a WebAssembly component .*\); this host implements gak:kernel@0\.3\.0$/);
   }
 });
