@@ -8,6 +8,7 @@ through a pipe; the parent bounds every wait.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import select
@@ -19,7 +20,7 @@ from typing import Callable, Optional
 
 import pytest
 
-from gak import Kernel, ManualClock, Refused, TaskSeed
+from gak import Kernel, ManualClock, Refused, TaskSeed, _abi
 from gak.stores.memory import MemoryBackend
 
 #: The kernel a fork-mode pool's children inherit (set by the test).
@@ -93,6 +94,36 @@ def test_forked_children_of_one_parent_mint_distinct_tokens() -> None:
     mine = kernel.taskboard.claim("x", "parent", 60_000).token
     assert all(len(t) == 32 for t in tokens), tokens
     assert len(set(tokens + [mine])) == 5, tokens
+
+
+def test_forked_children_draw_their_own_entropy_in_the_read() -> None:
+    # gak:kernel@0.3.0 mints a token from the entropy its one `store.read`
+    # hands over: each child's claim draws fresh bytes from os.urandom in
+    # that read, none of them the parent's or a sibling's.
+    kernel = Kernel(MemoryBackend(), clock=ManualClock(1_000))
+    kernel.taskboard.seed([TaskSeed("x"), TaskSeed("warm")])
+    kernel.taskboard.claim("warm", "parent", 60_000)  # the parent has drawn entropy and has an instance
+
+    def child() -> str:
+        drawn: list[bytes] = []
+        real = os.urandom
+
+        def urandom(n: int) -> bytes:
+            b = real(n)
+            drawn.append(b)
+            return b
+
+        os.urandom = urandom  # this child's only
+        with _abi.counting() as crossings:
+            token = kernel.taskboard.claim("x", "child", 60_000).token
+        return json.dumps({"token": token, "drawn": [b.hex() for b in drawn], "crossings": dict(crossings)})
+
+    answers = [json.loads(_answer(pid, r)) for pid, r in [_in_child(child) for _ in range(4)]]
+    assert all(a["crossings"].get("store#read") == 1 and a["crossings"].get("store#write") == 1 for a in answers)
+    assert all(len(a["token"]) == 32 and a["drawn"] for a in answers), answers
+    drawn = [d for a in answers for d in a["drawn"]]
+    assert len(set(drawn)) == len(drawn), drawn
+    assert len({a["token"] for a in answers}) == 4
 
 
 def test_a_zombie_childs_late_complete_is_refused(tmp_path: Path) -> None:

@@ -73,3 +73,81 @@ def test_the_cases_are_there() -> None:
 @pytest.mark.parametrize(("case", "store"), _params())
 def test_case(case: Case, store: str, fresh: Any) -> None:
     run_case(case, store, fresh)
+
+
+# --- the scripted store counts operations as every host does ----------------
+
+
+def _scripted(faults: list[dict[str, Any]]) -> Any:
+    from gak.conformance.scripted import ScriptedBackend
+
+    backend = ScriptedBackend()
+    session = backend.session()
+    backend.script.arm(faults)
+    session.begin()
+    return session
+
+
+def test_a_write_set_is_one_write_operation() -> None:
+    from gak.stores.base import StoreFailure
+
+    s = _scripted([{"on": "write", "nth": 2, "answer": "failure"}])
+    s.write([("tasks", "a", "{}"), ("indexes", "q/1", "{}"), ("meta", "m", None)])  # the 1st
+    with pytest.raises(StoreFailure):
+        s.write([("tasks", "b", "{}")])  # the 2nd
+    s.put("downstream", "k", "v")  # the 3rd: `times` was 1
+
+
+def test_a_write_set_touches_every_table_of_its_changes() -> None:
+    from gak.stores.base import StoreConflict
+
+    s = _scripted([{"on": "write", "table": "indexes", "answer": "conflict"}])
+    s.write([("tasks", "a", "{}"), ("meta", "m", "{}")])  # not on indexes: not counted
+    with pytest.raises(StoreConflict):
+        s.write([("tasks", "a", "{}"), ("indexes", "q/1", None)])
+
+
+def test_a_read_is_one_read_operation_however_many_keys_and_ranges() -> None:
+    from gak.stores.base import StoreFailure
+
+    s = _scripted([{"on": "read", "nth": 2, "answer": "failure"}])
+    s.read([("tasks", "a"), ("tasks", "b"), ("meta", "m")], [("indexes", "q/", None, 10), ("tasks", "", None, 5)])
+    s.read([], [], True)  # reads nothing from the store: not an operation
+    with pytest.raises(StoreFailure):
+        s.get("downstream", "k")  # the 2nd
+
+
+def test_a_read_touches_the_tables_of_its_keys_and_ranges() -> None:
+    from gak.stores.base import StoreFailure
+
+    s = _scripted([{"on": "read", "table": "indexes", "answer": "failure", "times": "all"}])
+    s.read([("tasks", "a")], [("tasks", "", None, 5)])
+    for keys, ranges in [([("indexes", "i")], []), ([("tasks", "a")], [("indexes", "q/", None, 1)])]:
+        with pytest.raises(StoreFailure):
+            s.read(keys, ranges)
+
+
+@pytest.mark.parametrize(
+    ("fault", "fails"),
+    [
+        ({"on": "read", "nth": 2, "answer": "failure"}, False),  # a claim reads once
+        ({"on": "write", "nth": 2, "answer": "failure"}, False),  # and writes once
+        ({"on": "read", "answer": "failure"}, True),
+        ({"on": "write", "table": "indexes", "answer": "failure"}, True),  # its write set touches the queue
+        ({"on": "write", "table": "snapshots", "answer": "failure"}, False),
+    ],
+)
+def test_a_claim_is_one_read_and_one_write_on_the_scripted_store(fault: dict[str, Any], fails: bool) -> None:
+    from gak import ManualClock, StorageError, TaskSeed
+
+    kernel, backend = fresh_scripted(ManualClock(0))
+    kernel.taskboard.seed([TaskSeed("a")])
+    backend.script.arm([fault])
+    if fails:
+        with pytest.raises(StorageError):
+            kernel.taskboard.claim("a", "w", 100)
+        assert backend.script.counts() == {"begin": 1, "commit": 0, "rollback": 1}
+    else:
+        assert kernel.taskboard.claim("a", "w", 100).fence == 1
+        assert backend.script.counts() == {"begin": 1, "commit": 1, "rollback": 0}
+    kernel.close()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from gak.stores.base import prefix_end
 
 KEYS = ["a", "a/b", "a/c", "ab", "b", "é", "\uffff", "\U0001f600", "a\U0001f600"]
@@ -107,3 +109,155 @@ def test_memory_sorted_keys_across_chunks() -> None:
     assert list(keys.from_("k02500", True)) == [k for k in ordered if k > "k02500"]
     assert list(keys.from_("k02500", False)) == [k for k in ordered if k >= "k02500"]
     assert all(len(c) <= 1024 for c in keys.chunks) and len(keys.chunks) > 2
+
+
+def test_a_read_and_a_write_set_on_every_binding(backend: Any) -> None:
+    s = backend.session()
+    try:
+        s.begin()
+        s.write([("tasks", "a", '{"n":1}'), ("tasks", "b", '{"n":2}'), ("indexes", "q/1", "{}"), ("indexes", "q/2", "{}")])
+        s.commit()
+        s.begin()
+        # The transaction's own write set is seen by its point and range reads.
+        s.write([("tasks", "a", None), ("tasks", "c", '{"n":3}'), ("indexes", "q/1", None), ("indexes", "q/0", "{}")])
+        values, pages, now = s.read(
+            [("tasks", "a"), ("tasks", "b"), ("tasks", "c"), ("meta", "none")],
+            [("indexes", "q/", None, 10), ("tasks", "", "a", 1), ("indexes", "q/", "q/0", 1)],
+        )
+        assert values[0] is None and json.loads(values[1]) == {"n": 2} and json.loads(values[2]) == {"n": 3}
+        assert values[3] is None and now is None
+        assert [[k for k, _ in page] for page in pages] == [["q/0", "q/2"], ["b"], ["q/2"]]
+        assert s.read([], []) == ([], [], None)
+        s.rollback()
+        s.begin()
+        assert s.get_many([("tasks", "a"), ("tasks", "c")])[1] is None  # rolled back: none of it
+        assert json.loads(s.get("tasks", "a") or "") == {"n": 1}
+        s.rollback()
+    finally:
+        s.close()
+
+
+# --- PostgreSQL: two round trips a call, from the shared file --------------------
+
+
+def _wire(kernel: Any, call: Any) -> tuple[int, int]:
+    """(statements, round trips) the kernel's one connection sent while
+    ``call`` ran, counted from libpq's own trace of the protocol messages
+    (an Execute or a simple Query is a statement; every ReadyForQuery the
+    server sends ends a round trip)."""
+    from psycopg import pq
+
+    worker = kernel._pool.checkout()
+    session = worker.session
+    kernel._pool.checkin(worker)
+    session.begin()  # connected
+    session.rollback()
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as trace:
+        pgconn = session._conn.pgconn
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        try:
+            call()
+        finally:
+            pgconn.untrace()
+        trace.seek(0)
+        lines = [line.split("\t") for line in trace.read().splitlines()]
+    sent = sum(1 for f in lines if len(f) > 2 and f[0] == "F" and f[2] in ("Execute", "Query"))
+    trips = sum(1 for f in lines if len(f) > 2 and f[0] == "B" and f[2] == "ReadyForQuery")
+    return sent, trips
+
+
+@pytest.mark.parametrize("clock", ["host", "db"])
+def test_postgres_a_claim_is_four_statements_in_two_round_trips(pg_backend: Any, clock: str) -> None:
+    from gak import Action, Kernel, ManualClock, Refused, TaskSeed
+    from gak.stores.postgres import PostgresBackend
+
+    backend = PostgresBackend(pg_backend.dsn.replace("?", f"?schema={pg_backend.schema}&clock={clock}&", 1))
+    k = Kernel(backend, clock=ManualClock(1_000), max_connections=1)
+    try:
+        k.taskboard.seed([TaskSeed(f"t{i}") for i in range(12)])
+        for i in range(6):  # past psycopg's prepare threshold: what a busy worker sends
+            k.taskboard.claim(f"t{i}", "w", 60_000)
+            k.sideeffect.acquire(Action(f"k{i}", f"r{i}"), 60_000)
+        # BEGIN + gak_read_v1, then gak_write_v1 + COMMIT.
+        assert _wire(k, lambda: k.taskboard.claim("t9", "w", 60_000)) == (4, 2)
+        assert _wire(k, lambda: k.sideeffect.acquire(Action("k9", "r9"), 60_000)) == (4, 2)
+        # A call that only reads: BEGIN + gak_read_v1, then COMMIT.
+        assert _wire(k, lambda: k.taskboard.get("t9")) == (3, 2)
+
+        def taken() -> None:
+            with pytest.raises(Refused):
+                k.taskboard.claim("t9", "other", 60_000)
+
+        assert _wire(k, taken) == (3, 2)  # a refusal: BEGIN + gak_read_v1, then ROLLBACK
+    finally:
+        k.close()
+
+
+def test_postgres_reads_and_bodies_see_the_deferred_write_set(pg_backend: Any) -> None:
+    s = pg_backend.session()
+    try:
+        s.begin()
+        s.put("downstream", "k", "v1")  # deferred: nothing sent yet
+        assert s.round_trips == 0
+        assert s.get("downstream", "k") == "v1"  # sent in front of the read
+        s.put("downstream", "k", "v2")
+        s.lend()
+        row = s.raw.execute(f'SELECT value FROM "{pg_backend.schema}".downstream WHERE key = %s', ("k",)).fetchone()
+        assert row == ("v2",)  # sent in front of the body's own statement
+        assert s.reclaim() is None
+        s.put("downstream", "k", "v3")
+        s.commit()  # the last write of the key wins
+        s.begin()
+        assert s.get("downstream", "k") == "v3"
+        s.rollback()
+    finally:
+        s.close()
+
+
+def test_postgres_a_write_set_refused_at_commit_commits_nothing(pg_backend: Any) -> None:
+    from psycopg.pq import TransactionStatus
+
+    from gak.stores.base import StoreFailure
+
+    s = pg_backend.session()
+    try:
+        s.begin()
+        assert s.get("tasks", "a") is None
+        s.write([("tasks", "a", "{}"), ("tasks", "b", "not json")])  # the server refuses the cast
+        with pytest.raises(StoreFailure, match="22P02"):
+            s.commit()
+        assert s._conn.info.transaction_status == TransactionStatus.IDLE  # no transaction left open
+        s.begin()
+        assert s.get_many([("tasks", "a"), ("tasks", "b")]) == [None, None]
+        s.commit()
+    finally:
+        s.close()
+
+
+def test_postgres_a_commit_whose_connection_is_lost_is_storage_and_not_rerun(pg_backend: Any) -> None:
+    # The COMMIT may have reached the server (HOSTS.md rule 4): storage, and
+    # the call is not run again — the body ran exactly once.
+    import psycopg
+
+    from gak import Kernel, ManualClock, StorageError
+
+    k = Kernel(pg_backend, clock=ManualClock(1_000))
+    ran: list[int] = []
+
+    def body(down: Any) -> None:
+        (pid,) = down.raw.execute("SELECT pg_backend_pid()").fetchone()
+        ran.append(pid)
+        down.put("k", "v")
+        with psycopg.connect(pg_backend.dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    try:
+        with pytest.raises(StorageError, match="commit failed"):
+            k.with_downstream(body)
+        assert len(ran) == 1
+        assert k.with_downstream(lambda d: d.get("k")) is None  # a new connection; nothing landed
+    finally:
+        k.close()

@@ -9,6 +9,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parents[1]
 
 
@@ -18,6 +20,7 @@ def test_wheel_carries_the_component(tmp_path: Path) -> None:
     (wheel,) = out.glob("gak-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "gak/gak.wasm" in names and "gak/py.typed" in names
+    assert "gak/stores/postgres.sql" in names  # the PostgreSQL binding's schema and functions
     assert not (HERE / "src" / "gak" / "gak.wasm").exists()  # the copy is not left behind
     target = tmp_path / "site"
     subprocess.run(
@@ -33,3 +36,14 @@ def test_wheel_carries_the_component(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     path, fence = run.stdout.split()
     assert path == str(target / "gak" / "gak.wasm") and fence == "1"
+
+
+def test_the_packaged_sql_is_the_shared_file() -> None:
+    """``gak/stores/postgres.sql`` is a copy of ``host/sql/postgres.sql``
+    (the one every host runs), shipped so an installed wheel has it: the
+    bytes must be the same whenever the repository's file is there."""
+    shared = HERE.parents[1] / "host" / "sql" / "postgres.sql"
+    if not shared.is_file():
+        pytest.skip(f"{shared} is not here (outside the repository)")
+    packaged = HERE / "src" / "gak" / "stores" / "postgres.sql"  # gak.stores.postgres.SQL_FILE
+    assert packaged.read_bytes() == shared.read_bytes(), f"copy {shared} to {packaged}"

@@ -38,11 +38,13 @@ around (so we notice when it is fixed upstream).
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import ctypes
 import struct
 import threading
 from ctypes import byref, c_char_p, c_size_t, c_void_p, string_at
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import wasmtime
 from wasmtime import _ffi as ffi
@@ -118,6 +120,7 @@ _put_qq = struct.Struct("<QQ").pack_into
 _put_kind_qq = struct.Struct("<B7xQQ").pack_into
 _put_kind_q = struct.Struct("<B7xQ").pack_into
 _put_kind_u32 = struct.Struct("<B7xI").pack_into
+_put_kind_u8 = struct.Struct("<B7xB").pack_into
 _put_kind_bool = struct.Struct("<B7x?").pack_into
 _put_kind_result = struct.Struct("<B7x?7xQ").pack_into
 _put_kind_variant = struct.Struct("<B7xQQQ").pack_into
@@ -195,6 +198,10 @@ class _Scratch(threading.local):
 _scratch = _Scratch()
 _ZERO_VAL = bytes(32)
 
+#: Python-owned values that live as long as the process: record field names
+#: and results lowered once (see FuncCodec.ok_none).
+_CONSTANTS = Arena()
+
 
 # Every codec lowers a Python value into the Val at absolute address `at`,
 # taking nested memory from `arena`, and lifts the Val at `at`.
@@ -247,6 +254,16 @@ class _U64Codec(Codec):
 
     def lift(self, at: int) -> Any:
         return _Q(MEM, at - _BASE + _OF)[0]
+
+
+class _U8Codec(Codec):
+    __slots__ = ()
+
+    def lower(self, value: Any, arena: Arena, at: int) -> None:
+        _put_kind_u8(MEM, at - _BASE, _U8, _int(value, 1 << 8, "u8"))
+
+    def lift(self, at: int) -> Any:
+        return MEM[at - _BASE + _OF]
 
 
 class _U32Codec(Codec):
@@ -473,36 +490,226 @@ class _Enum(Codec):
         return _read_name(at + _OF)
 
 
-_put_ok_some_string = struct.Struct("<B7xQ16xB7xQQ8x").pack_into
+# --- the store import's own types (0.3.0), specialised ---------------------
+#
+# A call crosses into the host twice (`store.read`, `store.write`), so these
+# three types are most of what the host lifts and lowers: each is read or
+# written with a few `struct` calls over whole entries instead of a codec
+# per field. Offsets follow the layouts above: a record's entry i has its
+# Val at 48*i + 16, so its payload at 48*i + 24.
+
+#: A record's entries, read from its payload: (n, entries).
+_record_entries = _QQ
+#: `reads` entries: keys (n, ptr), ranges (n, ptr), clock, entropy.
+_reads_fields = struct.Struct("<24xQQ32xQQ32x?47xB").unpack_from
+#: A `range` record's entries: table (len, data), prefix (len, data),
+#: after (option ptr), limit.
+_range_fields = struct.Struct("<24xQQ32xQQ32xQ40xI").unpack_from
+#: A `change` record's entries: table (len, data), key (len, data), value
+#: (option ptr).
+_change_fields = struct.Struct("<24xQQ32xQQ32xQ").unpack_from
+#: A `tuple<table, string>`'s two Vals: (len, data) each.
+_pair_fields = struct.Struct("<8xQQ16xQQ").unpack_from
+#: A record Val (kind, n, entries) followed by the `answers` entries: each
+#: (name len, name ptr, kind, payload...).
+_put_answers = struct.Struct("<B7xQQ8x" "QQB7xQQ8x" "QQB7xQQ8x" "QQB7xQ16x" "QQB7xQQ8x").pack_into
 
 
-class _ResultOptionString(_Result):
-    """``result<option<string>, E>`` (``store.get``'s answer, the most frequent
-    host result): ``ok(some(text))`` written with one ``pack_into`` as three
-    consecutive Vals (result → option → string) and the text after them."""
+def _text(n: int, data: int) -> str:
+    """The UTF-8 text at ``data`` (the component's own, so valid)."""
+    if not n:
+        return ""
+    d = data - _BASE
+    return str(MEM[d : d + n], "utf-8")
 
-    __slots__ = ()
+
+class _TableName:
+    """Lifts a ``table`` enum from (len, data) without decoding it."""
+
+    __slots__ = ("by_shape", "enum")
+
+    def __init__(self, enum: Codec) -> None:
+        if not isinstance(enum, _Enum):
+            raise TypeError("expected the table enum")
+        self.enum = enum
+        self.by_shape = enum.by_shape or {}
+
+    def name(self, n: int, data: int) -> str:
+        if n:
+            d = data - _BASE
+            found = self.by_shape.get((n, MEM[d], MEM[d + n - 1]))
+            if found is not None:
+                return found
+        return _text(n, data)
+
+
+class _Reads(_Record):
+    """``store.reads`` as the host receives it: ``(keys, ranges, clock,
+    entropy)`` with keys as ``(table, key)`` and ranges as ``(table, prefix,
+    after, limit)`` tuples. Lowering (tests only) is the generic record's."""
+
+    __slots__ = ("table",)
+
+    def __init__(self, names: Sequence[str], fields: Sequence[Codec]) -> None:
+        super().__init__(names, fields)
+        keys = fields[0]
+        if not (isinstance(keys, _List) and isinstance(keys.elem, _Tuple)):
+            raise TypeError("reads.keys: expected a list of tuples")
+        self.table = _TableName(keys.elem.elems[0])
+
+    def lift(self, at: int) -> Any:
+        entries = _QQ(MEM, at - _BASE + _OF)[1] - _BASE
+        nk, keys, nr, ranges, clock, entropy = _reads_fields(MEM, entries)
+        name = self.table.name
+        pairs = []
+        for i in range(nk):
+            # Each key is a tuple Val: its payload is (2, elements).
+            elems = _Q(MEM, keys - _BASE + i * _VAL + 16)[0]
+            tl, td, kl, kd = _pair_fields(MEM, elems - _BASE)
+            pairs.append((name(tl, td), _text(kl, kd)))
+        spans = []
+        for i in range(nr):
+            fields = _Q(MEM, ranges - _BASE + i * _VAL + 16)[0]
+            tl, td, pl, pd, after, limit = _range_fields(MEM, fields - _BASE)
+            if after:
+                al, ad = _QQ(MEM, after - _BASE + _OF)
+                spans.append((name(tl, td), _text(pl, pd), _text(al, ad), limit))
+            else:
+                spans.append((name(tl, td), _text(pl, pd), None, limit))
+        return (pairs, spans, clock, entropy)
+
+
+class _Changes(_List):
+    """``list<change>`` as the host receives it: ``(table, key, value or
+    None)`` tuples. Lowering (tests only) is the generic list's."""
+
+    __slots__ = ("table",)
+
+    def __init__(self, elem: Codec) -> None:
+        super().__init__(elem)
+        if not isinstance(elem, _Record):
+            raise TypeError("change: expected a record")
+        self.table = _TableName(elem.fields[0])
+
+    def lift(self, at: int) -> Any:
+        n, data = _QQ(MEM, at - _BASE + _OF)
+        name = self.table.name
+        out = []
+        for i in range(n):
+            fields = _Q(MEM, data - _BASE + i * _VAL + 16)[0]
+            tl, td, kl, kd, value = _change_fields(MEM, fields - _BASE)
+            if value:
+                vl, vd = _QQ(MEM, value - _BASE + _OF)
+                out.append((name(tl, td), _text(kl, kd), _text(vl, vd)))
+            else:
+                out.append((name(tl, td), _text(kl, kd), None))
+        return out
+
+
+class _ResultAnswers(_Result):
+    """``result<answers, store-error>``: ``ok((values, pages, now,
+    entropy))`` written as one block of Vals (the record and its entries
+    with one ``pack_into``), the texts after it. ``err`` and lifting are the
+    generic result's."""
+
+    __slots__ = ("names",)
+
+    def __init__(self, ok: Codec, err: Codec | None) -> None:
+        super().__init__(ok, err)
+        if not isinstance(ok, _Record):
+            raise TypeError("answers: expected a record")
+        # The field names, copied once into memory that lives as long as
+        # the process (wasmtime deep-copies them with the value).
+        self.names = [(len(n), _CONSTANTS.copy(n)) for n in ok.names]
 
     def lower(self, value: Any, arena: Arena, at: int) -> None:
         is_ok, payload = value
-        if not (is_ok and type(payload) is str):
+        if not is_ok:
             super().lower(value, arena, at)
             return
-        data = _utf8(payload)
-        n = len(data)
-        block = arena.alloc(2 * _VAL + n)
-        text = block + 2 * _VAL
-        MEM[text - _BASE : text - _BASE + n] = data
-        # The result lives at `at`; its payload (the option) and the option's
-        # payload (the string) at `block`, `block + 32`.
+        values, pages, now, entropy = payload
+        nv, np_ = len(values), len(pages)
+        # record Val, 4 entries, the values' option Vals, their string Vals,
+        # the pages' list Vals, now's u64 Val.
+        block = arena.alloc(_VAL + 4 * _ENTRY + 2 * _VAL * nv + _VAL * np_ + _VAL)
+        entries = block + _VAL
+        opts = entries + 4 * _ENTRY
+        strs = opts + _VAL * nv
+        lists = strs + _VAL * nv
+        clock = lists + _VAL * np_
+        for i in range(nv):
+            v = values[i]
+            if v is None:
+                _put_kind_q(MEM, opts + i * _VAL - _BASE, _OPTION, 0)
+                continue
+            data = v.encode("utf-8") if type(v) is str else _utf8(v)
+            s = strs + i * _VAL
+            _put_kind_q(MEM, opts + i * _VAL - _BASE, _OPTION, s)
+            _put_kind_qq(MEM, s - _BASE, _STRING, len(data), arena.copy(data))
+        for j in range(np_):
+            _lower_page(pages[j], arena, lists + j * _VAL)
+        if now is None:
+            now_ptr = 0
+        else:
+            if type(now) is not int or not 0 <= now < _U64_BOUND:
+                now = _int(now, _U64_BOUND, "u64")
+            _put_kind_q(MEM, clock - _BASE, _U64_KIND, now)
+            now_ptr = clock
+        if not isinstance(entropy, (bytes, bytearray)):
+            raise TypeError(f"expected bytes, got {type(entropy).__name__}")
+        ne = len(entropy)
+        bytes_ptr = 0
+        if ne:
+            bytes_ptr = arena.alloc(_VAL * ne)
+            a = bytes_ptr - _BASE
+            MEM[a : a + _VAL * ne : _VAL] = bytes((_U8,)) * ne
+            MEM[a + _OF : a + _VAL * ne : _VAL] = entropy
+        (l0, p0), (l1, p1), (l2, p2), (l3, p3) = self.names
+        _put_answers(
+            MEM,
+            block - _BASE,
+            _RECORD, 4, entries,
+            l0, p0, _LIST, nv, opts if nv else 0,
+            l1, p1, _LIST, np_, lists if np_ else 0,
+            l2, p2, _OPTION, now_ptr,
+            l3, p3, _LIST, ne, bytes_ptr,
+        )  # fmt: skip
         _put_kind_result(MEM, at - _BASE, _RESULT, True, block)
-        _put_ok_some_string(MEM, block - _BASE, _OPTION, block + _VAL, _STRING, n, text if n else 0)
+
+
+def _lower_page(page: Any, arena: Arena, at: int) -> None:
+    """One ``list<tuple<string, string>>`` into the Val at ``at``: the tuple
+    Vals, then each tuple's two string Vals."""
+    if not isinstance(page, (list, tuple)):
+        raise TypeError(f"expected a list, got {type(page).__name__}")
+    m = len(page)
+    if not m:
+        _put_kind_qq(MEM, at - _BASE, _LIST, 0, 0)
+        return
+    tuples = arena.alloc(3 * _VAL * m)
+    pairs = tuples + _VAL * m
+    for k in range(m):
+        key, value = page[k]
+        kb = key.encode("utf-8") if type(key) is str else _utf8(key)
+        vb = value.encode("utf-8") if type(value) is str else _utf8(value)
+        p = pairs + 2 * _VAL * k
+        _put_kind_qq(MEM, tuples + k * _VAL - _BASE, _TUPLE, 2, p)
+        _put_pair(MEM, p - _BASE, _STRING, len(kb), arena.copy(kb), _STRING, len(vb), arena.copy(vb))
+    _put_kind_qq(MEM, at - _BASE, _LIST, m, tuples)
+
+
+_put_pair = struct.Struct("<B7xQQ8xB7xQQ8x").pack_into
+
+#: Record shapes with a specialised codec, by field names.
+_SPECIAL_RECORDS = {("keys", "ranges", "clock", "entropy"): _Reads}
 
 
 def codec_of(ty: Any) -> Codec:
     """Build the codec for one wasmtime-py component type, once."""
     if isinstance(ty, wt.Bool):
         return _Bool()
+    if isinstance(ty, wt.U8):
+        return _U8Codec()
     if isinstance(ty, wt.U32):
         return _U32Codec()
     if isinstance(ty, wt.U64):
@@ -511,10 +718,17 @@ def codec_of(ty: Any) -> Codec:
         return _String()
     if isinstance(ty, wt.ListType):
         elem = ty.element
-        return _Bytes() if isinstance(elem, wt.U8) else _List(codec_of(elem))
+        if isinstance(elem, wt.U8):
+            return _Bytes()
+        inner = codec_of(elem)
+        if isinstance(inner, _Record) and [n.decode() for n in inner.names] == ["table", "key", "value"]:
+            return _Changes(inner)
+        return _List(inner)
     if isinstance(ty, wt.RecordType):
         fields = ty.fields
-        return _Record([n for n, _ in fields], [codec_of(t) for _, t in fields])
+        names = tuple(n for n, _ in fields)
+        cls = _SPECIAL_RECORDS.get(names, _Record)
+        return cls(names, [codec_of(t) for _, t in fields])
     if isinstance(ty, wt.TupleType):
         return _Tuple([codec_of(t) for t in ty.elements])
     if isinstance(ty, wt.OptionType):
@@ -523,8 +737,13 @@ def codec_of(ty: Any) -> Codec:
         ok, err = ty.ok, ty.err
         ok_codec = codec_of(ok) if ok is not None else None
         err_codec = codec_of(err) if err is not None else None
-        if isinstance(ok_codec, _Option) and isinstance(ok_codec.inner, _String):
-            return _ResultOptionString(ok_codec, err_codec)
+        if isinstance(ok_codec, _Record) and [n.decode() for n in ok_codec.names] == [
+            "values",
+            "pages",
+            "now",
+            "entropy",
+        ]:
+            return _ResultAnswers(ok_codec, err_codec)
         return _Result(ok_codec, err_codec)
     if isinstance(ty, wt.VariantType):
         return _Variant([(n, codec_of(t) if t is not None else None) for n, t in ty.cases])
@@ -533,11 +752,7 @@ def codec_of(ty: Any) -> Codec:
     raise TypeError(f"gak's WIT uses no {type(ty).__name__}")
 
 
-#: Python-owned values that live as long as the process (see FuncCodec.ok_none).
-_CONSTANTS = Arena()
-
-#: What host functions return for `ok` with no payload (``put``, ``delete``)
-#: or an empty one (``get`` of a missing key).
+#: What host functions return for `ok` with no payload (``store.write``).
 OK_NONE = (True, None)
 
 
@@ -553,11 +768,11 @@ class FuncCodec:
         result = fty.result
         self.result = codec_of(result) if result is not None else None
         self.arity = len(self.params)
-        # The most frequent host result, lowered once: `put` and `delete`
-        # answer it every time, `get` for every missing key.
+        # A frequent host result, lowered once: `store.write` answers it
+        # every time it succeeds.
         self.ok_none = 0
         r = self.result
-        if isinstance(r, _Result) and (r.ok is None or isinstance(r.ok, _Option)):
+        if isinstance(r, _Result) and r.ok is None:
             self.ok_none = _CONSTANTS.alloc(_VAL)
             self.result.lower(OK_NONE, _CONSTANTS, self.ok_none)
 
@@ -630,11 +845,7 @@ def _dispatch(data: int, context: int, _ty: int, args: int, nargs: int, results:
     try:
         fn, codec = _HOST_FNS[data]
         params = codec.params
-        if nargs == 2:
-            value = fn(context, params[0].lift(args), params[1].lift(args + _VAL))
-        elif nargs == 3:
-            value = fn(context, params[0].lift(args), params[1].lift(args + _VAL), params[2].lift(args + 2 * _VAL))
-        elif nargs == 1:
+        if nargs == 1:  # store.read, store.write
             value = fn(context, params[0].lift(args))
         elif nargs == 0:
             value = fn(context)
@@ -656,19 +867,54 @@ def _dispatch(data: int, context: int, _ty: int, args: int, nargs: int, results:
 @_finalizer_type
 def _finalize(data: int) -> None:
     _HOST_FNS.pop(data or 0, None)
+    _HOST_LABELS.pop(data or 0, None)
 
 
-def add_host_func(linker_instance: Any, name: str, fn: HostFn, fty: Any) -> None:
+#: What each host function is, for :func:`counting` (``interface#name``).
+_HOST_LABELS: dict[int, str] = {}
+
+
+def add_host_func(linker_instance: Any, name: str, fn: HostFn, fty: Any, label: str = "") -> None:
     """Define ``name`` in a linker instance, dispatching to ``fn`` with the
-    types of ``fty`` (the import's type, from the component) cached."""
+    types of ``fty`` (the import's type, from the component) cached.
+    ``label`` names it for :func:`counting` (default: ``name``)."""
     key = _next_host_fn[0]
     _next_host_fn[0] += 1
     _HOST_FNS[key] = (fn, FuncCodec(fty))
+    _HOST_LABELS[key] = label or name
     raw = name.encode("utf-8")
     err = _add_func(ctypes.cast(linker_instance.ptr(), c_void_p), raw, len(raw), _dispatch, key, _finalize)
     if err:
         _HOST_FNS.pop(key, None)
+        _HOST_LABELS.pop(key, None)
         raise wasmtime.WasmtimeError._from_ptr(ctypes.cast(err, ctypes.POINTER(ffi.wasmtime_error_t)))
+
+
+@contextlib.contextmanager
+def counting() -> Iterator["collections.Counter[str]"]:
+    """Count the crossings from the component into this host — the calls
+    of every host function defined here (``store.read``, ``store.write``,
+    ``wasi:random``), by label — while the block runs, in every thread. For
+    tests and tools: each call pays a wrapper meanwhile. (The WASI functions
+    wasmtime serves itself are no crossing into Python and are not counted.)"""
+    counts: collections.Counter[str] = collections.Counter()
+    saved = dict(_HOST_FNS)
+
+    def counted(fn: HostFn, label: str) -> HostFn:
+        def call(*args: Any) -> Any:
+            counts[label] += 1
+            return fn(*args)
+
+        return call
+
+    for key, (fn, codec) in saved.items():
+        _HOST_FNS[key] = (counted(fn, _HOST_LABELS.get(key, "?")), codec)
+    try:
+        yield counts
+    finally:
+        for key, entry in saved.items():
+            if key in _HOST_FNS:
+                _HOST_FNS[key] = entry
 
 
 def func_address(func: Any) -> int:

@@ -1,17 +1,23 @@
 """The wasmtime embedding: one engine, compiled component and linker per
-component file and process; per-worker instances binding the store and
-clock imports to a session.
+component file and process; per-worker instances binding the store import
+(``read`` and ``write``, gak:kernel@0.3.0) to a session.
 
 Host functions are defined once on a shared linker; each call finds its
 worker by the store context it runs in (:data:`_WORKERS`, which holds no
 worker alive: a kernel dropped without ``close()`` takes its workers and
 connections with it).
 
-``wasi:random`` is served from ``os.urandom`` (HOSTS.md rule 7), never from
-wasmtime-wasi's generator: that one is a ChaCha state seeded once per store
-from a process-wide generator, and ``fork()`` copies it — two children of
-one parent would mint the same tokens, and a zombie's ``complete`` would be
-accepted under its successor's token.
+A call crosses into the host few times: ``store.read`` (point reads, range
+reads, the clock after them and the call's entropy together) and, when the
+call decides ``ok``, one ``store.write`` with its whole write set. A claim
+is the export plus one read plus one write.
+
+Randomness never comes from a generator state a ``fork()`` could copy
+(HOSTS.md rule 7): the entropy a read hands over (what tokens, holders and
+reconcile claims are minted from) is ``os.urandom`` drawn for that call, and
+``wasi:random`` (the Rust standard library's hash seeds) is served from
+``os.urandom`` too, never from wasmtime-wasi's generator — a ChaCha state
+seeded once per store, which ``fork()`` copies.
 """
 
 from __future__ import annotations
@@ -34,10 +40,14 @@ from .errors import OpenError
 from .stores.base import StoreConflict, StoreFailure
 
 PACKAGE = "gak:kernel"
-VERSION = "0.2.0"
+#: The contract version this host implements; a component of another one
+#: is refused when it is opened (wit/world.wit, "Compatibility").
+VERSION = "0.3.0"
 #: Integers the contract accepts stay below 2**53 (every host language
 #: represents them exactly); a clock past that is broken.
 MAX_NUMBER = (1 << 53) - 1
+#: The most entropy one read may ask for (WIT ``store.reads.entropy``).
+MAX_ENTROPY = 64
 
 #: Live workers by store context address, for the host functions. Weak: a
 #: process-wide registry must not keep a dropped kernel's workers (and their
@@ -110,6 +120,7 @@ class Compiled:
             self.component = _load(self.engine, wasm)
         except wasmtime.WasmtimeError as e:
             raise OpenError(f"{path} is not a loadable component: {e}") from e
+        check_version(self.engine, self.component, path)
         self.linker = Linker(self.engine)
         self.linker.add_wasip2()
         link_kernel_imports(self.engine, self.component, self.linker, path)
@@ -136,21 +147,37 @@ class Compiled:
             return found
 
 
+def check_version(engine: Engine, component: Component, path: Path) -> None:
+    """Refuse a component of a contract version this host does not
+    implement, naming both (wit/world.wit: a host MUST refuse it when it
+    opens, not fail later on a missing import)."""
+    ty = component.type
+    names = list(ty.imports(engine)) + list(ty.exports(engine))
+    found = sorted({n.rpartition("@")[2] for n in names if n.startswith(f"{PACKAGE}/") and "@" in n})
+    if not found:
+        raise OpenError(f"{path} is not a {PACKAGE} component (it imports and exports no {PACKAGE} interface)")
+    other = [v for v in found if v != VERSION]
+    if other:
+        versions = " and ".join(f"{PACKAGE}@{v}" for v in found)
+        raise OpenError(f"{path} is {versions}; this host implements {PACKAGE}@{VERSION}")
+
+
 def link_kernel_imports(engine: Engine, component: Component, linker: Linker, path: Path) -> None:
-    """Define the store and clock imports on ``linker`` (host functions that
-    find their worker by store context)."""
+    """Define the store import on ``linker`` (host functions that find their
+    worker by store context)."""
     imports = component.type.imports(engine)
+    name = f"{PACKAGE}/store@{VERSION}"
     try:
-        store_ty = imports[f"{PACKAGE}/store@{VERSION}"].ty.exports(engine)
-        clock_ty = imports[f"{PACKAGE}/clock@{VERSION}"].ty.exports(engine)
-    except KeyError as e:
-        raise OpenError(f"{path} is not gak:kernel@{VERSION} (no import {e})") from e
+        store_ty = imports[name].ty.exports(engine)
+    except KeyError:
+        raise OpenError(f"{path} is not {PACKAGE}@{VERSION} (no import {name})") from None
+    missing = sorted(set(_STORE_FUNCS) - set(store_ty))
+    if missing:
+        raise OpenError(f"{path} imports {name} without {missing}: not {PACKAGE}@{VERSION}")
     with linker.root() as root:
-        with root.add_instance(f"{PACKAGE}/store@{VERSION}") as store:
-            for name, fn in _STORE_FUNCS.items():
-                _abi.add_host_func(store, name, fn, store_ty[name].ty)
-        with root.add_instance(f"{PACKAGE}/clock@{VERSION}") as clock:
-            _abi.add_host_func(clock, "now", _clock_now, clock_ty["now"].ty)
+        with root.add_instance(name) as store:
+            for fn_name, fn in _STORE_FUNCS.items():
+                _abi.add_host_func(store, fn_name, fn, store_ty[fn_name].ty, f"store#{fn_name}")
 
 
 def shadow_random(engine: Engine, component: Component, linker: Linker, path: Path) -> None:
@@ -169,7 +196,8 @@ def shadow_random(engine: Engine, component: Component, linker: Linker, path: Pa
                 raise OpenError(f"{path} imports {name} functions this host cannot serve: {unknown}")
             with root.add_instance(name) as inst:
                 for fn_name, fn_item in funcs.items():
-                    _abi.add_host_func(inst, fn_name, _RANDOM_FUNCS[fn_name], fn_item.ty)
+                    label = f"{name.partition('@')[0]}#{fn_name}"
+                    _abi.add_host_func(inst, fn_name, _RANDOM_FUNCS[fn_name], fn_item.ty, label)
     linker.allow_shadowing = False
 
 
@@ -202,8 +230,9 @@ class Worker:
         #: Set when the store reported a conflict during the current call:
         #: the call is re-run whatever the component answered.
         self.conflict = False
-        #: Set when an import failed in a way the component cannot see (the
-        #: clock): the call ends with ``storage``.
+        #: Set when an import failed in a way the host, not the component,
+        #: must account for (a broken clock, a binding defect, a sink
+        #: body's caught store error): the call ends with ``storage``.
         self.failure: Optional[str] = None
         #: The fork generation this worker (and its connection) belongs to.
         self.generation = FORKS[0]
@@ -256,69 +285,48 @@ def _failed(worker: Worker, e: BaseException) -> Any:
     return (False, ("failure", worker.failure))
 
 
-def _get(ctx: int, table: str, key: str) -> Any:
+def _read(ctx: int, reads: tuple[Any, Any, bool, int]) -> Any:
+    """``store.read``: the point reads (locked), the range reads (snapshot),
+    then the clock (after the reads: the binding's database clock when it
+    has one, else the kernel's), then the call's fresh entropy."""
     worker = _WORKERS[ctx]()
+    keys, ranges, clock, entropy = reads
+    if entropy > MAX_ENTROPY:
+        return (False, ("failure", f"{entropy} bytes of entropy asked for in one read; at most {MAX_ENTROPY}"))
     try:
-        value = worker.session.get(table, key)
-        return _OK if value is None else (True, value)
+        values, pages, now = worker.session.read(keys, ranges, clock)
     except Exception as e:  # noqa: BLE001 - a trap would kill the instance
         return _failed(worker, e)
+    if clock:
+        if now is None:
+            try:
+                now = worker.clock.now()
+            except StoreConflict as e:
+                worker.conflict = True
+                return (False, ("conflict", f"reading the clock: {e}"))
+            except Exception as e:  # noqa: BLE001 - the call is failed, not trapped
+                worker.failure = f"reading the clock: {type(e).__name__}: {e}"
+                return (False, ("failure", worker.failure))
+        if type(now) is not int or not 0 <= now <= MAX_NUMBER:
+            worker.failure = f"the clock reads {now!r}, not an integer below 2^53 ms"
+            return (False, ("failure", worker.failure))
+    # Drawn for this call from the operating system: no state in this
+    # process that a fork() could hand to two children.
+    return (True, (values, pages, now, os.urandom(entropy) if entropy else b""))
 
 
-def _get_many(ctx: int, keys: list[tuple[str, str]]) -> Any:
+def _write(ctx: int, changes: list[tuple[str, str, Optional[str]]]) -> Any:
+    """``store.write``: the call's whole write set, once, in its transaction."""
     worker = _WORKERS[ctx]()
     try:
-        return (True, worker.session.get_many(keys))
-    except Exception as e:  # noqa: BLE001
-        return _failed(worker, e)
-
-
-def _put(ctx: int, table: str, key: str, value: str) -> Any:
-    worker = _WORKERS[ctx]()
-    try:
-        worker.session.put(table, key, value)
+        worker.session.write(changes)
         return _OK
-    except Exception as e:  # noqa: BLE001
-        return _failed(worker, e)
-
-
-def _delete(ctx: int, table: str, key: str) -> Any:
-    worker = _WORKERS[ctx]()
-    try:
-        worker.session.delete(table, key)
-        return _OK
-    except Exception as e:  # noqa: BLE001
-        return _failed(worker, e)
-
-
-def _scan(ctx: int, table: str, prefix: str, after: Optional[str], limit: int) -> Any:
-    worker = _WORKERS[ctx]()
-    try:
-        return (True, worker.session.scan(table, prefix, after, limit))
     except Exception as e:  # noqa: BLE001
         return _failed(worker, e)
 
 
 _OK = _abi.OK_NONE
-_STORE_FUNCS = {"get": _get, "get-many": _get_many, "put": _put, "delete": _delete, "scan": _scan}
-
-
-def _clock_now(ctx: int) -> int:
-    worker = _WORKERS[ctx]()
-    try:
-        db = worker.session.now()
-        now = worker.clock.now() if db is None else db
-    except StoreConflict as e:
-        worker.conflict = True
-        worker.failure = f"reading the database clock: {e}"
-        return 0
-    except Exception as e:  # noqa: BLE001 - the call is failed, not trapped
-        worker.failure = f"reading the clock: {type(e).__name__}: {e}"
-        return 0
-    if type(now) is not int or not 0 <= now <= MAX_NUMBER:
-        worker.failure = f"the clock reads {now!r}, not an integer below 2^53 ms"
-        return 0
-    return now
+_STORE_FUNCS = {"read": _read, "write": _write}
 
 
 # --- wasi:random, from the operating system -------------------------------

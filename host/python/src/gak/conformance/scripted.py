@@ -5,6 +5,14 @@ Each call step arms the faults it names and resets the counts; the host
 then runs the call as it always does, and the case compares how many times
 it began, committed and rolled back (every attempt counted) and what it
 answered.
+
+Operations are counted as every host counts them (the Rust host's
+``conformance/protocol.rs``), so ``nth`` means the same everywhere: one
+``read`` — the component's ``store.read`` crossing, however many keys and
+ranges it carries, or one ``downstream`` get — is ONE read operation,
+touching every table it names; one write set (``store.write``, or one
+``downstream`` put) is ONE write operation, touching a table when any of its
+changes is on it.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-from ..stores.base import StoreConflict, StoreFailure
+from ..stores.base import Answers, Change, Key, Range, StoreConflict, StoreFailure
 from ..stores.memory import MemoryBackend, MemorySession
 
 OPS = ("begin", "read", "write", "commit")
@@ -121,35 +129,21 @@ class ScriptedSession(MemorySession):
             _raise(answer, "begin")  # nothing opened: no rollback follows
         super().begin()
 
-    def _read(self, tables: Sequence[str]) -> None:
-        answer = self._script.answer("read", tables)
-        if answer is not None:
-            _raise(answer, "read")
+    def read(self, keys: Sequence[Key], ranges: Sequence[Range], clock: bool = False) -> Answers:
+        if keys or ranges:
+            # A read of no keys and no ranges (only the clock, the
+            # entropy) reads nothing from the store: not an operation (the
+            # Rust host never hands it to its binding).
+            answer = self._script.answer("read", [t for t, _ in keys] + [r[0] for r in ranges])
+            if answer is not None:
+                _raise(answer, "read")
+        return super().read(keys, ranges, clock)
 
-    def _write(self, tables: Sequence[str]) -> None:
-        answer = self._script.answer("write", tables)
+    def write(self, changes: Sequence[Change]) -> None:
+        answer = self._script.answer("write", [c[0] for c in changes])
         if answer is not None:
             _raise(answer, "write")
-
-    def get(self, table: str, key: str) -> Optional[str]:
-        self._read((table,))
-        return super().get(table, key)
-
-    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Optional[str]]:
-        self._read([t for t, _ in keys])
-        return [MemorySession.get(self, t, k) for t, k in keys]
-
-    def scan(self, table: str, prefix: str, after: Optional[str], limit: int) -> list[tuple[str, str]]:
-        self._read((table,))
-        return super().scan(table, prefix, after, limit)
-
-    def put(self, table: str, key: str, value: str) -> None:
-        self._write((table,))
-        super().put(table, key, value)
-
-    def delete(self, table: str, key: str) -> None:
-        self._write((table,))
-        super().delete(table, key)
+        super().write(changes)
 
     def commit(self) -> None:
         self._script.commit += 1

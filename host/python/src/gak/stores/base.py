@@ -19,6 +19,20 @@ from __future__ import annotations
 
 from typing import Any, Optional, Protocol, Sequence
 
+#: A point read: ``(table, key)``.
+Key = tuple[str, str]
+#: A range read: ``(table, prefix, after, limit)``: at most ``limit``
+#: entries whose key starts with ``prefix`` and sorts strictly after
+#: ``after`` (``None``: from the first), in key byte order.
+Range = tuple[str, str, Optional[str], int]
+#: One entry of a write set: ``(table, key, value)``; ``value`` ``None``
+#: removes the key.
+Change = tuple[str, str, Optional[str]]
+#: What :meth:`Session.read` answers: a value per key, a page of
+#: ``(key, value)`` per range, and the binding's clock reading (ms) when the
+#: clock was asked for and the binding judges expiry by its database's clock.
+Answers = tuple[list[Optional[str]], list[list[tuple[str, str]]], Optional[int]]
+
 #: The kernel's eight tables, plus ``downstream``: a key-value space fenced
 #: sink bodies may write in the sink's transaction.
 TABLES: tuple[str, ...] = (
@@ -68,35 +82,41 @@ def prefix_end(prefix: str) -> Optional[str]:
 
 
 class Session(Protocol):
-    """One worker's connection. At most one transaction is open at a time."""
+    """One worker's connection. At most one transaction is open at a time.
+
+    The component reaches a session through two operations per call (WIT
+    ``store.read`` and ``store.write``); ``get`` / ``put`` and the other
+    one-key helpers of :class:`Helpers` are for the ``downstream`` API and
+    for tests, written over the same two."""
 
     def begin(self) -> None:
         """Open a transaction, taking what it needs to write up front."""
 
-    def get(self, table: str, key: str) -> Optional[str]:
-        """Read a key."""
+    def read(self, keys: Sequence[Key], ranges: Sequence[Range], clock: bool = False) -> Answers:
+        """Point reads, each serialized against every transaction that
+        writes the key (locked before it is read), and range reads (one
+        consistent snapshot each, from the key index, O(limit) entries),
+        both seeing this transaction's own writes; answered in order. With
+        ``clock``, the database's clock read after them, when the binding
+        has one (else ``None``: the kernel's clock counts)."""
 
-    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Optional[str]]:
-        """Read several keys, answers in the order asked."""
+    def write(self, changes: Sequence[Change]) -> None:
+        """Apply a write set (every key at most once) inside the
+        transaction, taking the locks a read of its keys would. A binding
+        MAY defer the statements until the next read or the commit; reads
+        MUST still see them."""
+
+    def get(self, table: str, key: str) -> Optional[str]:
+        """One point read (:meth:`Helpers.get`)."""
 
     def put(self, table: str, key: str, value: str) -> None:
-        """Insert or overwrite."""
-
-    def delete(self, table: str, key: str) -> None:
-        """Remove if present."""
-
-    def scan(self, table: str, prefix: str, after: Optional[str], limit: int) -> list[tuple[str, str]]:
-        """At most ``limit`` entries whose key starts with ``prefix`` and sorts
-        strictly after ``after``, in key byte order, from the key index."""
+        """A one-entry write set (:meth:`Helpers.put`)."""
 
     def commit(self) -> None:
         """Make the transaction's writes durable and visible."""
 
     def rollback(self) -> None:
         """Discard the transaction's writes. Never raises."""
-
-    def now(self) -> Optional[int]:
-        """The database's clock in ms when the binding judges expiry by it."""
 
     def close(self) -> None:
         """Release the connection."""
@@ -118,6 +138,38 @@ class Session(Protocol):
         """The open transaction's driver handle (``sqlite3.Connection`` or a
         guarded psycopg cursor) for a fenced sink body's own tables, else
         ``None``."""
+
+
+class Helpers:
+    """One-key reads and writes over :meth:`Session.read` /
+    :meth:`Session.write`, so every binding (and the scripted store, which
+    counts operations) sees them as the one operation each is."""
+
+    def read(self, keys: Sequence[Key], ranges: Sequence[Range], clock: bool = False) -> Answers:
+        raise NotImplementedError
+
+    def write(self, changes: Sequence[Change]) -> None:
+        raise NotImplementedError
+
+    def get(self, table: str, key: str) -> Optional[str]:
+        """Read a key."""
+        return self.read(((table, key),), ())[0][0]
+
+    def get_many(self, keys: Sequence[Key]) -> list[Optional[str]]:
+        """Read several keys, answers in the order asked."""
+        return self.read(keys, ())[0]
+
+    def scan(self, table: str, prefix: str, after: Optional[str], limit: int) -> list[tuple[str, str]]:
+        """One range read."""
+        return self.read((), ((table, prefix, after, limit),))[1][0]
+
+    def put(self, table: str, key: str, value: str) -> None:
+        """Insert or overwrite (a one-entry write set)."""
+        self.write(((table, key, value),))
+
+    def delete(self, table: str, key: str) -> None:
+        """Remove if present (a one-entry write set)."""
+        self.write(((table, key, None),))
 
 
 class Backend(Protocol):

@@ -1,8 +1,9 @@
 """The in-memory binding: one map per table, one writer at a time.
 
-A transaction takes the store-wide lock at ``begin`` and keeps its writes in
-an overlay until ``commit``, so it is serializable and all-or-nothing. Keys
-are kept sorted per table (code point order = UTF-8 byte order) so ``scan``
+A transaction takes the store-wide lock at ``begin`` — one lock acquisition
+per call, held until ``commit`` or ``rollback`` — and keeps its writes in an
+overlay until ``commit``, so it is serializable and all-or-nothing. Keys are
+kept sorted per table (code point order = UTF-8 byte order) so a range read
 reads O(limit) entries.
 """
 
@@ -12,7 +13,7 @@ import bisect
 import threading
 from typing import Any, Iterator, Optional, Sequence
 
-from .base import TABLES, StoreFailure, checked_table
+from .base import TABLE_SET, TABLES, Answers, Change, Helpers, Key, Range, StoreFailure, checked_table
 
 _DELETED = object()
 
@@ -112,7 +113,7 @@ class MemoryBackend:
             return {(t, k): v for t, tab in self._tables.items() for k, v in tab.values.items()}
 
 
-class MemorySession:
+class MemorySession(Helpers):
     """One worker's view; ``begin`` waits for the store-wide lock."""
 
     def __init__(self, backend: MemoryBackend) -> None:
@@ -130,24 +131,29 @@ class MemorySession:
         self._backend._lock.acquire()
         self._overlay = {}
 
-    def get(self, table: str, key: str) -> Optional[str]:
+    def read(self, keys: Sequence[Key], ranges: Sequence[Range], clock: bool = False) -> Answers:
         pending = self._pending()
-        v = pending.get((table, key))
-        if v is not None:
-            return None if v is _DELETED else v
-        return self._backend._tables[checked_table(table)].values.get(key)
+        tables = self._backend._tables
+        values: list[Optional[str]] = []
+        for t, k in keys:
+            v = pending.get((t, k))
+            if v is None:
+                values.append(tables[checked_table(t)].values.get(k))
+            else:
+                values.append(None if v is _DELETED else v)
+        pages = [self._range(pending, t, prefix, after, limit) for t, prefix, after, limit in ranges]
+        return values, pages, None
 
-    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Optional[str]]:
-        return [self.get(t, k) for t, k in keys]
-
-    def put(self, table: str, key: str, value: str) -> None:
-        self._pending()[(checked_table(table), key)] = value
-
-    def delete(self, table: str, key: str) -> None:
-        self._pending()[(checked_table(table), key)] = _DELETED
-
-    def scan(self, table: str, prefix: str, after: Optional[str], limit: int) -> list[tuple[str, str]]:
+    def write(self, changes: Sequence[Change]) -> None:
         pending = self._pending()
+        for t, k, v in changes:
+            if t not in TABLE_SET:
+                checked_table(t)
+            pending[(t, k)] = _DELETED if v is None else v
+
+    def _range(
+        self, pending: dict[tuple[str, str], Any], table: str, prefix: str, after: Optional[str], limit: int
+    ) -> list[tuple[str, str]]:
         tab = self._backend._tables[checked_table(table)]
         strict = after is not None and after >= prefix
         lower = after if strict else prefix
@@ -185,9 +191,6 @@ class MemorySession:
     def _end(self) -> None:
         self._overlay = None
         self._backend._lock.release()
-
-    def now(self) -> Optional[int]:
-        return None
 
     def close(self) -> None:
         self.rollback()

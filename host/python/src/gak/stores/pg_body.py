@@ -175,6 +175,9 @@ class BodyCursor:
     def execute(self, query: Any, params: Any = None, **kwargs: Any) -> "BodyCursor":
         self._guard(query)
         try:
+            # BEGIN and the deferred writes go first: the statement runs in
+            # the kernel's transaction and sees its writes.
+            self._session._flush()
             self._cursor.execute(query, params, **kwargs)
         except psycopg.Error as e:
             self._session._body_failed(e)
@@ -185,6 +188,7 @@ class BodyCursor:
     def executemany(self, query: Any, params_seq: Iterable[Any], **kwargs: Any) -> None:
         self._guard(query)
         try:
+            self._session._flush()
             self._cursor.executemany(query, params_seq, **kwargs)
         except psycopg.Error as e:
             self._session._body_failed(e)

@@ -1,32 +1,49 @@
 """The PostgreSQL binding (psycopg 3): the same tables, keys and advisory-lock
-protocol as the Rust host's ``host/rust/src/store/postgres.rs``, so hosts in
-both languages can share one schema.
+protocol as the Rust host's ``host/rust/src/store/postgres``, so hosts in
+both languages can share one schema. The schema and its two functions come
+from the shared file ``host/sql/postgres.sql`` (shipped in this package as
+``postgres.sql``), run every time a schema is opened.
 
 Isolation: every key a transaction reads or writes is first locked with
 ``pg_advisory_xact_lock(hashtextextended('<schema>/<table>/<key>', 0))``
 (hashed by the server, so every language locks the same ids), then read in a
 *separate* statement under READ COMMITTED, whose snapshot is therefore taken
-after the lock is held and sees the previous holder's commit. An advisory
-lock also covers a key whose row does not exist yet, so two claimers of a
-fresh key serialize. Deadlocks (40P01) and serialization failures (40001) are
-conflicts: the kernel re-runs the whole call. Range reads (``scan``) use
-``COLLATE "C"`` byte order and take no locks (the component re-reads with
-``get`` every key it decides on).
+after the lock is held and sees the previous holder's commit; the server
+function ``gak_read_v1`` does both for a whole batch of keys in one
+statement. An advisory lock also covers a key whose row does not exist yet,
+so two claimers of a fresh key serialize. Deadlocks (40P01) and
+serialization failures (40001) are conflicts: the kernel re-runs the whole
+call. Range reads use ``COLLATE "C"`` byte order and take no locks (the
+component re-reads by key every entry it decides on).
+
+A call costs two round trips, pipelined (psycopg's pipeline mode):
+
+- ``BEGIN`` is not sent on its own: it goes out with the transaction's
+  first read.
+- The write set is deferred and coalesced (the last write of a key wins):
+  it goes out as one ``gak_write_v1`` statement in front of the next read
+  (so reads see the transaction's own writes), in front of a body's own
+  statement, or together with ``COMMIT``.
+
+A claim is four statements: ``BEGIN`` + ``gak_read_v1`` (one round trip),
+``gak_write_v1`` + ``COMMIT`` (the second).
 """
 
 from __future__ import annotations
 
 import re
 import threading
+from pathlib import Path
 from typing import Any, Optional, Sequence
 from urllib.parse import parse_qsl, urlencode
 
 import psycopg
 from psycopg import errors as pgerr
+from psycopg import pq
 from psycopg.pq import TransactionStatus
 
 from ..errors import OpenError
-from .base import TABLES, StoreConflict, StoreFailure, checked_table, prefix_end
+from .base import TABLES, Answers, Change, Helpers, Key, Range, StoreConflict, StoreFailure, checked_table, prefix_end
 from .pg_body import BodyCursor
 from .urls import scrub, shown
 
@@ -34,12 +51,24 @@ from .urls import scrub, shown
 CONNECT_TIMEOUT = 5
 
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}\Z")
-_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
-_LOCK_MANY = (
-    "SELECT pg_advisory_xact_lock(h) FROM (SELECT DISTINCT hashtextextended(x, 0) AS h "
-    "FROM unnest(%s::text[]) AS x) AS l ORDER BY h"
-)
-_DB_NOW = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8"
+#: The shared DDL and server functions (a copy of ``host/sql/postgres.sql``;
+#: ``tests/test_wheel.py`` checks they are the same bytes).
+SQL_FILE = Path(__file__).with_name("postgres.sql")
+#: Serializes concurrent set-ups of any schema, in every host.
+_SETUP_LOCK = "SELECT pg_advisory_xact_lock(7135862);"
+_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+
+
+def setup_sql(schema: str) -> str:
+    """The shared file with ``@schema@`` replaced by ``schema`` (validated
+    first: a plain identifier, never data)."""
+    if not valid_schema(schema):
+        raise OpenError(f"schema {schema!r}")
+    try:
+        text = SQL_FILE.read_text(encoding="utf-8")
+    except OSError as e:
+        raise OpenError(f"cannot read {SQL_FILE}: {e}") from e
+    return text.replace("@schema@", schema)
 
 
 def valid_schema(name: str) -> bool:
@@ -133,17 +162,11 @@ class PostgresBackend:
             conn.close()
 
     def ensure_schema(self) -> None:
-        """Create the schema and its tables if missing (idempotent, safe to
-        race: the same DDL and lock id as the Rust host)."""
-        s = self.schema
-        stmts = [f'SELECT pg_advisory_xact_lock(7135862); CREATE SCHEMA IF NOT EXISTS "{s}";']
-        for t in TABLES:
-            stmts.append(
-                f'CREATE TABLE IF NOT EXISTS "{s}"."{t}" (key text COLLATE "C" PRIMARY KEY, '
-                f"value {column_type(t)} NOT NULL);"
-            )
+        """Create the schema, its tables and its functions if missing
+        (idempotent, safe to race: the shared file, run after the same lock
+        id as every host takes)."""
         try:
-            self._admin("".join(stmts))
+            self._admin(_SETUP_LOCK + setup_sql(self.schema))
         except StoreFailure as e:
             raise OpenError(str(e)) from e
 
@@ -168,29 +191,35 @@ class PostgresBackend:
             return self._last_now
 
 
-class PostgresSession:
-    """One connection; one READ COMMITTED transaction at a time."""
+class PostgresSession(Helpers):
+    """One connection; one READ COMMITTED transaction at a time, pipelined
+    (see the module docs)."""
 
     def __init__(self, backend: PostgresBackend) -> None:
         self._backend = backend
         self._conn: Optional[psycopg.Connection[Any]] = None
         self._open = False
+        #: ``BEGIN`` is still to be sent, with the first statement.
+        self._begin_pending = False
+        #: The write set not sent yet, by (table, key): the last write wins.
+        self._deferred: dict[tuple[str, str], Optional[str]] = {}
         #: Which body holds the lent cursor (0: none); bumped when it returns,
         #: so a cursor a body kept refuses to run later.
         self._lease = 0
         self._leases = 0
         #: The first store error a body met through its cursor.
         self._body_fault: Optional[Exception] = None
+        #: A body ran statements of its own in this transaction.
+        self._lent = False
+        #: What this session sent, for tests and tools: statements
+        #: (``BEGIN`` and ``COMMIT`` included) and round trips.
+        self.statements = 0
+        self.round_trips = 0
         s = backend.schema
-        self._get = {t: f'SELECT value::text FROM "{s}"."{t}" WHERE key = %s' for t in TABLES}
-        self._put = {
-            t: f'INSERT INTO "{s}"."{t}" (key, value) VALUES (%s, %s::text::{column_type(t)}) '
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-            for t in TABLES
-        }
-        self._delete = {t: f'DELETE FROM "{s}"."{t}" WHERE key = %s' for t in TABLES}
+        self._read_sql = f'SELECT "{s}".gak_read_v1(%s::text[], %s::text[], %s)'
+        self._write_sql = f'SELECT "{s}".gak_write_v1(%s::text[], %s::text[], %s::text[])'
         upper = {True: 'AND key COLLATE "C" < %s', False: ""}
-        self._scan = {
+        self._range = {
             (t, strict, bounded): f'SELECT key, value::text FROM "{s}"."{t}" WHERE key COLLATE "C" '
             f"{'>' if strict else '>='} %s {upper[bounded]} ORDER BY key COLLATE \"C\" LIMIT %s"
             for t in TABLES
@@ -198,10 +227,7 @@ class PostgresSession:
             for bounded in (False, True)
         }
 
-    def _lock_name(self, table: str, key: str) -> str:
-        return f"{self._backend.schema}/{table}/{key}"
-
-    def _cursor(self) -> psycopg.Connection[Any]:
+    def _connection(self) -> psycopg.Connection[Any]:
         if not self._open or self._conn is None:
             raise StoreFailure("no open transaction")
         return self._conn
@@ -214,116 +240,182 @@ class PostgresSession:
             self._open = False
         return _fault(e)
 
+    def _send(self, statements: list[tuple[str, Any]]) -> list[psycopg.Cursor[Any]]:
+        """Send ``BEGIN`` (if still pending), the deferred write set and
+        ``statements`` in one round trip; their cursors, in order. Raises
+        psycopg's error (the first statement that failed)."""
+        conn = self._connection()
+        batch: list[tuple[str, Any]] = []
+        if self._begin_pending:
+            batch.append((_BEGIN, None))
+        if self._deferred:
+            tables, keys, values = [], [], []
+            for (t, k), v in self._deferred.items():
+                tables.append(t)
+                keys.append(k)
+                values.append(v)
+            self._deferred = {}
+            batch.append((self._write_sql, (tables, keys, values)))
+        batch.extend(statements)
+        # From here on BEGIN counts as sent, whatever the batch answers: a
+        # batch failing inside the server leaves a transaction open there
+        # that `rollback` must end.
+        self._begin_pending = False
+        self.statements += len(batch)
+        self.round_trips += 1
+        if len(batch) == 1:
+            sql, params = batch[0]
+            return [conn.execute(sql, params)]
+        # Pipeline mode: every statement goes on the wire before any answer
+        # is awaited; leaving the block sends one Sync and reads the answers.
+        with conn.pipeline():
+            cursors = [conn.execute(sql, params) for sql, params in batch]
+        return cursors[len(batch) - len(statements) :]
+
+    def _flush(self) -> None:
+        """Send what is pending (BEGIN, deferred writes), so a body's own
+        statement runs inside the transaction and sees its writes."""
+        if self._begin_pending or self._deferred:
+            self._send([])
+
     def begin(self) -> None:
         if self._open:
             raise StoreFailure("transaction already open")
         if self._conn is None or self._conn.closed or self._conn.broken:
             self._conn = self._backend.connect()
-        try:
-            self._conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-        except psycopg.Error as e:
-            raise self._check(e) from e
         self._open = True
+        self._begin_pending = True
+        self._deferred = {}
+        self._lent = False
 
-    def get(self, table: str, key: str) -> Optional[str]:
-        return self.get_many([(table, key)])[0]
-
-    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Optional[str]]:
-        conn = self._cursor()
-        names = [self._lock_name(checked_table(t), k) for t, k in keys]
+    def read(self, keys: Sequence[Key], ranges: Sequence[Range], clock: bool = False) -> Answers:
+        self._connection()
+        db_clock = clock and self._backend.database_clock
+        statements: list[tuple[str, Any]] = []
+        for t, prefix, after, limit in ranges:
+            strict = after is not None and after >= prefix
+            lower = after if strict else prefix
+            end = prefix_end(prefix)
+            params = (lower, end, limit) if end is not None else (lower, limit)
+            statements.append((self._range[(checked_table(t), strict, end is not None)], params))
+        point = bool(keys) or db_clock
+        if point:
+            # Last, so the database clock is read after every other read.
+            tables = [checked_table(t) for t, _ in keys]
+            statements.append((self._read_sql, (tables, [k for _, k in keys], db_clock)))
+        if not statements:
+            return [], [], None
         try:
-            # The locks first (one order for every transaction: by lock id),
-            # then each read as its own statement, so its snapshot starts
-            # after every lock is held.
-            if len(names) == 1:
-                conn.execute(_LOCK, (names[0],))
-            else:
-                conn.execute(_LOCK_MANY, (names,))
-            out: list[Optional[str]] = []
-            for t, k in keys:
-                row = conn.execute(self._get[t], (k,)).fetchone()
-                out.append(None if row is None else row[0])
-            return out
+            cursors = self._send(statements)
+            pages: list[list[tuple[str, str]]] = [c.fetchall() for c in cursors[: len(ranges)]]
+            answer = cursors[-1].fetchone() if point else None
         except psycopg.Error as e:
             raise self._check(e) from e
+        values: list[Optional[str]] = []
+        now: Optional[int] = None
+        if answer is not None:
+            found = list(answer[0] or [])
+            if db_clock:
+                now = self._backend._monotonic(max(int(found.pop()), 0))
+            values = found
+        if len(values) != len(keys):
+            raise StoreFailure(f"gak_read_v1 answered {len(values)} values for {len(keys)} keys")
+        return values, pages, now
 
-    def _locked_write(self, table: str, key: str, sql: str, params: tuple[Any, ...]) -> None:
-        conn = self._cursor()
-        try:
-            # Already held if the key was read first (the component always
-            # reads first); re-taking it is free.
-            conn.execute(_LOCK, (self._lock_name(table, key),))
-            conn.execute(sql, params)
-        except psycopg.Error as e:
-            raise self._check(e) from e
-
-    def put(self, table: str, key: str, value: str) -> None:
-        t = checked_table(table)
-        self._locked_write(t, key, self._put[t], (key, value))
-
-    def delete(self, table: str, key: str) -> None:
-        t = checked_table(table)
-        self._locked_write(t, key, self._delete[t], (key,))
-
-    def scan(self, table: str, prefix: str, after: Optional[str], limit: int) -> list[tuple[str, str]]:
-        conn = self._cursor()
-        t = checked_table(table)
-        strict = after is not None and after >= prefix
-        lower = after if strict else prefix
-        end = prefix_end(prefix)
-        params: tuple[Any, ...] = (lower, end, limit) if end is not None else (lower, limit)
-        try:
-            rows = conn.execute(self._scan[(t, strict, end is not None)], params).fetchall()
-        except psycopg.Error as e:
-            raise self._check(e) from e
-        return [(k, v) for k, v in rows]
+    def write(self, changes: Sequence[Change]) -> None:
+        self._connection()
+        deferred = self._deferred
+        for t, k, v in changes:
+            deferred[(checked_table(t), k)] = v
 
     def commit(self) -> None:
-        conn = self._cursor()
-        status = conn.info.transaction_status
-        if status == TransactionStatus.INERROR:
-            # A statement failed: PostgreSQL would answer COMMIT with
-            # ROLLBACK, not an error. Nothing is committed; say so.
-            self.rollback()
-            raise StoreFailure("a statement of the transaction failed; it was rolled back, nothing committed")
-        if status != TransactionStatus.INTRANS:
-            self._open = False
-            raise StoreFailure(f"no transaction to commit (connection {status.name}): it was ended inside the call")
+        conn = self._connection()
+        if self._begin_pending and not self._deferred:
+            # Nothing was ever sent: there is no transaction to end.
+            self._end()
+            return
+        if not self._begin_pending:
+            status = conn.info.transaction_status
+            if status == TransactionStatus.INERROR:
+                # A statement failed: PostgreSQL would answer COMMIT with
+                # ROLLBACK, not an error. Nothing is committed; say so.
+                self.rollback()
+                raise StoreFailure("a statement of the transaction failed; it was rolled back, nothing committed")
+            if status != TransactionStatus.INTRANS:
+                self._end()
+                raise StoreFailure(
+                    f"no transaction to commit (connection {status.name}): it was ended inside the call"
+                )
         try:
-            done = conn.execute("COMMIT").statusmessage
+            (done,) = self._send([("COMMIT", None)])
+            answer = done.statusmessage
         except psycopg.Error as e:
-            raise self._check(e) from e
-        finally:
-            self._open = False
-        if done != "COMMIT":
-            raise StoreFailure(f"COMMIT answered {done!r}: nothing was committed")
+            # An error answered for the write set or the COMMIT: nothing
+            # committed (a deadlock is a conflict, safe to re-run). A lost
+            # connection: ambiguous, a failure (never re-run).
+            fault = self._check(e)
+            self._abort()
+            raise fault from e
+        self._end()
+        if answer != "COMMIT":
+            raise StoreFailure(f"COMMIT answered {answer!r}: nothing was committed")
+
+    def _end(self) -> None:
+        self._open = False
+        self._begin_pending = False
+        self._deferred = {}
+
+    def _abort(self) -> None:
+        """End whatever the server still holds open after a failed batch; a
+        connection that cannot say so is dropped."""
+        self._end()
+        self._send_rollback()
+
+    def _send_rollback(self) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        if self._lent:
+            # A body ran statements of its own on the connection: psycopg's
+            # ROLLBACK also forgets every statement it prepared (one may
+            # name an object the rollback took away).
+            try:
+                conn.execute("ROLLBACK")
+            except psycopg.Error:
+                self._drop()
+            return
+        # The kernel's own statements only: straight to libpq, so psycopg
+        # keeps its prepared statements (on a ROLLBACK it sends DEALLOCATE
+        # ALL, one more round trip, and prepares everything again).
+        try:
+            result = conn.pgconn.exec_(b"ROLLBACK")
+        except psycopg.Error:
+            self._drop()
+            return
+        if result.status != pq.ExecStatus.COMMAND_OK:
+            self._drop()
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except psycopg.Error:
+                pass
 
     def rollback(self) -> None:
         if self._open:
-            self._open = False
-            if self._conn is not None:
-                try:
-                    self._conn.execute("ROLLBACK")
-                except psycopg.Error:
-                    self._conn = None
-
-    def now(self) -> Optional[int]:
-        if not self._backend.database_clock:
-            return None
-        conn = self._cursor()
-        try:
-            row = conn.execute(_DB_NOW).fetchone()
-        except psycopg.Error as e:
-            raise self._check(e) from e
-        return self._backend._monotonic(max(int(row[0]), 0) if row else 0)
+            sent = not self._begin_pending
+            self._end()
+            if sent:
+                self._send_rollback()
 
     def close(self) -> None:
         self.rollback()
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        self._drop()
 
     def lend(self) -> None:
+        self._lent = True
         self._leases += 1
         self._lease = self._leases
         self._body_fault = None
@@ -335,6 +427,8 @@ class PostgresSession:
             return fault
         if not self._open or self._conn is None:
             return StoreFailure("the connection was lost while the body ran")
+        if self._begin_pending:
+            return None  # nothing was sent: nothing the body did reached the server
         status = self._conn.info.transaction_status
         if status == TransactionStatus.INERROR:
             return StoreFailure("a statement failed while the body ran; the transaction is aborted")

@@ -29,7 +29,7 @@ from typing import Any, Optional, Sequence
 
 from .._fork import GATE, QUIET
 from ..errors import OpenError
-from .base import TABLES, StoreConflict, StoreFailure, checked_table, prefix_end
+from .base import TABLES, Answers, Change, Helpers, Key, Range, StoreConflict, StoreFailure, checked_table, prefix_end
 from .sqlite_body import LentConnection, is_refusal
 
 #: How long one ``BEGIN IMMEDIATE`` waits for another writer (seconds) before
@@ -142,6 +142,16 @@ _PUT = {
     for t in TABLES
 }
 _DELETE = {t: f"DELETE FROM gak_{t} WHERE key = ?" for t in TABLES}
+#: Range reads by (table, strict, bounded above): a range on the primary key
+#: (BINARY collation: byte order), so the B-tree serves it: O(limit) rows,
+#: never a table scan.
+_RANGE = {
+    (t, strict, bounded): f"SELECT key, value FROM gak_{t} WHERE key {'>' if strict else '>='} ?"
+    f"{' AND key < ?' if bounded else ''} ORDER BY key LIMIT ?"
+    for t in TABLES
+    for strict in (False, True)
+    for bounded in (False, True)
+}
 
 
 def _deny_transaction_control(action: int, *_: Any) -> int:
@@ -174,7 +184,7 @@ def _close_inherited() -> None:
 os.register_at_fork(after_in_child=_close_inherited)
 
 
-class SqliteSession:
+class SqliteSession(Helpers):
     """One connection; one ``BEGIN IMMEDIATE`` transaction at a time."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
@@ -209,53 +219,38 @@ class SqliteSession:
             raise _fault(e) from e
         self._open = True
 
-    def get(self, table: str, key: str) -> Optional[str]:
+    def read(self, keys: Sequence[Key], ranges: Sequence[Range], clock: bool = False) -> Answers:
         conn = self._in_tx()
+        # Every statement is one of the connection's cached ones (the
+        # sqlite3 module keeps them by text); BEGIN IMMEDIATE already holds
+        # the write lock, so no read waits for another writer.
         try:
-            row = conn.execute(_GET[checked_table(table)], (key,)).fetchone()
+            values: list[Optional[str]] = []
+            for t, k in keys:
+                row = conn.execute(_GET[checked_table(t)], (k,)).fetchone()
+                values.append(None if row is None else row[0])
+            pages: list[list[tuple[str, str]]] = []
+            for t, prefix, after, limit in ranges:
+                strict = after is not None and after >= prefix
+                lower = after if strict else prefix
+                end = prefix_end(prefix)
+                sql = _RANGE[(checked_table(t), strict, end is not None)]
+                params = (lower, end, limit) if end is not None else (lower, limit)
+                pages.append(conn.execute(sql, params).fetchall())
         except sqlite3.Error as e:
             raise _fault(e) from e
-        return None if row is None else row[0]
+        return values, pages, None
 
-    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Optional[str]]:
-        return [self.get(t, k) for t, k in keys]
-
-    def put(self, table: str, key: str, value: str) -> None:
+    def write(self, changes: Sequence[Change]) -> None:
         conn = self._in_tx()
         try:
-            conn.execute(_PUT[checked_table(table)], (key, value))
+            for t, k, v in changes:
+                if v is None:
+                    conn.execute(_DELETE[checked_table(t)], (k,))
+                else:
+                    conn.execute(_PUT[checked_table(t)], (k, v))
         except sqlite3.Error as e:
             raise _fault(e) from e
-
-    def delete(self, table: str, key: str) -> None:
-        conn = self._in_tx()
-        try:
-            conn.execute(_DELETE[checked_table(table)], (key,))
-        except sqlite3.Error as e:
-            raise _fault(e) from e
-
-    def scan(self, table: str, prefix: str, after: Optional[str], limit: int) -> list[tuple[str, str]]:
-        conn = self._in_tx()
-        t = checked_table(table)
-        # A range on the primary key (BINARY collation: byte order), so the
-        # B-tree serves it: O(limit) rows, never a table scan.
-        strict = after is not None and after >= prefix
-        lower = after if strict else prefix
-        op = ">" if strict else ">="
-        end = prefix_end(prefix)
-        try:
-            if end is not None:
-                rows = conn.execute(
-                    f"SELECT key, value FROM gak_{t} WHERE key {op} ? AND key < ? ORDER BY key LIMIT ?",
-                    (lower, end, limit),
-                ).fetchall()
-            else:
-                rows = conn.execute(
-                    f"SELECT key, value FROM gak_{t} WHERE key {op} ? ORDER BY key LIMIT ?", (lower, limit)
-                ).fetchall()
-        except sqlite3.Error as e:
-            raise _fault(e) from e
-        return [(k, v) for k, v in rows]
 
     def commit(self) -> None:
         conn = self._in_tx()
@@ -278,9 +273,6 @@ class SqliteSession:
                 # The connection is unusable; SQLite rolls back on close, and
                 # the next BEGIN on it will fail loudly.
                 pass
-
-    def now(self) -> Optional[int]:
-        return None
 
     def close(self) -> None:
         self.rollback()
