@@ -288,6 +288,23 @@ impl rand_core::TryRng for OsRandom {
     }
 }
 
+impl crate::protocol::Attempter for Instance {
+    fn session(&mut self) -> &mut dyn Session {
+        &mut *self.store.data_mut().session
+    }
+    fn clear_marks(&mut self) {
+        let state = self.store.data_mut();
+        state.conflict = false;
+        state.failure = None;
+    }
+    fn conflicted(&self) -> bool {
+        self.store.data().conflict
+    }
+    fn take_failure(&mut self) -> Option<String> {
+        self.store.data_mut().failure.take()
+    }
+}
+
 impl Instance {
     pub async fn new(
         compiled: &Compiled,

@@ -330,83 +330,18 @@ impl Kernel {
         }
     }
 
-    /// The retry loop. Returns the answer and whether the instance may be
-    /// reused (a trapped one may hold broken state).
+    /// The retry loop (`crate::protocol`). Returns the answer and whether
+    /// the instance may be reused (a trapped one may hold broken state).
     async fn attempts<T, C>(
         &self,
         inst: &mut Instance,
         ending: Ending,
-        mut call: C,
+        call: C,
     ) -> (Result<T, Error>, bool)
     where
         C: AsyncFnMut(&mut Instance) -> wasmtime::Result<Result<T, Error>>,
     {
-        let retry = &self.inner.retry;
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            tracing::Span::current().record("attempts", attempt);
-            let may_retry = attempt < retry.attempts;
-            let state = inst.store.data_mut();
-            state.conflict = false;
-            state.failure = None;
-            match state.session.begin().await {
-                Ok(()) => {}
-                Err(StoreFault::Conflict(why)) if may_retry => {
-                    tracing::warn!(attempt, %why, "store busy at begin; re-running the call");
-                    retry.pause(attempt).await;
-                    continue;
-                }
-                Err(fault) => return (Err(fault.into()), true),
-            }
-            let out = call(inst).await;
-            let state = inst.store.data_mut();
-            match out {
-                Err(trap) => {
-                    state.session.rollback().await;
-                    return (
-                        Err(Error::storage(format!("component trapped: {trap:#}"))),
-                        false,
-                    );
-                }
-                Ok(_) if state.conflict && may_retry => {
-                    state.session.rollback().await;
-                    tracing::warn!(attempt, "store conflict; re-running the call");
-                    retry.pause(attempt).await;
-                }
-                Ok(_) if state.failure.is_some() || state.conflict => {
-                    state.session.rollback().await;
-                    let error = match state.failure.take() {
-                        Some(why) => StorageError::new(why),
-                        None => StorageError::new(format!(
-                            "store conflicts persisted through {attempt} attempts"
-                        ))
-                        .conflict(),
-                    };
-                    return (Err(Error::Storage(error)), true);
-                }
-                Ok(Ok(value)) if ending == Ending::RollBack => {
-                    state.session.rollback().await;
-                    return (Ok(value), true);
-                }
-                Ok(Ok(value)) => match state.session.commit().await {
-                    Ok(()) => return (Ok(value), true),
-                    // A conflict at COMMIT means it did not commit (SQLite
-                    // busy, PostgreSQL serialization failure): safe to re-run.
-                    Err(StoreFault::Conflict(why)) if may_retry => {
-                        tracing::warn!(attempt, %why, "store conflict at commit; re-running the call");
-                        retry.pause(attempt).await;
-                    }
-                    // Anything else may have committed: never re-run as if it
-                    // had not. The contract's rules judge what later calls see.
-                    Err(fault) => return (Err(fault.into()), true),
-                },
-                Ok(Err(refusal)) => {
-                    state.session.rollback().await;
-                    return (Err(refusal), true);
-                }
-            }
-        }
+        crate::protocol::attempts(inst, &self.inner.retry, ending, call).await
     }
 
     /// Call a pure export (one that MUST NOT touch the store, such as

@@ -50,6 +50,7 @@ pub mod demo;
 mod engine;
 mod kernel;
 mod limits;
+mod protocol;
 mod runner;
 pub mod store;
 

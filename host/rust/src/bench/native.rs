@@ -11,11 +11,12 @@
 use std::sync::Arc;
 
 use gak_rules::buffer::{Answers, Buffered, Change, Reads, Store};
-use gak_rules::{Error, StorageError, StoreFault};
+use gak_rules::{Error, StoreFault};
 
 use crate::blocking::run;
 use crate::builder::Retry;
 use crate::clock::Clock;
+use crate::kernel::Ending;
 use crate::store::{Session, Span, Write};
 
 /// One worker's native caller: its own session, as a kernel instance has.
@@ -23,6 +24,8 @@ pub struct Caller {
     session: Box<dyn Session>,
     clock: Arc<dyn Clock>,
     retry: Retry,
+    /// A store call of the current attempt reported a conflict.
+    conflict: bool,
 }
 
 impl Caller {
@@ -33,13 +36,13 @@ impl Caller {
             session,
             clock,
             retry,
+            conflict: false,
         }
     }
 
-    /// Run `rule` (which mints `tokens` capabilities) in one session
-    /// transaction: commit on `Ok`, roll back on a refusal, re-run the whole
-    /// call on a store conflict — the kernel's loop (`Kernel::attempts`),
-    /// minus the component.
+    /// Run `rule` (which mints `tokens` capabilities) as the kernel runs an
+    /// export: the same loop (`crate::protocol`), the rules over the same
+    /// [`Buffered`] transaction, minus the component.
     ///
     /// # Errors
     /// The rule's refusal, or `storage`.
@@ -48,51 +51,39 @@ impl Caller {
         tokens: u8,
         mut rule: impl FnMut(&mut Buffered<NativeStore<'_>>) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let may_retry = attempt < self.retry.attempts;
-            match run(self.session.begin()) {
-                Ok(()) => {}
-                Err(StoreFault::Conflict(_)) if may_retry => {
-                    std::thread::sleep(self.retry.delay(attempt));
-                    continue;
-                }
-                Err(fault) => return Err(fault.into()),
-            }
-            let mut conflict = false;
+        let retry = self.retry;
+        let call = async |me: &mut Caller| {
             let store = NativeStore {
-                session: &mut *self.session,
-                clock: &*self.clock,
-                conflict: &mut conflict,
+                session: &mut *me.session,
+                clock: &*me.clock,
+                conflict: &mut me.conflict,
             };
-            let out = Buffered::new(store).minting(tokens).decide(&mut rule);
-            match out {
-                _ if conflict && may_retry => {
-                    run(self.session.rollback());
-                    std::thread::sleep(self.retry.delay(attempt));
-                }
-                _ if conflict => {
-                    run(self.session.rollback());
-                    let error = StorageError::new(format!(
-                        "store conflicts persisted through {attempt} attempts"
-                    ))
-                    .conflict();
-                    return Err(Error::Storage(error));
-                }
-                Ok(value) => match run(self.session.commit()) {
-                    Ok(()) => return Ok(value),
-                    Err(StoreFault::Conflict(_)) if may_retry => {
-                        std::thread::sleep(self.retry.delay(attempt));
-                    }
-                    Err(fault) => return Err(fault.into()),
-                },
-                Err(refusal) => {
-                    run(self.session.rollback());
-                    return Err(refusal);
-                }
-            }
-        }
+            Ok::<_, std::convert::Infallible>(
+                Buffered::new(store).minting(tokens).decide(&mut rule),
+            )
+        };
+        run(crate::protocol::attempts(
+            self,
+            &retry,
+            Ending::Commit,
+            call,
+        ))
+        .0
+    }
+}
+
+impl crate::protocol::Attempter for Caller {
+    fn session(&mut self) -> &mut dyn Session {
+        &mut *self.session
+    }
+    fn clear_marks(&mut self) {
+        self.conflict = false;
+    }
+    fn conflicted(&self) -> bool {
+        self.conflict
+    }
+    fn take_failure(&mut self) -> Option<String> {
+        None
     }
 }
 
