@@ -4,6 +4,7 @@ the store): the "before" figure for `tools/latency.py`.
 
     python tools/baseline_wasmtime_py.py PATH/TO/gak.wasm
 """
+import os
 import sys
 import time
 
@@ -16,29 +17,29 @@ e = Engine()
 c = Component(e, open(sys.argv[1], 'rb').read())
 data = {}
 pending = {}
-def get(store, table, key):
-    v = pending.get((table, key), data.get((table, key)))
-    return Variant('ok', v)
-def get_many(store, keys):
-    return Variant('ok', [pending.get((t, k), data.get((t, k))) for t, k in keys])
-def put(store, table, key, value):
-    pending[(table, key)] = value; return Variant('ok', None)
-def delete(store, table, key):
-    pending[(table, key)] = None; return Variant('ok', None)
-def scan(store, table, prefix, after, limit):
+class Answers:
+    def __init__(s, values, pages, now, entropy):
+        s.values, s.pages, s.now, s.entropy = values, pages, now, entropy
+def page(table, prefix, after, limit):
     items = sorted((k, v) for (t, k), v in {**data, **pending}.items() if t == table and k.startswith(prefix) and (after is None or k > after) and v is not None)
-    return Variant('ok', items[:limit])
+    return items[:limit]
 now = [1000]
+def read(store, reads):
+    values = [pending.get((t, k), data.get((t, k))) for t, k in reads.keys]
+    pages = [page(r.table, r.prefix, r.after, r.limit) for r in reads.ranges]
+    return Variant('ok', Answers(values, pages, now[0] if reads.clock else None, os.urandom(reads.entropy)))
+def write(store, changes):
+    for c in changes:
+        pending[(c.table, c.key)] = c.value
+    return Variant('ok', None)
 l = Linker(e); l.add_wasip2()
 with l.root() as r:
-    with r.add_instance("gak:kernel/store@0.2.0") as s:
-        for n, f in [("get", get), ("get-many", get_many), ("put", put), ("delete", delete), ("scan", scan)]:
+    with r.add_instance("gak:kernel/store@0.3.0") as s:
+        for n, f in [("read", read), ("write", write)]:
             s.add_func(n, f)
-    with r.add_instance("gak:kernel/clock@0.2.0") as ck:
-        ck.add_func("now", lambda store: now[0])
 store = Store(e); store.set_wasi(WasiConfig())
 inst = l.instantiate(store, c)
-tb = c.get_export_index("gak:kernel/taskboard@0.2.0")
+tb = c.get_export_index("gak:kernel/taskboard@0.3.0")
 seed = inst.get_func(store, c.get_export_index("seed", tb))
 claim = inst.get_func(store, c.get_export_index("claim", tb))
 class Seed:

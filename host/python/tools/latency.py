@@ -3,6 +3,14 @@
 
     python tools/latency.py [N]
 
+Each line gives wall time, calls per second and this thread's CPU time per
+call, then the crossings per call: how many times the component called
+into this host (``store#read``, ``store#write``, ``wasi:random/…``; each
+costs ~8 µs of lifting, lowering and Python), counted on extra calls after
+the timed ones so the counting never slows what is timed. PostgreSQL is
+measured too when ``GAK_PG_DSN`` names a server (a fresh schema, dropped
+afterwards). ``host/latency.py`` parses the lines up to ``µs/op``.
+
 Not a test: speed is measured here, never asserted.
 """
 
@@ -12,14 +20,32 @@ import os
 import sys
 import tempfile
 import time
+import uuid
+from collections import Counter
 from typing import Callable
 
-from gak import Action, Granted, Kernel, TaskSeed
+from gak import Action, Granted, Kernel, TaskSeed, _abi
+
+#: Calls counted for crossings after the timed rounds.
+COUNTED = 50
+
+
+def crossings(n: int, first: int, op: Callable[[int], object]) -> str:
+    """The host functions ``n`` calls of ``op`` called, per call."""
+    with _abi.counting() as counts:
+        for i in range(first, first + n):
+            op(i)
+    total = Counter(counts)
+    per = sum(total.values()) / n
+    detail = ", ".join(f"{name} {c / n:g}" for name, c in sorted(total.items()))
+    return f"{per:>5.1f} crossings/op ({detail or 'none'})"
 
 
 def measure(label: str, n: int, op: Callable[[int], object], rounds: int = 3) -> None:
     """Best of ``rounds`` runs of ``n`` calls (the least disturbed by other
-    load on a shared machine), as wall time and as this thread's CPU time."""
+    load on a shared machine), as wall time and as this thread's CPU time;
+    then the crossings of :data:`COUNTED` more calls. ``op(i)`` gets
+    indices from 0 to ``n // 10 + rounds * n + COUNTED``."""
     for i in range(n // 10):
         op(i)  # warm-up
     walls, cpus = [], []
@@ -31,13 +57,17 @@ def measure(label: str, n: int, op: Callable[[int], object], rounds: int = 3) ->
         walls.append((time.perf_counter() - start) / n)
         cpus.append((time.thread_time() - cpu) / n)
     per, per_cpu = min(walls), min(cpus)
-    print(f"{label:<44} {per * 1e6:>9.1f} µs/op {1 / per:>9.0f} ops/s {per_cpu * 1e6:>9.1f} µs CPU/op", flush=True)
+    crossed = crossings(COUNTED, n // 10 + rounds * n, op)
+    print(
+        f"{label:<44} {per * 1e6:>9.1f} µs/op {1 / per:>9.0f} ops/s {per_cpu * 1e6:>9.1f} µs CPU/op {crossed}",
+        flush=True,
+    )
 
 
-def run(url: str, n: int) -> None:
+def run(url: str, n: int, shown: str = "") -> None:
     with Kernel.open(url) as kernel:
-        print(f"-- {url}")
-        total = 3 * n + n // 10
+        print(f"-- {shown or url}")
+        total = 3 * n + n // 10 + COUNTED
         for start in range(0, total, 10_000):
             kernel.taskboard.seed([TaskSeed(f"t{i}") for i in range(start, min(total, start + 10_000))])
         measure("taskboard.claim (fresh task)", n, lambda i: kernel.taskboard.claim(f"t{i}", "w", 60_000))
@@ -60,6 +90,17 @@ def main() -> None:
         run("memory:", n)
         run(f"sqlite:{os.path.join(d, 'full.db')}", n)
         run(f"sqlite:{os.path.join(d, 'normal.db')}?synchronous=normal", n)
+    dsn = os.environ.get("GAK_PG_DSN")
+    if dsn:
+        from gak.stores.postgres import PostgresBackend
+
+        schema = f"gak_latency_{uuid.uuid4().hex[:8]}"
+        url = f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
+        backend = PostgresBackend(url)
+        try:
+            run(url, n, backend.describe())
+        finally:
+            backend.drop_schema()
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """gak: a crash-safe coordination kernel, embedded from Python.
 
-Every judgement lives in one WebAssembly component (``gak.wasm``); this
-package binds its imports (a transactional store and a clock) to memory,
-SQLite or PostgreSQL and exposes its five interfaces::
+Every judgement lives in one WebAssembly component (``gak.wasm``, contract
+``gak:kernel@0.3.0``); this package binds its import (a transactional store,
+with the clock and fresh randomness) to memory, SQLite or PostgreSQL and
+exposes its five interfaces::
 
     from gak import Kernel, TaskSeed
 
@@ -49,7 +50,7 @@ from .types import (
     Uncertain,
 )
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "CODES",

@@ -145,7 +145,7 @@ class Arena:
     arena lives. Fresh chunks are zeroed; after :meth:`reset` memory is reused
     as is, so every codec writes every field its kind needs."""
 
-    __slots__ = ("chunks", "pos", "end", "first", "size")
+    __slots__ = ("chunks", "pos", "end", "first", "size", "buf", "base")
 
     def __init__(self, size: int = 4096) -> None:
         self.chunks: list[bytearray] = []
@@ -157,12 +157,17 @@ class Arena:
     def _grow(self, size: int) -> None:
         buf, addr = _buffer(size)
         self.chunks.append(buf)
+        #: The chunk ``pos`` is in, and its address: bytes are copied into
+        #: it by slice assignment of the same length (in place, never a
+        #: resize), which costs less than slicing :data:`MEM`.
+        self.buf, self.base = buf, addr
         self.pos, self.end = addr, addr + size
 
     def reset(self) -> "Arena":
         """Reuse the first chunk from its start (drops any others)."""
         if len(self.chunks) > 1:
             del self.chunks[1:]
+        self.buf, self.base = self.chunks[0], self.first
         self.pos, self.end = self.first, self.first + self.size
         return self
 
@@ -180,8 +185,14 @@ class Arena:
         n = len(data)
         if not n:
             return 0
-        addr = self.alloc(n)
-        MEM[addr - _BASE : addr - _BASE + n] = data
+        size = (n + 7) & ~7
+        addr = self.pos
+        if addr + size > self.end:
+            self._grow(max(4096, size))
+            addr = self.pos
+        self.pos = addr + size
+        off = addr - self.base
+        self.buf[off : off + n] = data
         return addr
 
 
@@ -515,29 +526,40 @@ _pair_fields = struct.Struct("<8xQQ16xQQ").unpack_from
 _put_answers = struct.Struct("<B7xQQ8x" "QQB7xQQ8x" "QQB7xQQ8x" "QQB7xQ16x" "QQB7xQQ8x").pack_into
 
 
+#: ``struct`` unpackers of ``n`` bytes, for the short strings most values
+#: are: unpacking costs less than slicing :data:`MEM` (a new memoryview).
+_UNPACK_BYTES: dict[int, Callable[..., tuple[bytes]]] = {}
+_SHORT = 4096
+
+
 def _text(n: int, data: int) -> str:
     """The UTF-8 text at ``data`` (the component's own, so valid)."""
     if not n:
         return ""
+    if n <= _SHORT:
+        unpack = _UNPACK_BYTES.get(n)
+        if unpack is None:
+            unpack = _UNPACK_BYTES[n] = struct.Struct(f"{n}s").unpack_from
+        return unpack(MEM, data - _BASE)[0].decode()
     d = data - _BASE
     return str(MEM[d : d + n], "utf-8")
 
 
 class _TableName:
-    """Lifts a ``table`` enum from (len, data) without decoding it."""
+    """Lifts a ``table`` enum from (len, data) without decoding it: the
+    table names differ in (length, first byte)."""
 
-    __slots__ = ("by_shape", "enum")
+    __slots__ = ("by_first",)
 
     def __init__(self, enum: Codec) -> None:
         if not isinstance(enum, _Enum):
             raise TypeError("expected the table enum")
-        self.enum = enum
-        self.by_shape = enum.by_shape or {}
+        names = {(len(b) << 8) | b[0]: n for n, b in enum.names.items()}
+        self.by_first = names if len(names) == len(enum.names) else {}
 
     def name(self, n: int, data: int) -> str:
         if n:
-            d = data - _BASE
-            found = self.by_shape.get((n, MEM[d], MEM[d + n - 1]))
+            found = self.by_first.get((n << 8) | MEM[data - _BASE])
             if found is not None:
                 return found
         return _text(n, data)
@@ -560,22 +582,24 @@ class _Reads(_Record):
     def lift(self, at: int) -> Any:
         entries = _QQ(MEM, at - _BASE + _OF)[1] - _BASE
         nk, keys, nr, ranges, clock, entropy = _reads_fields(MEM, entries)
-        name = self.table.name
+        table = self.table
+        first = table.by_first.get
         pairs = []
         for i in range(nk):
             # Each key is a tuple Val: its payload is (2, elements).
             elems = _Q(MEM, keys - _BASE + i * _VAL + 16)[0]
             tl, td, kl, kd = _pair_fields(MEM, elems - _BASE)
-            pairs.append((name(tl, td), _text(kl, kd)))
+            pairs.append((first((tl << 8) | MEM[td - _BASE]) or table.name(tl, td), _text(kl, kd)))
         spans = []
         for i in range(nr):
             fields = _Q(MEM, ranges - _BASE + i * _VAL + 16)[0]
             tl, td, pl, pd, after, limit = _range_fields(MEM, fields - _BASE)
+            t = first((tl << 8) | MEM[td - _BASE]) or table.name(tl, td)
             if after:
                 al, ad = _QQ(MEM, after - _BASE + _OF)
-                spans.append((name(tl, td), _text(pl, pd), _text(al, ad), limit))
+                spans.append((t, _text(pl, pd), _text(al, ad), limit))
             else:
-                spans.append((name(tl, td), _text(pl, pd), None, limit))
+                spans.append((t, _text(pl, pd), None, limit))
         return (pairs, spans, clock, entropy)
 
 
@@ -593,16 +617,18 @@ class _Changes(_List):
 
     def lift(self, at: int) -> Any:
         n, data = _QQ(MEM, at - _BASE + _OF)
-        name = self.table.name
+        table = self.table
+        first = table.by_first.get
         out = []
         for i in range(n):
             fields = _Q(MEM, data - _BASE + i * _VAL + 16)[0]
             tl, td, kl, kd, value = _change_fields(MEM, fields - _BASE)
+            t = first((tl << 8) | MEM[td - _BASE]) or table.name(tl, td)
             if value:
                 vl, vd = _QQ(MEM, value - _BASE + _OF)
-                out.append((name(tl, td), _text(kl, kd), _text(vl, vd)))
+                out.append((t, _text(kl, kd), _text(vl, vd)))
             else:
-                out.append((name(tl, td), _text(kl, kd), None))
+                out.append((t, _text(kl, kd), None))
         return out
 
 
