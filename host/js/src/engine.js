@@ -109,7 +109,7 @@ function instant(clock) {
     throw new StoreFailure(`reading the clock: ${e?.message ?? String(e)}`, { cause: e });
   }
   const now = typeof raw === 'bigint' ? raw : Number.isSafeInteger(raw) ? BigInt(raw) : undefined;
-  if (now === undefined) throw new StoreFailure(`reading the clock: it returned ${String(raw)}, not an integer`);
+  if (now === undefined) throw new StoreFailure(`reading the clock: it returned ${String(raw)}, not a safe integer`);
   if (now < 0n || now > MAX_NUMBER) throw new StoreFailure(`reading the clock: it reads ${now}, outside 0..2^53 ms`);
   return now;
 }

@@ -5,6 +5,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { componentPath, loadComponent, patchGlue } from '../src/component.js';
 import { Kernel } from '../src/kernel.js';
 import { ManualClock, MemoryBackend } from '../src/index.js';
@@ -41,6 +43,8 @@ test('the patches apply to the glue jco emits for this component', async () => {
   // other 13, WASI's, keep it).
   const wrapped = patched.match(/= (_trampoline\d+)\.gakDirect \? \1 : \1\.manuallyAsync \? new WebAssembly\.Suspending/g)?.length;
   assert.equal(wrapped, 16);
+  // The memory view is kept until the memory grows.
+  assert.match(patched, /const dataView = mem => dvMemory === mem && dv\.buffer\.byteLength !== 0 \? dv :/);
   // The 0.3.0 read's call spans lines: it is called directly, whole.
   assert.match(patched, /const hostRet\d+ = read\(\{\s*keys: result\d+,\s*ranges: result\d+,[^;]*entropy: clampGuest\(arg\d+, 0, 255\),\s*\}\);/);
 });
@@ -115,5 +119,47 @@ test('store and random imports run without the task wrapper', async () => {
     const upper = frames.slice(0, at + 2).join('\n');
     assert.doesNotMatch(upper, /_lowerImportBackwardsCompat|_withGlobalCurrentTaskMeta|_trackHostOperation/, name);
     assert.match(frames[at + 1], /wasm/, `${name}: the trampoline's caller is not the guest:\n${upper}`);
+  }
+});
+
+test('the kept memory view follows the memory when it grows', async () => {
+  // Each call copies a megabyte into the guest and back (the result, the
+  // JSON the component writes, the answers it reads back), so its memory
+  // grows several times over; a stale view would read or write the old,
+  // detached buffer, and throw or misread.
+  const entry = await loadComponent();
+  const glue = await import(pathToFileURL(join(entry.dir, 'gak.js')).href);
+  const memories = [];
+  const component = {
+    ...entry,
+    instantiate: (imports) =>
+      glue.instantiate(
+        (name) => new WebAssembly.Module(readFileSync(join(entry.dir, name))),
+        imports,
+        (module, importObject) => {
+          const instance = new WebAssembly.Instance(module, importObject);
+          if (instance.exports.memory instanceof WebAssembly.Memory) memories.push(instance.exports.memory);
+          return instance;
+        },
+      ),
+  };
+  const kernel = new Kernel(component, new MemoryBackend(), new ManualClock(1000n));
+  kernel.taskboard.seed([{ id: 'warm-up' }]); // instantiated
+  assert.equal(memories.length, 1);
+  const before = memories[0].buffer.byteLength;
+  const big = (i) => `${i}`.padEnd(1_000_000, String.fromCharCode(97 + i));
+  const text = (bytes) => new TextDecoder().decode(bytes);
+  for (let i = 0; i < 8; i++) {
+    const action = { key: `big-${i}`, resource: 'r' };
+    const granted = kernel.sideeffect.acquire(action, 100n);
+    assert.equal(granted.tag, 'granted');
+    assert.equal(text(kernel.sideeffect.complete(action, granted.lease, big(i))), big(i));
+  }
+  const grewTo = memories[0].buffer.byteLength;
+  assert.ok(grewTo > before, `the memory never grew (${before} bytes)`);
+  for (let i = 0; i < 8; i++) {
+    const replayed = kernel.sideeffect.acquire({ key: `big-${i}`, resource: 'r' }, 100n);
+    assert.equal(replayed.tag, 'replayed');
+    assert.equal(text(replayed.result), big(i), `big-${i}`);
   }
 });
