@@ -258,12 +258,19 @@ def test_a_component_of_another_contract_version_is_refused() -> None:
     assert "is gak:kernel@0.2.0" in message and "this host implements gak:kernel@0.3.0" in message
 
 
+def test_the_contract_is_the_wit_packages_version() -> None:
+    world = Path(__file__).resolve().parents[3] / "wit" / "world.wit"
+    if not world.is_file():
+        pytest.skip(f"{world} is not here (outside the repository)")
+    assert f"package {_engine.CONTRACT};" in world.read_text(encoding="utf-8")
+
+
 def test_a_file_that_is_no_gak_component_is_refused(tmp_path: Path) -> None:
     # A component of the right shape but no gak:kernel interface: the
     # smallest component there is.
     empty = tmp_path / "empty.wasm"
     empty.write_bytes(b"\x00asm\x0d\x00\x01\x00")
-    with pytest.raises(OpenError, match="not a gak:kernel component"):
+    with pytest.raises(OpenError, match="not a gak:kernel component; this host implements gak:kernel@0.3.0"):
         Kernel(MemoryBackend(), component=empty)
 
 

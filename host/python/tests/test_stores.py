@@ -261,3 +261,17 @@ def test_postgres_a_commit_whose_connection_is_lost_is_storage_and_not_rerun(pg_
         assert k.with_downstream(lambda d: d.get("k")) is None  # a new connection; nothing landed
     finally:
         k.close()
+
+
+def test_postgres_url_options_with_spaces_reach_the_server(pg_backend: Any) -> None:
+    # libpq decodes %20 as a space but never "+": the binding must pass
+    # `options=-c name=value` on as it was given.
+    from gak.stores.postgres import PostgresBackend
+
+    sep = "&" if "?" in pg_backend.dsn else "?"
+    url = f"{pg_backend.dsn}{sep}schema={pg_backend.schema}&options=-c%20statement_timeout%3D4321"
+    conn = PostgresBackend(url, create=False).connect()
+    try:
+        assert conn.execute("SHOW statement_timeout").fetchone() == ("4321ms",)
+    finally:
+        conn.close()

@@ -6,8 +6,9 @@
 Each line gives wall time, calls per second and this thread's CPU time per
 call, then the crossings per call: how many times the component called
 into this host (``store#read``, ``store#write``, ``wasi:random/…``; each
-costs ~8 µs of lifting, lowering and Python), counted on extra calls after
-the timed ones so the counting never slows what is timed. PostgreSQL is
+costs a ctypes callback, the lifting of its arguments and the lowering of
+its answer), counted on extra calls after the timed ones so the counting
+never slows what is timed. PostgreSQL is
 measured too when ``GAK_PG_DSN`` names a server (a fresh schema, dropped
 afterwards). ``host/latency.py`` parses the lines up to ``µs/op``.
 
@@ -64,12 +65,12 @@ def measure(label: str, n: int, op: Callable[[int], object], rounds: int = 3) ->
     )
 
 
-def run(url: str, n: int, shown: str = "") -> None:
+def run(url: str, n: int, shown: str = "", batch: int = 10_000) -> None:
     with Kernel.open(url) as kernel:
         print(f"-- {shown or url}")
         total = 3 * n + n // 10 + COUNTED
-        for start in range(0, total, 10_000):
-            kernel.taskboard.seed([TaskSeed(f"t{i}") for i in range(start, min(total, start + 10_000))])
+        for start in range(0, total, batch):
+            kernel.taskboard.seed([TaskSeed(f"t{i}") for i in range(start, min(total, start + batch))])
         measure("taskboard.claim (fresh task)", n, lambda i: kernel.taskboard.claim(f"t{i}", "w", 60_000))
         measure(
             "sideeffect.acquire (fresh key)", n, lambda i: kernel.sideeffect.acquire(Action(f"k{i}", f"r{i}"), 60_000)
@@ -98,7 +99,10 @@ def main() -> None:
         url = f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
         backend = PostgresBackend(url)
         try:
-            run(url, n, backend.describe())
+            # Every key a seed reads or writes holds an advisory lock until
+            # it commits: PostgreSQL's lock table (max_locks_per_transaction,
+            # 64 per connection by default) bounds a seed call.
+            run(url, n, backend.describe(), batch=500)
         finally:
             backend.drop_schema()
 

@@ -10,9 +10,15 @@ It exists for two reasons, both measured with this component:
   function's types become a tree of codecs once per component, and calls and
   host functions reuse it.
 - **Correctness.** wasmtime-py maps a ``result`` to a bare Python value when
-  its cases "look different", so a host function cannot return the ``err``
-  case of ``result<option<string>, store-error>`` (``none`` matches first).
-  The codecs here keep every ``result`` tagged: ``(True, ok)`` / ``(False, err)``.
+  its cases "look different", so a host function could not return the
+  ``err`` case of gak:kernel@0.2.0's ``result<option<string>, store-error>``
+  (``none`` matches first). The codecs here keep every ``result`` tagged:
+  ``(True, ok)`` / ``(False, err)``.
+
+The store import of gak:kernel@0.3.0 crosses twice per call (``store.read``,
+``store.write``) with batches, so its three types — ``reads``, ``answers``
+and ``list<change>`` — have codecs of their own that read or write whole
+entries with a few ``struct`` calls.
 
 Representation on the Python side (internal; :mod:`gak.kernel` maps it to
 dataclasses): ``string`` → ``str``; ``u32``/``u64`` → ``int`` (range-checked

@@ -43,6 +43,7 @@ PACKAGE = "gak:kernel"
 #: The contract version this host implements; a component of another one
 #: is refused when it is opened (wit/world.wit, "Compatibility").
 VERSION = "0.3.0"
+CONTRACT = f"{PACKAGE}@{VERSION}"
 #: Integers the contract accepts stay below 2**53 (every host language
 #: represents them exactly); a clock past that is broken.
 MAX_NUMBER = (1 << 53) - 1
@@ -150,16 +151,18 @@ class Compiled:
 def check_version(engine: Engine, component: Component, path: Path) -> None:
     """Refuse a component of a contract version this host does not
     implement, naming both (wit/world.wit: a host MUST refuse it when it
-    opens, not fail later on a missing import)."""
+    opens; its interfaces would otherwise fail to link with a message about
+    a missing import, or worse, link and mean something else)."""
     ty = component.type
-    names = list(ty.imports(engine)) + list(ty.exports(engine))
-    found = sorted({n.rpartition("@")[2] for n in names if n.startswith(f"{PACKAGE}/") and "@" in n})
+    found = set()
+    for name in list(ty.imports(engine)) + list(ty.exports(engine)):
+        if name.startswith(f"{PACKAGE}/"):
+            version = name.partition("@")[2]
+            found.add(f"{PACKAGE}@{version}" if version else f"{PACKAGE} (unversioned)")
     if not found:
-        raise OpenError(f"{path} is not a {PACKAGE} component (it imports and exports no {PACKAGE} interface)")
-    other = [v for v in found if v != VERSION]
-    if other:
-        versions = " and ".join(f"{PACKAGE}@{v}" for v in found)
-        raise OpenError(f"{path} is {versions}; this host implements {PACKAGE}@{VERSION}")
+        raise OpenError(f"{path} is not a {PACKAGE} component; this host implements {CONTRACT}")
+    if found != {CONTRACT}:
+        raise OpenError(f"{path} is {' and '.join(sorted(found))}; this host implements {CONTRACT}")
 
 
 def link_kernel_imports(engine: Engine, component: Component, linker: Linker, path: Path) -> None:

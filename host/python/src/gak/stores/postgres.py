@@ -35,7 +35,7 @@ import re
 import threading
 from pathlib import Path
 from typing import Any, Optional, Sequence
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 import psycopg
 from psycopg import errors as pgerr
@@ -128,7 +128,8 @@ class PostgresBackend:
             )
         if not any(k == "connect_timeout" for k, _ in passthrough):
             passthrough.append(("connect_timeout", str(CONNECT_TIMEOUT)))
-        self.dsn = f"{base}?{urlencode(passthrough)}"
+        # quote, not quote_plus: libpq decodes %20, never "+", as a space.
+        self.dsn = f"{base}?{urlencode(passthrough, quote_via=quote)}"
         self._base = base
         self._last_now = 0
         self._now_lock = threading.Lock()
