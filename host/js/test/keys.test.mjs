@@ -46,9 +46,13 @@ test('the memory table keeps byte order through inserts, deletes and chunk split
       const want = [...model].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
       assert.deepEqual([...table.keys()], want, `after ${round} operations`);
       // lowerBound agrees with the model for present and absent keys.
-      for (const probe of [k, key(), key()]) {
+      // (Probes with and without code units >= U+D800: the search compares
+      // the latter natively.)
+      for (const probe of [k, key(), key(), 'a/0', '\uE000a', '😀']) {
         const at = [...table.keysFrom(table.lowerBound(probe, true))];
         assert.deepEqual(at, want.filter((w) => compareKeys(w, probe) > 0), `after ${probe}`);
+        const from = [...table.keysFrom(table.lowerBound(probe, false))];
+        assert.deepEqual(from, want.filter((w) => compareKeys(w, probe) >= 0), `from ${probe}`);
       }
     }
   }

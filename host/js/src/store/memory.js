@@ -16,16 +16,30 @@ import { TABLES, compareKeys } from './keys.js';
  */
 const CHUNK = 256;
 
+// A code unit where JavaScript's `<` (UTF-16 code unit order) and UTF-8
+// byte order can disagree: two keys are ordered alike by both unless the
+// first units they differ in are both at or above U+D800.
+const HIGH_UNIT = /[\uD800-\uFFFF]/;
+
 export class SortedTable {
   chunks = [];
   values = new Map();
 
-  /** Position [chunk, index] of the first key >= `key` (or > `key` when `strict`). */
+  /** Position [chunk, index] of the first key >= `key` (or > `key` when `strict`), in byte order. */
   lowerBound(key, strict) {
-    const below = (k) => {
-      const c = compareKeys(k, key);
-      return c < 0 || (strict && c === 0);
-    };
+    // A probe without a high unit (every key the component writes today
+    // is ASCII) can never meet the case where the orders disagree, so it
+    // is compared with `<`, natively: compareKeys' loop made a binary
+    // search over a board of 50,000 tasks ~1.8 µs, a quarter of a memory
+    // claim's time in this binding.
+    const below = !HIGH_UNIT.test(key)
+      ? strict
+        ? (k) => k <= key
+        : (k) => k < key
+      : (k) => {
+          const c = compareKeys(k, key);
+          return c < 0 || (strict && c === 0);
+        };
     const chunks = this.chunks;
     // The first chunk whose last key is not below `key`.
     let lo = 0;
