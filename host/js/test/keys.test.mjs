@@ -28,7 +28,7 @@ test('the memory table keeps byte order through inserts, deletes and chunk split
   const table = new SortedTable();
   const model = new Set();
   // A deterministic generator: no flakiness, and enough keys to split and
-  // empty chunks many times over (chunks hold at most 512 keys).
+  // empty chunks many times over (chunks hold at most 256 keys).
   let x = 12345;
   const next = () => (x = (x * 1103515245 + 12345) % 2147483648);
   const alphabet = ['a', 'b', 'é', '\uE000', '😀', '/', '0'];
