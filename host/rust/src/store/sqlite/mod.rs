@@ -10,23 +10,22 @@
 //!
 //! Each kernel table is `gak_<name>(key TEXT PRIMARY KEY, value TEXT)`
 //! holding JSON, readable with `sqlite3` and its `->>` operator.
-use std::any::Any;
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 use gak_rules::StoreFault;
-use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
 
-use super::{Backend, Session, StoreFuture, TABLES, Write, ready};
+use super::{Backend, Session, StoreFuture, TABLES, ready};
 
 mod group;
+mod session;
 
 pub use group::GroupStats;
-use group::{Call, GroupWriter};
+use group::GroupWriter;
+pub use session::SqliteSession;
 
 /// How long one `BEGIN IMMEDIATE` waits for another writer before the
 /// binding reports a conflict (the kernel then retries, with backoff).
@@ -169,10 +168,7 @@ fn with_busy_retry<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::R
 
 impl Backend for SqliteBackend {
     fn session(&self) -> StoreFuture<'_, Box<dyn Session>> {
-        let session: Box<dyn Session> = Box::new(SqliteSession {
-            writer: self.writer.clone(),
-            call: None,
-        });
+        let session: Box<dyn Session> = Box::new(SqliteSession::new(self.writer.clone()));
         ready(Ok(session))
     }
     fn describe(&self) -> String {
@@ -180,32 +176,6 @@ impl Backend for SqliteBackend {
     }
     fn blocks_thread(&self) -> bool {
         true
-    }
-}
-
-/// A worker's handle on the SQLite binding: while a call runs it holds the
-/// process's writing connection (see `group`). Its calls do their work
-/// before returning (the futures are ready at once): SQLite blocks the
-/// thread on disk and on other writers, so the async API runs them on
-/// tokio's blocking pool.
-pub struct SqliteSession {
-    writer: Arc<GroupWriter>,
-    call: Option<Call>,
-}
-
-/// A session dropped mid-call (a panic unwinding through it) still hands
-/// the shared connection back, undoing its call.
-impl Drop for SqliteSession {
-    fn drop(&mut self) {
-        self.rollback();
-    }
-}
-
-impl SqliteSession {
-    /// The connection, while a transaction is open: a fenced sink's body
-    /// writes its own tables here, committed or rolled back with the fence.
-    pub fn connection(&self) -> Option<&Connection> {
-        self.call.as_ref().map(|c| &c.conn)
     }
 }
 
@@ -316,172 +286,5 @@ impl crate::blocking::Downstream<'_, '_> {
     /// is SQLite (`None` otherwise).
     pub fn sqlite(&mut self) -> Option<LentSqlite<'_>> {
         self.as_async().sqlite()
-    }
-}
-
-/// `table` comes from the fixed set (`&'static str` chosen by code, checked
-/// here), never from data; keys and values are always bound parameters.
-fn checked(table: &'static str) -> Result<&'static str, StoreFault> {
-    if TABLES.contains(&table) {
-        Ok(table)
-    } else {
-        Err(StoreFault::Failure(format!("unknown table {table}")))
-    }
-}
-
-impl SqliteSession {
-    fn conn(&self) -> Result<&Connection, StoreFault> {
-        self.connection()
-            .ok_or_else(|| StoreFault::Failure("no open transaction".into()))
-    }
-
-    fn begin(&mut self) -> Result<(), StoreFault> {
-        if self.call.is_some() {
-            return Err(StoreFault::Failure("transaction already open".into()));
-        }
-        self.call = Some(self.writer.begin()?);
-        Ok(())
-    }
-
-    fn get(&mut self, table: &'static str, key: &str) -> Result<Option<String>, StoreFault> {
-        let sql = format!("SELECT value FROM gak_{} WHERE key = ?1", checked(table)?);
-        let mut stmt = self.conn()?.prepare_cached(&sql).map_err(fault)?;
-        stmt.query_row([key], |row| row.get(0))
-            .optional()
-            .map_err(fault)
-    }
-
-    /// A write set: each entry one execution of a cached statement (one per
-    /// table and kind, prepared once per connection).
-    fn write(&mut self, writes: &[Write<'_>]) -> Result<(), StoreFault> {
-        let conn = self.conn()?;
-        for w in writes {
-            let table = checked(w.table)?;
-            match w.value {
-                Some(value) => {
-                    let sql = format!(
-                        "INSERT INTO gak_{table} (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
-                    );
-                    let mut stmt = conn.prepare_cached(&sql).map_err(fault)?;
-                    stmt.execute([w.key, value]).map_err(fault)?;
-                }
-                None => {
-                    let sql = format!("DELETE FROM gak_{table} WHERE key = ?1");
-                    let mut stmt = conn.prepare_cached(&sql).map_err(fault)?;
-                    stmt.execute([w.key]).map_err(fault)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn scan(
-        &mut self,
-        table: &'static str,
-        prefix: &str,
-        after: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<(String, String)>, StoreFault> {
-        // A range on the primary key (BINARY collation: byte order), so the
-        // B-tree serves it: O(limit) rows, never a table scan.
-        let table = checked(table)?;
-        let lower = match after {
-            Some(a) if a >= prefix => a,
-            _ => prefix,
-        };
-        let strict = after.is_some_and(|a| a >= prefix);
-        let op = if strict { ">" } else { ">=" };
-        let end = super::prefix_end(prefix);
-        let sql = match end {
-            Some(_) => format!(
-                "SELECT key, value FROM gak_{table} WHERE key {op} ?1 AND key < ?2 ORDER BY key LIMIT ?3"
-            ),
-            None => format!(
-                "SELECT key, value FROM gak_{table} WHERE key {op} ?1 ORDER BY key LIMIT ?3"
-            ),
-        };
-        let mut stmt = self.conn()?.prepare_cached(&sql).map_err(fault)?;
-        let rows = stmt
-            .query_map(
-                rusqlite::params![lower, end.as_deref().unwrap_or(""), limit],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
-            .map_err(fault)?;
-        rows.collect::<Result<_, _>>().map_err(fault)
-    }
-
-    /// Keep this call's writes; answers once its batch is durable.
-    fn commit(&mut self) -> Result<(), StoreFault> {
-        let call = self
-            .call
-            .take()
-            .ok_or_else(|| StoreFault::Failure("no open transaction".into()))?;
-        self.writer.guard_body(false);
-        self.writer.end(call, true)
-    }
-
-    /// Undo this call's writes (only this call's: others in the batch keep
-    /// theirs); returns once its batch is durable.
-    fn rollback(&mut self) {
-        if let Some(call) = self.call.take() {
-            // A body that panicked never reached `body_ended` (only the
-            // call holding the connection may touch its guard).
-            self.writer.guard_body(false);
-            let _ = self.writer.end(call, false);
-        }
-    }
-}
-
-impl Session for SqliteSession {
-    fn begin(&mut self) -> StoreFuture<'_, ()> {
-        ready(SqliteSession::begin(self))
-    }
-    fn get_many<'a>(
-        &'a mut self,
-        keys: &'a [(&'static str, &'a str)],
-    ) -> StoreFuture<'a, Vec<Option<String>>> {
-        ready(keys.iter().map(|(t, k)| self.get(t, k)).collect())
-    }
-    fn write<'a>(&'a mut self, writes: &'a [Write<'a>]) -> StoreFuture<'a, ()> {
-        ready(SqliteSession::write(self, writes))
-    }
-    fn scan<'a>(
-        &'a mut self,
-        table: &'static str,
-        prefix: &'a str,
-        after: Option<&'a str>,
-        limit: u32,
-    ) -> StoreFuture<'a, Vec<(String, String)>> {
-        ready(SqliteSession::scan(self, table, prefix, after, limit))
-    }
-    fn commit(&mut self) -> StoreFuture<'_, ()> {
-        ready(SqliteSession::commit(self))
-    }
-    fn rollback(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        SqliteSession::rollback(self);
-        Box::pin(std::future::ready(()))
-    }
-    fn body_started(&mut self) {
-        if self.call.is_some() {
-            self.writer.guard_body(true);
-        }
-    }
-    fn body_ended(&mut self) -> StoreFuture<'_, ()> {
-        if self.call.is_some() {
-            self.writer.guard_body(false);
-        }
-        // The authorizer denies transaction control while a body runs; this
-        // is the account of what it could not stop.
-        let open = self.call.as_ref().is_some_and(|c| !c.conn.is_autocommit());
-        ready(if open {
-            Ok(())
-        } else {
-            Err(StoreFault::Failure(
-                "the sink body ended the kernel's transaction".into(),
-            ))
-        })
-    }
-    fn as_any(&mut self) -> &mut dyn Any {
-        self
     }
 }
