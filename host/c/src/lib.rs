@@ -1,0 +1,33 @@
+//! libgak: the gak kernel behind a small C ABI, for C, Go and any language
+//! with a C FFI. The header is `include/gak.h` (made from this crate by
+//! cbindgen; `tests/header.rs` checks it is current).
+//!
+//! Every exported function wraps the Rust host's blocking API
+//! ([`gak_host::blocking::Kernel`]): the same component, store bindings,
+//! transaction protocol and runner, so this crate adds no rule of its own.
+//! What it adds is the boundary:
+//!
+//! - records cross as C structs (`gak_task`, `gak_lease`, …) and strings as
+//!   (pointer, length) pairs; arguments are borrowed for the call, answers
+//!   are owned by the caller's struct until its `_clear` function;
+//! - every failure is a `gak_error` with the contract's kebab-case code;
+//! - no panic unwinds into the caller: it becomes a `storage` error;
+//! - callbacks (a fenced sink's body, an effect body) run on the calling
+//!   thread, inside the call; a call from one into the same kernel is
+//!   refused with `invalid-input`, never a deadlock.
+// The C ABI is raw pointers by nature: every block says why it is sound.
+#![allow(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(missing_docs)]
+
+pub mod abi;
+pub mod error;
+pub mod kernel;
+#[cfg(feature = "json-call-probe")]
+pub mod probe;
+pub mod records;
+pub mod runner;
+pub mod runs;
+pub mod sideeffect;
+pub mod sink;
+pub mod taskboard;
