@@ -173,6 +173,17 @@ async fn sqlite_every_operation() {
     concurrent_effects(&kernel).await;
 }
 
+/// SQLite calls block their thread: on a multi-threaded runtime the kernel
+/// runs them in place (`block_in_place`); on a current-thread runtime, which
+/// cannot give its only worker away, on the blocking pool. Both answer alike.
+fn sqlite_every_operation_on_a_current_thread_runtime() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(sqlite_every_operation());
+}
+
 async fn postgres_every_operation(dsn: String) {
     let schema = pg::Schema::new(&dsn, "async_ops");
     let kernel = Kernel::open(&schema.url).await.unwrap();
@@ -425,6 +436,10 @@ fn main() {
     let mut suite = Suite::new();
     suite.tokio("memory_every_operation", memory_every_operation);
     suite.tokio("sqlite_every_operation", sqlite_every_operation);
+    suite.test(
+        "sqlite_every_operation_on_a_current_thread_runtime",
+        sqlite_every_operation_on_a_current_thread_runtime,
+    );
     suite.needs_tokio(
         &POSTGRES,
         "postgres_every_operation",

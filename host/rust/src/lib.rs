@@ -5,7 +5,7 @@
 //! `guest/`); this crate hosts it with wasmtime and binds its store import to
 //! memory, SQLite or PostgreSQL.
 //!
-//! [`Kernel`] is async (tokio) and never blocks a runtime worker;
+//! [`Kernel`] is async (tokio) and never stalls the runtime;
 //! [`blocking::Kernel`] is the same core for code without a runtime.
 //!
 //! ```

@@ -176,7 +176,8 @@ pub trait Backend: Send + Sync + 'static {
     fn describe(&self) -> String;
     /// Whether this binding's calls block the calling thread (SQLite waits
     /// for the disk and for other writers): the async API then runs each
-    /// call on tokio's blocking pool instead of a runtime worker.
+    /// call in place with `block_in_place` (or on tokio's blocking pool on a
+    /// current-thread runtime).
     fn blocks_thread(&self) -> bool {
         false
     }
