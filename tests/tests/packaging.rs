@@ -37,6 +37,8 @@ fn sources(root: &Path) -> Vec<PathBuf> {
         walk(&root.join(dir), &mut files);
     }
     for file in [
+        // The guest inherits its version, edition and lints from here.
+        "Cargo.toml",
         "guest/Cargo.toml",
         "guest/component/Cargo.toml",
         "guest/component/Cargo.lock",
@@ -63,8 +65,11 @@ fn sources_digest(root: &Path) -> String {
         .collect()
 }
 
-/// The committed component was built from the sources as they are now; a
-/// guest or WIT change without a refreshed component fails here.
+/// The committed component is the one these sources build: byte for byte
+/// the component `host/rust/build.rs` built for this test run (the build is
+/// reproducible: paths are remapped, the toolchain pinned), and its stamp
+/// names the sources it was built from. A guest, WIT or manifest change
+/// without a refreshed component fails here.
 #[test]
 fn the_committed_component_matches_its_sources() {
     let root = root();
@@ -87,6 +92,13 @@ fn the_committed_component_matches_its_sources() {
         bytes.starts_with(b"\0asm"),
         "not a WebAssembly binary: {}",
         shipped.display()
+    );
+    assert!(
+        bytes == gak::COMPONENT_WASM,
+        "host/rust/component/gak.wasm ({} bytes) is not what its sources build ({} bytes).\n\
+         Refresh it: GAK_BLESS=1 cargo test -p gak-tests --test packaging",
+        bytes.len(),
+        gak::COMPONENT_WASM.len()
     );
 }
 
