@@ -8,9 +8,11 @@ use gak::conformance::{self, Report, Target};
 use gak::{Error, ManualClock, Task, TaskSeed};
 
 pub mod broken;
+pub mod cenv;
 pub mod cli;
 pub mod counting;
 pub mod faulty;
+pub mod goenv;
 pub mod golden;
 pub mod hammer;
 pub mod jsenv;

@@ -40,7 +40,7 @@ pub fn gate<T: Clone + Send + 'static>(
     let (what, found) = match need {
         Ok(_) => ("", Ok(String::new())),
         Err(why) => {
-            let other = [PG, crate::jsenv::NODE]
+            let other = [PG, crate::jsenv::NODE, crate::goenv::GO, crate::cenv::CC]
                 .into_iter()
                 .find_map(|w| why.strip_prefix(w).map(|rest| (w, rest)));
             let (what, rest) = other.unwrap_or(("Python 3.11+", why.as_str()));
