@@ -1,0 +1,488 @@
+/*
+ * Every function of gak.h, called as the header says, with every answer
+ * cleared and every error freed: run under LeakSanitizer by
+ * tests/tests/c_abi.rs, so "who frees what" is checked, not just written.
+ * Built with -DGAK_LEAK_ON_PURPOSE it forgets one gak_task_clear, and the
+ * leak checker must catch it (the negative control).
+ *
+ *   ./abi SQLITE_PATH      exit 0 when every check passed
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gak.h"
+
+#define S(text) ((gak_str){(text), strlen(text)})
+#define NONE ((gak_str){NULL, 0})
+
+static int checks = 0, failures = 0;
+
+#define CHECK(cond)                                                      \
+  do {                                                                   \
+    checks++;                                                            \
+    if (!(cond)) {                                                       \
+      failures++;                                                        \
+      fprintf(stderr, "abi.c:%d: check failed: %s\n", __LINE__, #cond); \
+    }                                                                    \
+  } while (0)
+
+/* Succeeded (and nothing to free), or report the error and free it. */
+static int ok(gak_error *e, int line) {
+  checks++;
+  if (e == NULL) return 1;
+  failures++;
+  fprintf(stderr, "abi.c:%d: unexpected %s: %s\n", line, gak_error_code(e), gak_error_message(e));
+  gak_error_free(e);
+  return 0;
+}
+#define OK(call) ok((call), __LINE__)
+
+/* Refused with `code`; the error is freed. */
+static int refused(gak_error *e, const char *code, int line) {
+  checks++;
+  if (e == NULL) {
+    failures++;
+    fprintf(stderr, "abi.c:%d: expected %s, got success\n", line, code);
+    return 0;
+  }
+  int same = strcmp(gak_error_code(e), code) == 0 && strlen(gak_error_message(e)) > 0;
+  if (!same) {
+    failures++;
+    fprintf(stderr, "abi.c:%d: expected %s, got %s: %s\n", line, code, gak_error_code(e), gak_error_message(e));
+  }
+  gak_error_free(e);
+  return same;
+}
+#define REFUSED(call, code) refused((call), (code), __LINE__)
+
+static int eq(gak_str s, const char *text) { return s.ptr != NULL && s.len == strlen(text) && memcmp(s.ptr, text, s.len) == 0; }
+
+static const gak_kernel *KERNEL;
+
+/* A sink body: appends "m" to the marker of the resource in `user`, and
+ * checks that calling the same kernel from inside is refused. */
+static int32_t append_body(void *user, gak_downstream *down) {
+  const char *key = user;
+  gak_str marker = {0};
+  if (!OK(gak_downstream_get(down, S(key), &marker))) return 1;
+  char next[64];
+  snprintf(next, sizeof next, "%sm", marker.ptr ? marker.ptr : "");
+  gak_str_clear(&marker);
+  uint64_t seen = 0;
+  REFUSED(gak_sideeffect_sink_seen(KERNEL, S(key), &seen), "invalid-input");
+  return OK(gak_downstream_put(down, S(key), S(next))) ? 0 : 1;
+}
+
+static int32_t failing_body(void *user, gak_downstream *down) {
+  (void)user;
+  OK(gak_downstream_put(down, S("doomed"), S("x")));
+  return 7;
+}
+
+static int32_t sql_body(void *user, gak_downstream *down) {
+  (void)user;
+  uint64_t changed = 0;
+  gak_str params[2] = {S("o-1"), S("3")};
+  if (!OK(gak_downstream_execute(down, S("CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, qty INTEGER)"), NULL,
+                                 0, NULL)))
+    return 1;
+  if (!OK(gak_downstream_execute(down, S("INSERT INTO orders VALUES (?1, ?2)"), params, 2, &changed))) return 1;
+  CHECK(changed == 1);
+  REFUSED(gak_downstream_execute(down, S("COMMIT"), NULL, 0, NULL), "invalid-input");
+  gak_rows rows = {0};
+  gak_str one = S("1");
+  if (!OK(gak_downstream_query(down, S("SELECT id, qty, NULL FROM orders WHERE qty > ?1"), &one, 1, &rows))) return 1;
+  CHECK(rows.rows == 1 && rows.columns == 3);
+  CHECK(eq(rows.cells[0], "o-1") && eq(rows.cells[1], "3") && rows.cells[2].ptr == NULL);
+  gak_rows_clear(&rows);
+  gak_rows_clear(&rows);
+  return 0;
+}
+
+static int32_t memory_sql_body(void *user, gak_downstream *down) {
+  (void)user;
+  REFUSED(gak_downstream_execute(down, S("SELECT 1"), NULL, 0, NULL), "invalid-input");
+  return 0;
+}
+
+/* An effect body: checks its lease and heartbeat, sets its result. */
+static gak_body_status effect_ok(void *user, gak_effect *effect) {
+  int *calls = user;
+  (*calls)++;
+  gak_lease lease = {0};
+  OK(gak_effect_lease(effect, &lease));
+  CHECK(lease.key.len > 5 && memcmp(lease.key.ptr, "mail/", 5) == 0 && lease.fence >= 1 && lease.holder.len == 32);
+  gak_lease_clear(&lease);
+  OK(gak_effect_check(effect));
+  CHECK(gak_effect_renewals(effect) == 0);
+  CHECK(!gak_effect_wait(effect, 1));
+  OK(gak_effect_set_result(effect, (gak_bytes){(const uint8_t *)"sent", 4}));
+  return GAK_BODY_OK;
+}
+
+static gak_body_status effect_fails(void *user, gak_effect *effect) {
+  (*(int *)user)++;
+  OK(gak_effect_set_error(effect, S("timed out after sending")));
+  return GAK_BODY_FAILED;
+}
+
+static gak_body_status effect_not_applied(void *user, gak_effect *effect) {
+  (void)effect;
+  (*(int *)user)++;
+  return GAK_BODY_NOT_APPLIED;
+}
+
+typedef struct {
+  const gak_kernel *k;
+  int claimed;
+} worker;
+
+static void *drain(void *arg) {
+  worker *w = arg;
+  for (;;) {
+    gak_task t = {0};
+    bool found = false;
+    if (!OK(gak_taskboard_claim_next(w->k, S("drainer"), 60000, &t, &found)) || !found) return NULL;
+    w->claimed++;
+    OK(gak_taskboard_complete(w->k, t.id, t.token));
+    gak_task_clear(&t);
+  }
+}
+
+static void taskboard(const gak_kernel *k) {
+  gak_str deps[1] = {S("a")};
+  gak_task_seed seeds[3] = {
+      {S("a"), S("Task A"), NULL, 0, GAK_TASK_OPEN},
+      {S("b"), NONE, deps, 1, GAK_TASK_ANY},
+      {S("c"), NONE, NULL, 0, GAK_TASK_FAILED},
+  };
+  OK(gak_taskboard_seed(k, seeds, 3));
+  gak_task_seed claimed = {S("x"), NONE, NULL, 0, GAK_TASK_CLAIMED};
+  REFUSED(gak_taskboard_seed(k, &claimed, 1), "invalid-input");
+  gak_task_seed bogus = {S("x"), NONE, NULL, 0, 99};
+  REFUSED(gak_taskboard_seed(k, &bogus, 1), "invalid-input");
+
+  gak_task_page page = {0};
+  OK(gak_taskboard_list(k, GAK_TASK_ANY, NONE, 2, &page));
+  CHECK(page.len == 2 && eq(page.items[0].id, "a") && eq(page.items[0].title, "Task A") && eq(page.next, "b"));
+  CHECK(page.items[0].token.ptr == NULL && page.items[0].owner.ptr == NULL && !page.items[0].has_until);
+  gak_str after = {page.next.ptr, page.next.len};
+  gak_task_page rest = {0};
+  OK(gak_taskboard_list(k, GAK_TASK_ANY, after, 2, &rest));
+  CHECK(rest.len == 1 && eq(rest.items[0].id, "c") && rest.next.ptr == NULL && rest.items[0].state == GAK_TASK_FAILED);
+  gak_task_page_clear(&rest);
+  gak_task_page_clear(&page);
+  gak_task_page_clear(&page);
+  REFUSED(gak_taskboard_list(k, 42, NONE, 2, &page), "invalid-input");
+  REFUSED(gak_taskboard_list(k, GAK_TASK_ANY, S(""), 2, &page), "invalid-input");
+
+  gak_task t = {0};
+  REFUSED(gak_taskboard_claim(k, S("b"), S("w1"), 1000, &t), "deps-pending");
+  REFUSED(gak_taskboard_claim(k, S("nope"), S("w1"), 1000, &t), "not-found");
+  REFUSED(gak_taskboard_claim(k, S("a"), S("w1"), 0, &t), "invalid-input");
+  OK(gak_taskboard_claim(k, S("a"), S("w1"), 1000, &t));
+  CHECK(t.fence == 1 && t.token.len == 32 && t.token.ptr[32] == '\0' && eq(t.owner, "w1") && t.has_until);
+  CHECK(t.state == GAK_TASK_CLAIMED && t.until == 1000);
+  gak_task again = {0};
+  REFUSED(gak_taskboard_claim(k, S("a"), S("w2"), 1000, &again), "taken");
+  gak_task renewed = {0};
+  OK(gak_taskboard_renew(k, S("a"), t.token, 5000, &renewed));
+  CHECK(renewed.until == 5000 && eq(renewed.token, t.token.ptr));
+  gak_task_clear(&renewed);
+  REFUSED(gak_taskboard_release(k, S("a"), S("forged")), "lease-lost");
+  OK(gak_taskboard_release(k, S("a"), t.token));
+  gak_task_clear(&t);
+  OK(gak_taskboard_claim(k, S("a"), S("w1"), 1000, &t));
+  CHECK(t.fence == 2);
+  OK(gak_taskboard_complete(k, S("a"), t.token));
+  OK(gak_taskboard_complete(k, S("a"), t.token));
+  REFUSED(gak_taskboard_claim(k, S("a"), S("w3"), 1000, &again), "terminal");
+  gak_task got = {0};
+  OK(gak_taskboard_get(k, S("a"), &got));
+  CHECK(got.state == GAK_TASK_DONE && got.token.ptr == NULL && got.fence == 2);
+  gak_task_clear(&got);
+#ifdef GAK_LEAK_ON_PURPOSE
+  t = (gak_task){0}; /* the negative control: this task's strings are never freed */
+#else
+  gak_task_clear(&t);
+#endif
+  gak_task_clear(&t);
+
+  /* claim-next from threads sharing the kernel: each task once. */
+  gak_task_seed queue[20];
+  char ids[20][8];
+  for (int i = 0; i < 20; i++) {
+    snprintf(ids[i], sizeof ids[i], "q%02d", i);
+    queue[i] = (gak_task_seed){S(ids[i]), NONE, NULL, 0, GAK_TASK_ANY};
+  }
+  OK(gak_taskboard_seed(k, queue, 20));
+  worker workers[4];
+  pthread_t threads[4];
+  for (int i = 0; i < 4; i++) {
+    workers[i] = (worker){k, 0};
+    pthread_create(&threads[i], NULL, drain, &workers[i]);
+  }
+  int total = 0;
+  for (int i = 0; i < 4; i++) {
+    pthread_join(threads[i], NULL);
+    total += workers[i].claimed;
+  }
+  /* b (deps done now) and c (failed) are ready too. */
+  CHECK(total == 22);
+  bool found = true;
+  OK(gak_taskboard_claim_next(k, S("late"), 1000, &t, &found));
+  CHECK(!found);
+}
+
+static void runs(const gak_kernel *k) {
+  gak_str done[2] = {S("a"), S("zombie-step")};
+  gak_field fields[2] = {{S("k1"), S("v1")}, {S("k2"), S("")}};
+  gak_snapshot snap = {S("run-1"), 1, true, 3, S("running"), done, 2, fields, 2};
+  OK(gak_checkpoint_save_if_newer(k, &snap));
+  REFUSED(gak_checkpoint_save_if_newer(k, &snap), "stale-seq");
+  REFUSED(gak_checkpoint_save_if_newer(k, NULL), "invalid-input");
+  gak_snapshot loaded = {0};
+  OK(gak_checkpoint_load(k, S("run-1"), &loaded));
+  CHECK(loaded.seq == 1 && loaded.has_fence && loaded.fence == 3 && loaded.done_len == 2 && loaded.fields_len == 2);
+  CHECK(eq(loaded.fields[1].key, "k2") && eq(loaded.fields[1].value, "") && eq(loaded.status, "running"));
+  gak_str a = S("a");
+  gak_step_def steps[2] = {{S("a"), NULL, 0}, {S("b"), &a, 1}};
+  gak_plan plan = {0};
+  OK(gak_checkpoint_build_plan(k, steps, 2, &loaded, &plan));
+  CHECK(plan.skip_len == 1 && eq(plan.skip[0], "a") && plan.run_len == 1 && eq(plan.run[0], "b"));
+  CHECK(plan.untrusted_len == 1 && eq(plan.untrusted[0], "zombie-step"));
+  gak_plan_clear(&plan);
+  gak_snapshot_clear(&loaded);
+  gak_snapshot_clear(&loaded);
+  gak_str missing = S("missing");
+  gak_step_def bad[1] = {{S("x"), &missing, 1}};
+  REFUSED(gak_checkpoint_build_plan(k, bad, 1, NULL, &plan), "invalid-plan");
+  REFUSED(gak_checkpoint_load(k, S("never-ran"), &loaded), "not-found");
+
+  gak_outcome outcome = {GAK_STATUS_SUCCEEDED, {(const uint8_t *)"ok", 2}}, got = {0};
+  OK(gak_commitgate_commit(k, S("run-1"), S("a"), 3, outcome, &got));
+  CHECK(got.status == GAK_STATUS_SUCCEEDED && got.result.len == 2);
+  gak_outcome_clear(&got);
+  REFUSED(gak_commitgate_commit(k, S("run-1"), S("a"), 2, outcome, &got), "fence-stale");
+  gak_outcome failed = {GAK_STATUS_FAILED, {NULL, 0}};
+  REFUSED(gak_commitgate_commit(k, S("run-1"), S("a"), 3, failed, &got), "already-committed");
+  gak_outcome bogus = {9, {NULL, 0}};
+  REFUSED(gak_commitgate_commit(k, S("run-1"), S("b"), 3, bogus, &got), "invalid-input");
+  OK(gak_commitgate_read(k, S("run-1"), S("a"), &got));
+  gak_outcome_clear(&got);
+  REFUSED(gak_commitgate_read(k, S("run-1"), NONE, &got), "not-found");
+  OK(gak_commitgate_commit(k, S("run-1"), NONE, 3, failed, &got));
+  CHECK(got.status == GAK_STATUS_FAILED && got.result.ptr != NULL && got.result.len == 0);
+  gak_outcome_clear(&got);
+  snap.seq = 2;
+  REFUSED(gak_checkpoint_save_if_newer(k, &snap), "terminal");
+
+  gak_pruned pruned = {0};
+  OK(gak_retention_prune_dry_run(k, 1000000, 1000, &pruned));
+  CHECK(pruned.removed_runs == 1 && !pruned.more);
+  OK(gak_retention_prune(k, 1000000, 1000, &pruned));
+  CHECK(pruned.removed_runs == 1);
+  OK(gak_retention_prune(k, 1000000, 1000, &pruned));
+  CHECK(pruned.removed_runs == 0);
+  REFUSED(gak_retention_prune(k, 1000000, 0, &pruned), "invalid-input");
+}
+
+static void sideeffect(const gak_kernel *k, gak_clock *clock) {
+  gak_action mail = {S("mail/1"), S("smtp"), GAK_RETRY_SAFE, S("v1")};
+  gak_acquired acq = {0};
+  OK(gak_sideeffect_acquire(k, mail, 1000, &acq));
+  CHECK(acq.kind == GAK_ACQUIRED_GRANTED && acq.lease.fence == 1 && acq.lease.holder.len == 32);
+  gak_lease lease = acq.lease; /* still owned by acq */
+  gak_lease renewed = {0};
+  OK(gak_sideeffect_renew(k, mail, lease, 2000, &renewed));
+  CHECK(renewed.until == gak_clock_now(clock) + 2000);
+  gak_lease_clear(&renewed);
+  gak_lease forged = {lease.key, lease.resource, lease.fence, S("not-the-holder"), lease.until};
+  gak_bytes unwritten = {0};
+  REFUSED(gak_sideeffect_complete(k, mail, forged, (gak_bytes){NULL, 0}, &unwritten), "not-holder");
+  CHECK(unwritten.ptr == NULL);
+  gak_action other = {S("mail/1"), S("elsewhere"), GAK_RETRY_SAFE, NONE};
+  REFUSED(gak_sideeffect_release(k, other, lease), "resource-mismatch");
+  gak_action bad_safety = {S("mail/1"), S("smtp"), 5, NONE};
+  REFUSED(gak_sideeffect_acquire(k, bad_safety, 1000, &acq), "invalid-input");
+  gak_action reused = {S("mail/1"), S("smtp"), GAK_RETRY_SAFE, S("v2")};
+  REFUSED(gak_sideeffect_acquire(k, reused, 1000, &acq), "key-reused");
+  gak_bytes result = {0};
+  OK(gak_sideeffect_complete(k, mail, lease, (gak_bytes){(const uint8_t *)"msg-1", 5}, &result));
+  CHECK(result.len == 5 && memcmp(result.ptr, "msg-1", 5) == 0 && result.ptr[5] == 0);
+  gak_bytes_clear(&result);
+  gak_acquired_clear(&acq);
+  OK(gak_sideeffect_acquire(k, mail, 1000, &acq));
+  CHECK(acq.kind == GAK_ACQUIRED_REPLAYED && acq.result.len == 5);
+  gak_acquired_clear(&acq);
+  gak_acquired_clear(&acq);
+
+  /* Abandon, mark uncertain, release, reconcile. */
+  gak_action pay = {S("pay/1"), S("psp"), GAK_RETRY_UNSAFE, NONE};
+  OK(gak_sideeffect_acquire(k, pay, 1000, &acq));
+  OK(gak_sideeffect_abandon(k, pay, acq.lease, S("refused before sending")));
+  gak_acquired_clear(&acq);
+  OK(gak_sideeffect_acquire(k, pay, 1000, &acq));
+  CHECK(acq.kind == GAK_ACQUIRED_GRANTED && acq.lease.fence == 2);
+  gak_acquired busy = {0};
+  gak_action pay2 = {S("pay/2"), S("psp"), GAK_RETRY_SAFE, NONE};
+  OK(gak_sideeffect_acquire(k, pay2, 1000, &busy));
+  CHECK(busy.kind == GAK_ACQUIRED_CONTENDED && busy.until == acq.lease.until);
+  gak_acquired_clear(&busy);
+  OK(gak_sideeffect_acquire(k, pay, 1000, &busy));
+  CHECK(busy.kind == GAK_ACQUIRED_IN_FLIGHT);
+  gak_acquired_clear(&busy);
+  OK(gak_sideeffect_mark_uncertain(k, pay, acq.lease, S("timeout")));
+  OK(gak_sideeffect_release(k, pay, acq.lease));
+  gak_acquired_clear(&acq);
+  OK(gak_sideeffect_acquire(k, pay, 1000, &acq));
+  CHECK(acq.kind == GAK_ACQUIRED_UNCERTAIN && eq(acq.reason, "timeout"));
+  gak_acquired_clear(&acq);
+  gak_key_info info = {0};
+  OK(gak_sideeffect_get(k, S("pay/1"), &info));
+  CHECK(info.state == GAK_KEY_UNCERTAIN && info.retry_safety == GAK_RETRY_UNSAFE && eq(info.reason, "timeout"));
+  CHECK(info.fingerprint.ptr == NULL && eq(info.resource, "psp"));
+  gak_key_info_clear(&info);
+  gak_reconcile_claim claim = {0};
+  OK(gak_sideeffect_begin_reconcile(k, pay, 1000, &claim));
+  gak_reconcile_claim second = {0};
+  REFUSED(gak_sideeffect_begin_reconcile(k, pay, 1000, &second), "reconcile-taken");
+  gak_resolved resolved = {0};
+  gak_resolution not_applied = {false, {NULL, 0}, false, claim.claim};
+  REFUSED(gak_sideeffect_resolve_uncertain(k, pay, not_applied, &resolved), "unsafe-not-retryable");
+  not_applied.force_retryable = true;
+  OK(gak_sideeffect_resolve_uncertain(k, pay, not_applied, &resolved));
+  CHECK(resolved.kind == GAK_RESOLVED_CLEARED);
+  gak_resolved_clear(&resolved);
+  gak_reconcile_claim_clear(&claim);
+  REFUSED(gak_sideeffect_begin_reconcile(k, pay, 1000, &claim), "not-uncertain");
+
+  gak_key_page keys = {0};
+  OK(gak_sideeffect_list(k, GAK_KEY_ANY, NONE, 10, &keys));
+  CHECK(keys.len == 2 && eq(keys.items[0].key, "mail/1") && keys.items[0].state == GAK_KEY_COMPLETED);
+  CHECK(keys.items[0].has_completed_at && eq(keys.items[0].fingerprint, "v1") && keys.next.ptr == NULL);
+  gak_key_page_clear(&keys);
+  OK(gak_sideeffect_list(k, GAK_KEY_COMPLETED, NONE, 1, &keys));
+  CHECK(keys.len == 1);
+  gak_key_page_clear(&keys);
+  REFUSED(gak_sideeffect_list(k, 17, NONE, 1, &keys), "invalid-input");
+
+  /* Fenced sinks and the downstream table. */
+  KERNEL = k;
+  OK(gak_sideeffect_write_fenced(k, S("ledger"), 2, append_body, "ledger"));
+  OK(gak_sideeffect_write_fenced(k, S("ledger"), 2, append_body, "ledger"));
+  REFUSED(gak_sideeffect_write_fenced(k, S("ledger"), 1, append_body, "ledger"), "fence-stale");
+  REFUSED(gak_sideeffect_write_fenced(k, S("ledger"), 3, failing_body, NULL), "write-failed");
+  REFUSED(gak_sideeffect_write_fenced(k, S("ledger"), 3, NULL, NULL), "invalid-input");
+  uint64_t seen = 0;
+  OK(gak_sideeffect_sink_seen(k, S("ledger"), &seen));
+  CHECK(seen == 2);
+  OK(gak_kernel_with_downstream(k, append_body, "ledger"));
+  REFUSED(gak_kernel_with_downstream(k, failing_body, NULL), "write-failed");
+
+  /* The runner. */
+  int calls = 0;
+  gak_ran ran = {0};
+  gak_action effect = {S("mail/1"), S("smtp"), GAK_RETRY_SAFE, S("v1")};
+  OK(gak_run_effect(k, effect, 30000, effect_ok, &calls, &ran));
+  CHECK(ran.kind == GAK_RAN_REPLAYED && calls == 0);
+  gak_ran_clear(&ran);
+  gak_action fresh = {S("mail/5"), S("smtp-5"), GAK_RETRY_SAFE, NONE};
+  OK(gak_run_effect(k, fresh, 30000, effect_ok, &calls, &ran));
+  CHECK(ran.kind == GAK_RAN_APPLIED && calls == 1 && ran.result.len == 4 && memcmp(ran.result.ptr, "sent", 4) == 0);
+  gak_ran_clear(&ran);
+  OK(gak_run_effect(k, fresh, 30000, effect_ok, &calls, &ran));
+  CHECK(ran.kind == GAK_RAN_REPLAYED && calls == 1);
+  gak_ran_clear(&ran);
+  gak_action mail3 = {S("mail/3"), S("smtp-3"), GAK_RETRY_SAFE, NONE};
+  OK(gak_run_effect(k, mail3, 30000, effect_fails, &calls, &ran));
+  CHECK(ran.kind == GAK_RAN_BODY_FAILED && eq(ran.reason, "timed out after sending") && calls == 2);
+  gak_ran_clear(&ran);
+  OK(gak_run_effect(k, mail3, 30000, effect_fails, &calls, &ran));
+  CHECK(ran.kind == GAK_RAN_UNCERTAIN && calls == 2);
+  gak_ran_clear(&ran);
+  gak_action mail4 = {S("mail/4"), S("smtp-4"), GAK_RETRY_SAFE, NONE};
+  OK(gak_run_effect(k, mail4, 30000, effect_not_applied, &calls, &ran));
+  CHECK(ran.kind == GAK_RAN_NOT_APPLIED && calls == 3);
+  gak_ran_clear(&ran);
+  REFUSED(gak_run_effect(k, mail4, 30000, NULL, NULL, &ran), "invalid-input");
+}
+
+/* The same story's corner: what a body may do on SQLite. */
+static void sqlite_sinks(const char *path) {
+  char url[512];
+  snprintf(url, sizeof url, "sqlite:%s", path);
+  gak_kernel *k = NULL;
+  if (!OK(gak_kernel_open(S(url), &k))) return;
+  KERNEL = k;
+  OK(gak_sideeffect_write_fenced(k, S("orders"), 1, sql_body, NULL));
+  OK(gak_sideeffect_write_fenced(k, S("ledger"), 1, append_body, "ledger"));
+  gak_task_seed one = {S("t"), NONE, NULL, 0, GAK_TASK_ANY};
+  OK(gak_taskboard_seed(k, &one, 1));
+  gak_kernel_free(k);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: abi SQLITE_PATH\n");
+    return 2;
+  }
+  CHECK(strcmp(gak_version(), "0.3.0") == 0);
+  gak_bytes component = {0};
+  gak_component(&component);
+  CHECK(component.len > 1000 && memcmp(component.ptr, "\0asm", 4) == 0);
+  CHECK(gak_error_code(NULL) == NULL && gak_error_message(NULL) == NULL);
+  gak_error_free(NULL);
+  gak_kernel_free(NULL);
+
+  gak_kernel *k = NULL;
+  REFUSED(gak_kernel_open(S("nosuch://alice:pw@db/x"), &k), "invalid-input");
+  REFUSED(gak_kernel_open(S("memory:"), NULL), "invalid-input");
+  const char not_utf8[] = {(char)0xff, 'x'};
+  REFUSED(gak_kernel_open((gak_str){not_utf8, 2}, &k), "invalid-input");
+  REFUSED(gak_kernel_open((gak_str){NULL, 5}, &k), "invalid-input");
+  gak_error *secret = gak_kernel_open(S("postgres://alice:s3cr3t@127.0.0.1:1/x?connect_timeout=1"), &k);
+  CHECK(secret != NULL && strstr(gak_error_message(secret), "s3cr3t") == NULL);
+  gak_error_free(secret);
+
+  gak_clock *clock = gak_clock_manual(0);
+  OK(gak_clock_set(clock, 0));
+  gak_options options = {0};
+  options.store = S("memory:");
+  options.clock = clock;
+  options.max_connections = 4;
+  options.connection_wait_ms = 2000;
+  options.retry_attempts = 3;
+  if (!OK(gak_kernel_open_with(options, &k))) return 1;
+  gak_task nothing = {0};
+  REFUSED(gak_taskboard_get(NULL, S("a"), &nothing), "invalid-input");
+  REFUSED(gak_taskboard_get(k, (gak_str){not_utf8, 2}, &nothing), "invalid-input");
+  taskboard(k);
+  runs(k);
+  sideeffect(k, clock);
+  KERNEL = k;
+  OK(gak_kernel_with_downstream(k, memory_sql_body, NULL));
+  gak_clock_advance(clock, 500);
+  CHECK(gak_clock_now(clock) == 500);
+  OK(gak_clock_set(clock, 600));
+  REFUSED(gak_clock_set(clock, 10), "invalid-input");
+  REFUSED(gak_clock_set(NULL, 10), "invalid-input");
+  gak_kernel_free(k);
+  gak_clock_free(clock);
+  REFUSED(gak_postgres_drop_schema(S("memory:")), "invalid-input");
+  sqlite_sinks(argv[1]);
+
+  /* Clearing a zeroed answer is harmless. */
+  gak_task zero_task = {0};
+  gak_task_clear(&zero_task);
+  gak_task_clear(NULL);
+  gak_str zero_str = {0};
+  gak_str_clear(&zero_str);
+  gak_ran zero_ran = {0};
+  gak_ran_clear(&zero_ran);
+
+  printf("abi: %d checks, %d failed\n", checks, failures);
+  return failures == 0 ? 0 : 1;
+}
