@@ -47,7 +47,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import ctypes
+import linecache
 import struct
+import sys
 import threading
 from ctypes import byref, c_char_p, c_size_t, c_void_p, string_at
 from typing import Any, Callable, Iterator, Sequence
@@ -77,19 +79,21 @@ def _fn(name: str, restype: Any, *argtypes: Any) -> Any:
     # change the ones wasmtime-py's own bindings use.
     f = _lib[name]
     f.restype = restype
-    f.argtypes = list(argtypes)
+    if argtypes:
+        f.argtypes = list(argtypes)
     return f
 
 
-_val_clone = _fn("wasmtime_component_val_clone", None, c_void_p, c_void_p)
-val_delete = _fn("wasmtime_component_val_delete", None, c_void_p)
+# The calls made on every export call take no argtypes: each argument is
+# passed as a ctypes object made once (c_void_p, c_size_t), which ctypes
+# converts without calling from_param.
+_val_clone = _fn("wasmtime_component_val_clone", None)
+val_delete = _fn("wasmtime_component_val_delete", None)
 # With the GIL held during an export call, the host functions it calls back
 # (all Python) need not take it again. A call spends most of its time in
 # those host functions anyway; SQLite and psycopg release the GIL themselves
 # while they wait for I/O.
-_func_call = _fn(
-    "wasmtime_component_func_call", c_void_p, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_size_t
-)
+_func_call = _fn("wasmtime_component_func_call", c_void_p)
 
 # Layouts of the C API's structs on 64-bit targets (asserted here and in
 # tests/test_abi.py): a Val is {kind: u8, payload at 8}, 32 bytes; a vec or
@@ -117,6 +121,57 @@ MEM: memoryview = _PyMemoryView_FromMemory(_BASE, (1 << 47) - _BASE, 0x200)  # P
 
 _addressof = ctypes.addressof
 _c_char = ctypes.c_char
+
+# --- CPython's own text buffers, handed over in place -----------------------
+#
+# What the host hands to wasmtime is only read before the call returns (an
+# export's arguments, converted on entry; a host function's result, deep-
+# copied by val_clone), so a `str` or `bytes` object's own buffer can be
+# pointed at instead of copying its text into an arena: the caller's
+# objects stay referenced (the arguments, the answer being lowered, or
+# Arena.keep) until then. A compact ASCII `str` (what keys, ids and the
+# component's JSON are) stores its characters, which are their UTF-8,
+# right after its header; any other text is encoded to `bytes` first.
+
+#: Offsets from ``id(obj)``: the characters of a compact ``str`` and the
+#: bytes of a ``bytes`` (their header's size: ``getsizeof`` counts the NUL).
+_STR_DATA = sys.getsizeof("") - 1
+_BYTES_DATA = sys.getsizeof(b"") - 1
+#: ``PyASCIIObject.state`` (after refcount, type, length and hash), whose
+#: bits 5 and 6 say compact and ASCII: both, and the text is inline.
+_STR_STATE = 32
+_COMPACT_ASCII = 0x60
+
+
+def _layout_holds() -> bool:
+    """Whether this interpreter lays strings and bytes out as the offsets
+    above say (CPython 3.11 to 3.13, the default build), checked on
+    strings made at run time, an inline one and two that must not pass."""
+    made = "".join(["gak", "-", str(len(sys.argv) + 12345)])
+    for text in ("", made, made * 500):
+        i = id(text)
+        if ctypes.string_at(i + _STR_STATE, 1)[0] & _COMPACT_ASCII != _COMPACT_ASCII:
+            return False
+        if ctypes.string_at(i + _STR_DATA, len(text)) != text.encode():
+            return False
+    wide = made + "\u00e9"
+    if ctypes.string_at(id(wide) + _STR_STATE, 1)[0] & _COMPACT_ASCII == _COMPACT_ASCII:
+        return False
+
+    class Sub(str):
+        pass
+
+    if ctypes.string_at(id(Sub(made)) + _STR_STATE, 1)[0] & _COMPACT_ASCII == _COMPACT_ASCII:
+        return False
+    data = made.encode() * 3
+    return ctypes.string_at(id(data) + _BYTES_DATA, len(data)) == data
+
+
+#: False on an interpreter laid out otherwise: every text is then copied
+#: into the arena (what the generated code emits, and _text_ref does).
+ZERO_COPY = _layout_holds()
+#: :data:`_STR_STATE` as an index of :data:`MEM` from ``id(obj)``.
+_STATE_AT = _STR_STATE - _BASE
 _QQ = struct.Struct("<QQ").unpack_from
 _Q = struct.Struct("<Q").unpack_from
 _I = struct.Struct("<I").unpack_from
@@ -151,14 +206,44 @@ class Arena:
     arena lives. Fresh chunks are zeroed; after :meth:`reset` memory is reused
     as is, so every codec writes every field its kind needs."""
 
-    __slots__ = ("chunks", "pos", "end", "first", "size", "buf", "base")
+    __slots__ = (
+        "chunks", "pos", "end", "first", "size", "buf", "base", "start", "keep", "slots", "c_out", "c_params",
+        "answer", "c_answer",
+    )  # fmt: skip
 
-    def __init__(self, size: int = 4096) -> None:
+    def __init__(self, size: int = 4096, slots: bool = False, answer: bool = False) -> None:
         self.chunks: list[bytearray] = []
-        self.size = size
         self.pos = self.end = 0
         self._grow(size)
+        #: The first chunk's address (``base`` is the current chunk's).
+        self.start = self.base
+        #: Objects whose buffers the values built here point into (texts
+        #: encoded for the call), held until the next reset.
+        self.keep: list[Any] = []
+        #: With ``slots``: a call's result Val, then room for its parameter
+        #: Vals, at fixed addresses, with the ctypes arguments that name
+        #: them made once (a call passes them as they are).
+        self.slots = 0
+        self.c_out: Any = None
+        self.c_params: Any = None
+        if slots:
+            self.slots = self.pos
+            self.pos += _VAL * (1 + MAX_PARAMS)
+            self.c_out = c_void_p(self.slots)
+            self.c_params = c_void_p(self.slots + _VAL)
+        #: With ``answer``: the block a read's answer is written into when
+        #: it has the usual shape (see _ResultAnswers.lower_fast), its
+        #: entropy Vals' kinds set once here.
+        self.answer = 0
+        self.c_answer: Any = None
+        if answer:
+            self.answer = self.pos
+            self.pos += _ANSWER_SIZE
+            e = self.answer + _ANSWER_ENTROPY - _BASE
+            MEM[e : e + _VAL * MAX_ENTROPY : _VAL] = _U8_KINDS[:MAX_ENTROPY]
+            self.c_answer = c_void_p(self.answer)
         self.first = self.pos
+        self.size = self.end - self.first
 
     def _grow(self, size: int) -> None:
         buf, addr = _buffer(size)
@@ -170,11 +255,14 @@ class Arena:
         self.pos, self.end = addr, addr + size
 
     def reset(self) -> "Arena":
-        """Reuse the first chunk from its start (drops any others)."""
+        """Reuse the first chunk from past its slots (drops any others)."""
         if len(self.chunks) > 1:
             del self.chunks[1:]
-        self.buf, self.base = self.chunks[0], self.first
-        self.pos, self.end = self.first, self.first + self.size
+            self.buf, self.base = self.chunks[0], self.start
+            self.end = self.first + self.size
+        self.pos = self.first
+        if self.keep:
+            self.keep.clear()
         return self
 
     def alloc(self, n: int) -> int:
@@ -201,23 +289,57 @@ class Arena:
         self.buf[off : off + n] = data
         return addr
 
+    def text(self, value: Any) -> tuple[int, int]:
+        """``(length, address)`` of the UTF-8 of ``value`` (a ``str``):
+        its own buffer when it is compact ASCII, else an encoded copy held
+        in :attr:`keep` (or, without :data:`ZERO_COPY`, in the arena)."""
+        if type(value) is str and ZERO_COPY:
+            i = id(value)
+            if MEM[i + _STATE_AT] & _COMPACT_ASCII == _COMPACT_ASCII:
+                return len(value), i + _STR_DATA
+        data = _utf8(value)
+        if ZERO_COPY:
+            self.keep.append(data)
+            return len(data), id(data) + _BYTES_DATA
+        return len(data), self.copy(data)
+
+
+#: The most parameters an export may have for its Vals to go in an arena's
+#: slots (gak's have at most four); more are allocated per call.
+MAX_PARAMS = 8
+
 
 class _Scratch(threading.local):
     """Per-thread arenas, reused call after call: one for an export call's
-    arguments, one for host functions' results (a host function runs while
-    its export call's arguments are still in use)."""
+    arguments (when the caller has none of its own: workers do), one for
+    host functions' results (a host function runs while its export call's
+    arguments are still in use)."""
 
     def __init__(self) -> None:
-        self.call = Arena()
-        self.host = Arena()
+        self.call = Arena(slots=True)
+        self.host = Arena(8192, slots=True, answer=True)
 
 
-_scratch = _Scratch()
 _ZERO_VAL = bytes(32)
 
 #: Python-owned values that live as long as the process: record field names
 #: and results lowered once (see FuncCodec.ok_none).
 _CONSTANTS = Arena()
+
+
+
+def _constant(data: bytes) -> tuple[int, int]:
+    """``(len, address)`` of a copy of ``data`` that lives as long as the
+    process (names wasmtime reads with a value it copies)."""
+    return len(data), _CONSTANTS.copy(data)
+
+
+class _Names(dict):  # type: ignore[type-arg]
+    """Enum names by their UTF-8; a name the type does not have lifts as
+    its text (as the generic lift does), never an error here."""
+
+    def __missing__(self, key: bytes) -> str:
+        return key.decode("utf-8")
 
 
 # Every codec lowers a Python value into the Val at absolute address `at`,
@@ -314,8 +436,8 @@ class _String(Codec):
     __slots__ = ()
 
     def lower(self, value: Any, arena: Arena, at: int) -> None:
-        data = _utf8(value)
-        _put_kind_qq(MEM, at - _BASE, _STRING, len(data), arena.copy(data))
+        n, data = arena.text(value)
+        _put_kind_qq(MEM, at - _BASE, _STRING, n, data)
 
     def lift(self, at: int) -> Any:
         return _read_name(at + _OF)
@@ -372,13 +494,16 @@ class _List(Codec):
 
 
 class _Record(Codec):
-    __slots__ = ("names", "fields", "n", "offsets")
+    __slots__ = ("names", "fields", "n", "offsets", "consts")
 
     def __init__(self, names: Sequence[str], fields: Sequence[Codec]) -> None:
         self.names = [n.encode("utf-8") for n in names]
         self.fields = list(fields)
         self.n = len(self.fields)
         self.offsets = [i * _ENTRY + 16 for i in range(self.n)]
+        #: The field names, copied once into memory that lives as long as
+        #: the process (wasmtime reads them with the value): (len, address).
+        self.consts = [_constant(n) for n in self.names]
 
     def lower(self, value: Any, arena: Arena, at: int) -> None:
         n = self.n
@@ -386,9 +511,8 @@ class _Record(Codec):
             raise TypeError(f"expected a record of {n} fields, got {len(value)}")
         addr = arena.alloc(_ENTRY * n)
         for i in range(n):
-            name = self.names[i]
             entry = addr + i * _ENTRY
-            _put_qq(MEM, entry - _BASE, len(name), arena.copy(name))
+            _put_qq(MEM, entry - _BASE, *self.consts[i])
             self.fields[i].lower(value[i], arena, entry + 16)
         _put_kind_qq(MEM, at - _BASE, _RECORD, n, addr)
 
@@ -459,19 +583,20 @@ class _Result(Codec):
 
 
 class _Variant(Codec):
-    __slots__ = ("cases",)
+    __slots__ = ("cases", "consts")
 
     def __init__(self, cases: Sequence[tuple[str, Codec | None]]) -> None:
         self.cases = {name: (name.encode("utf-8"), codec) for name, codec in cases}
+        self.consts = {name: _constant(b) for name, (b, _) in self.cases.items()}
 
     def lower(self, value: Any, arena: Arena, at: int) -> None:
         tag, payload = value
         case = self.cases.get(tag)
         if case is None:
             raise ArgError(f"{tag!r} is not a case of this variant")
-        name, codec = case
+        codec = case[1]
         boxed = 0 if codec is None else _boxed(codec, payload, arena)
-        _put_kind_variant(MEM, at - _BASE, _VARIANT, len(name), arena.copy(name), boxed)
+        _put_kind_variant(MEM, at - _BASE, _VARIANT, *self.consts[tag], boxed)
 
     def lift(self, at: int) -> Any:
         tag = _read_name(at + _OF)
@@ -482,7 +607,7 @@ class _Variant(Codec):
 
 
 class _Enum(Codec):
-    __slots__ = ("names", "by_shape")
+    __slots__ = ("names", "by_shape", "consts", "by_bytes")
 
     def __init__(self, names: Sequence[str]) -> None:
         self.names = {n: n.encode("utf-8") for n in names}
@@ -490,12 +615,16 @@ class _Enum(Codec):
         # first byte, last byte) tells the cases apart (true of every gak enum).
         shapes = {(len(b), b[0], b[-1]): n for n, b in self.names.items()}
         self.by_shape = shapes if len(shapes) == len(self.names) else None
+        #: Each name's (len, address), lowered once for the process.
+        self.consts = {n: _constant(b) for n, b in self.names.items()}
+        #: Names by their UTF-8, for generated lifting (see _compile_lift).
+        self.by_bytes = _Names({b: n for n, b in self.names.items()})
 
     def lower(self, value: Any, arena: Arena, at: int) -> None:
-        name = self.names.get(value) if isinstance(value, str) else None
+        name = self.consts.get(value) if isinstance(value, str) else None
         if name is None:
             raise ArgError(f"{value!r} is not one of {sorted(self.names)}")
-        _put_kind_qq(MEM, at - _BASE, _ENUM, len(name), arena.copy(name))
+        _put_kind_qq(MEM, at - _BASE, _ENUM, *name)
 
     def lift(self, at: int) -> Any:
         if self.by_shape is not None:
@@ -505,6 +634,340 @@ class _Enum(Codec):
             if name is not None:
                 return name
         return _read_name(at + _OF)
+
+
+# --- generated lifting and lowering -----------------------------------------
+#
+# A codec tree walked per value costs a Python call per node and a `struct`
+# call per field. Each export's result and parameters are instead compiled
+# once into one Python function of straight-line code: a record's entries
+# are read with ONE `unpack_from` (every field's payload at once), its
+# texts decoded in place, and the parameters written with ONE `pack_into`
+# (with the result slot's kind, which must be zero before wasmtime assigns
+# it). What the generated code does not handle it hands to the codec
+# objects above (lowering: the whole call falls back to them when a value
+# is not of the exact type the fast path expects, so every error is theirs).
+
+
+class _Texts(dict):  # type: ignore[type-arg]
+    """``struct`` unpackers of ``n`` bytes by ``n`` (cached up to
+    :data:`_SHORT`: unpacking costs less than slicing :data:`MEM`)."""
+
+    def __missing__(self, n: int) -> Callable[..., tuple[bytes]]:
+        if n > _SHORT:
+            return lambda mem, off: (mem[off : off + n].tobytes(),)
+        f = self[n] = struct.Struct(f"{n}s").unpack_from
+        return f
+
+
+_SHORT = 4096
+_TEXTS = _Texts()
+_TEXTS[0] = lambda mem, off: (b"",)
+
+
+class _Gen:
+    """Python source of generated functions, with the names they use."""
+
+    def __init__(self) -> None:
+        self.ns: dict[str, Any] = {"MEM": MEM, "TX": _TEXTS, "range": range, "map": map, "list": list}
+        self.count = 0
+
+    def name(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def const(self, value: Any, prefix: str = "k") -> str:
+        n = self.name(prefix)
+        self.ns[n] = value
+        return n
+
+    def define(self, name: str, lines: list[str]) -> Callable[..., Any]:
+        src = "\n".join(lines) + "\n"
+        _Gen.made += 1
+        filename = f"<gak._abi generated {_Gen.made}: {name}>"
+        # Tracebacks and inspect.getsource show the generated lines.
+        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+        exec(compile(src, filename, "exec"), self.ns)  # noqa: S102 - source built here from types
+        fn: Callable[..., Any] = self.ns[name]
+        return fn
+
+    made = 0
+
+
+#: Each payload (the 24 bytes after a Val's kind) as a struct format and
+#: the number of values it unpacks to.
+def _payload(codec: Codec) -> tuple[str, int]:
+    if isinstance(codec, _Bool):
+        return "?23x", 1
+    if isinstance(codec, _U8Codec):
+        return "B23x", 1
+    if isinstance(codec, _U32Codec):
+        return "I20x", 1
+    if isinstance(codec, _U64Codec):
+        return "Q16x", 1
+    if isinstance(codec, _Option):
+        return "Q16x", 1
+    if isinstance(codec, _Result):
+        return "?7xQ8x", 2
+    if isinstance(codec, _Variant):
+        return "QQQ", 3
+    # string, enum, bytes, list, record, tuple: (length or count, address)
+    return "QQ8x", 2
+
+
+class _NotGenerated(Exception):
+    """A type the generated lifting does not read (the store's own types,
+    which are never in an export's result): its codec's ``lift`` is used."""
+
+
+def _lift_expr(g: _Gen, codec: Codec, v: list[str]) -> str:
+    """An expression of the value whose payload unpacked to names ``v``."""
+    B = _BASE
+    t = type(codec)
+    if t in (_Bool, _U8Codec, _U32Codec, _U64Codec):
+        return v[0]
+    if t is _String:
+        return f"TX[{v[0]}](MEM, {v[1]} - {B})[0].decode()"
+    if t is _Enum:
+        return f"{g.const(codec.by_bytes, 'names')}[TX[{v[0]}](MEM, {v[1]} - {B})[0]]"  # type: ignore[attr-defined]
+    if t is _Bytes:
+        a = f"{v[1]} - {B - _OF}"
+        return f"(MEM[{a} : {a} + {_VAL} * {v[0]} : {_VAL}].tobytes() if {v[0]} else b'')"
+    if t is _Option:
+        return f"({_lift_at(g, codec.inner, v[0])} if {v[0]} else None)"  # type: ignore[attr-defined]
+    if t in (_Result, _ResultAnswers):
+        ok = "None" if codec.ok is None else _lift_at(g, codec.ok, v[1])  # type: ignore[attr-defined]
+        err = "None" if codec.err is None else _lift_at(g, codec.err, v[1])  # type: ignore[attr-defined]
+        return f"((True, {ok}) if {v[0]} else (False, {err}))"
+    if t in (_Record, _Tuple):
+        return f"{g.const(_compile_block(g, codec), 'block')}({v[1]})"
+    if t is _List:
+        f = g.const(_compile_lift(codec.elem, g), "lift")  # type: ignore[attr-defined]
+        return f"(list(map({f}, range({v[1]}, {v[1]} + {_VAL} * {v[0]}, {_VAL}))) if {v[0]} else [])"
+    if t is _Variant:
+        return f"{g.const(_compile_variant(g, codec), 'variant')}({v[0]}, {v[1]}, {v[2]})"
+    raise _NotGenerated(t.__name__)
+
+
+def _compile_variant(g: _Gen, codec: Any) -> Callable[[int, int, int], tuple[str, Any]]:
+    """The lift of a variant from its payload's three words (name length,
+    name, the case's Val): the case by its name's bytes, its payload by
+    generated code. A name the type does not have is the generic lift's
+    KeyError."""
+    cases = {b: (tag, None if c is None else _compile_lift(c, g)) for tag, (b, c) in codec.cases.items()}
+    fn = g.name("variant")
+    lines = [
+        f"def {fn}(n, name, at):",
+        f"    tag, lift = {g.const(cases, 'cases')}[TX[n](MEM, name - {_BASE})[0]]",
+        "    return (tag, None if lift is None else lift(at))",
+    ]
+    return g.define(fn, lines)
+
+
+def _lift_at(g: _Gen, codec: Codec, at: str) -> str:
+    """An expression of the value of the Val at address ``at`` (a name)."""
+    t = type(codec)
+    if t is _String:
+        w = g.name("w")
+        return f"TX[({w} := _QQ(MEM, {at} - {_BASE - _OF}))[0]](MEM, {w}[1] - {_BASE})[0].decode()"
+    if t is _U64Codec:
+        return f"_Q(MEM, {at} - {_BASE - _OF})[0]"
+    if t in (_Record, _Tuple):
+        return f"{g.const(_compile_block(g, codec), 'block')}(_Q(MEM, {at} - {_BASE - 16})[0])"
+    return f"{g.const(_compile_lift(codec, g), 'lift')}({at})"
+
+
+def _compile_block(g: _Gen, codec: Any) -> Callable[[int], tuple[Any, ...]]:
+    """The lift of a record's entries (or a tuple's Vals) at an address:
+    every field's payload with one unpack."""
+    record = type(codec) is _Record
+    fields = codec.fields if record else codec.elems
+    skip = "24x" if record else "8x"  # entry: name, then the Val's kind; Val: kind
+    fmt, names, exprs = "<", [], []
+    for f in fields:
+        pay, k = _payload(f)
+        fmt += skip + pay
+        v = [g.name("f") for _ in range(k)]
+        names += v
+        exprs.append(_lift_expr(g, f, v))
+    unpack = g.const(struct.Struct(fmt).unpack_from, "unpack")
+    fn = g.name("block")
+    lines = [f"def {fn}(at):"]
+    if names:
+        lines.append(f"    {', '.join(names)}, = {unpack}(MEM, at - {_BASE})")
+    lines.append(f"    return ({', '.join(exprs)}{',' if len(exprs) == 1 else ''})")
+    return g.define(fn, lines)
+
+
+def _compile_lift(codec: Codec, g: _Gen | None = None) -> Callable[[int], Any]:
+    """The lift of a Val at an address as one generated function; the
+    codec's own ``lift`` for a type generated code does not read."""
+    top = g is None
+    g = g or _Gen()
+    g.ns.setdefault("_QQ", _QQ)
+    g.ns.setdefault("_Q", _Q)
+    try:
+        pay, k = _payload(codec)
+        v = [g.name("p") for _ in range(k)]
+        expr = _lift_expr(g, codec, v)
+    except _NotGenerated:
+        if not top:
+            raise
+        return codec.lift
+    unpack = g.const(struct.Struct("<" + pay).unpack_from, "unpack")
+    fn = g.name("lift")
+    lines = [
+        f"def {fn}(at):",
+        f"    {', '.join(v)}, = {unpack}(MEM, at - {_BASE - _OF})",
+        f"    return {expr}",
+    ]
+    return g.define(fn, lines)
+
+
+class _Lowering:
+    """Statements of a generated lowering, and the values of the pack that
+    writes a block of Vals (see _compile_lower)."""
+
+    def __init__(self, g: _Gen) -> None:
+        self.g = g
+        self.lines: list[str] = []
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " + line)
+
+    def text(self, var: str) -> tuple[str, str]:
+        """Statements putting ``var``'s UTF-8 (length, address) in two names;
+        ``return None`` (the slow path) for anything but a ``str``."""
+        n, p, i = self.g.name("n"), self.g.name("p"), self.g.name("i")
+        self.emit(f"if type({var}) is not str:")
+        self.emit("    return None")
+        if ZERO_COPY:
+            self.emit(f"{i} = id({var})")
+            self.emit(f"if MEM[{i} + {_STATE_AT}] & {_COMPACT_ASCII} == {_COMPACT_ASCII}:")
+            self.emit(f"    {n} = len({var})")
+            self.emit(f"    {p} = {i} + {_STR_DATA}")
+            self.emit("else:")
+            self.emit(f"    {i} = _encoded({var})")
+            self.emit(f"    if {i} is None:")
+            self.emit("        return None")
+            self.emit(f"    arena.keep.append({i})")
+            self.emit(f"    {n} = len({i})")
+            self.emit(f"    {p} = id({i}) + {_BYTES_DATA}")
+        else:
+            self.emit(f"{i} = _encoded({var})")
+            self.emit(f"if {i} is None:")
+            self.emit("    return None")
+            self.emit(f"{n} = len({i})")
+            self.emit(f"{p} = arena.copy({i})")
+        return n, p
+
+    def val(self, codec: Codec, var: str, posts: list[tuple[int, str, str]], at: int) -> tuple[str, list[str]]:
+        """The struct format and values of the Val of ``var`` (32 bytes),
+        after statements computing them. A type generated code does not
+        write is zeros here and its codec's ``lower`` afterwards (appended
+        to ``posts`` as (offset in the block, codec, value))."""
+        g = self.g
+        if isinstance(codec, _String):
+            n, p = self.text(var)
+            return "B7xQQ8x", [str(_STRING), n, p]
+        if isinstance(codec, (_U64Codec, _U32Codec, _U8Codec)):
+            bound, kind, fmt = {
+                _U64Codec: (1 << 64, _U64_KIND, "B7xQ16x"),
+                _U32Codec: (1 << 32, _U32_KIND, "B7xI20x"),
+                _U8Codec: (1 << 8, _U8, "B7xB23x"),
+            }[type(codec)]
+            self.emit(f"if type({var}) is not int or not 0 <= {var} < {bound}:")
+            self.emit("    return None")
+            return fmt, [str(kind), var]
+        if isinstance(codec, _Bool):
+            self.emit(f"if {var} is not True and {var} is not False:")
+            self.emit("    return None")
+            return "B7x?23x", [str(_BOOL), var]
+        if isinstance(codec, _Enum):
+            c = g.name("c")
+            self.emit(f"{c} = {g.const(codec.consts, 'enum')}.get({var}) if type({var}) is str else None")
+            self.emit(f"if {c} is None:")
+            self.emit("    return None")
+            return "B7xQQ8x", [str(_ENUM), f"{c}[0]", f"{c}[1]"]
+        if isinstance(codec, _Option):
+            q = g.name("q")
+            self.emit(f"if {var} is None:")
+            self.emit(f"    {q} = 0")
+            self.emit("else:")
+            inner = _Lowering(g)
+            inner_posts: list[tuple[int, str, str]] = []
+            fmt, vals = inner.val(codec.inner, var, inner_posts, 0)
+            self.lines += ["    " + line for line in inner.lines]  # under the else
+            self.emit(f"    {q} = arena.alloc({_VAL})")
+            self.emit(f"    {g.const(struct.Struct('<' + fmt).pack_into, 'pack')}(MEM, {q} - {_BASE}, {', '.join(vals)})")
+            for off, c, v in inner_posts:
+                self.emit(f"    {c}.lower({v}, arena, {q} + {off})")
+            return "B7xQ16x", [str(_OPTION), q]
+        if type(codec) in (_Record, _Tuple):
+            fields = codec.fields if isinstance(codec, _Record) else codec.elems
+            k = len(fields)
+            self.emit(f"if type({var}) is not tuple or len({var}) != {k}:")
+            self.emit("    return None")
+            names = [g.name("r") for _ in range(k)]
+            self.emit(f"{', '.join(names)}{',' if k == 1 else ''} = {var}")
+            fmt, vals, inner_posts = "<", [], []
+            size = _ENTRY if isinstance(codec, _Record) else _VAL
+            for j, (f, name) in enumerate(zip(fields, names)):
+                if isinstance(codec, _Record):
+                    ln, addr = codec.consts[j]
+                    fmt += "QQ"
+                    vals += [str(ln), str(addr)]
+                off = j * size + (16 if isinstance(codec, _Record) else 0)
+                ffmt, fvals = self.val(f, name, inner_posts, off)
+                fmt += ffmt
+                vals += fvals
+            e = g.name("e")
+            self.emit(f"{e} = arena.alloc({size * k})")
+            self.emit(f"{g.const(struct.Struct(fmt).pack_into, 'pack')}(MEM, {e} - {_BASE}, {', '.join(vals)})")
+            for off, c, v in inner_posts:
+                self.emit(f"{c}.lower({v}, arena, {e} + {off})")
+            return "B7xQQ8x", [str(_RECORD if isinstance(codec, _Record) else _TUPLE), str(k), e]
+        # bytes, lists, results, variants: their codec, after the pack.
+        posts.append((at, g.const(codec, "codec"), var))
+        return "32x", []
+
+
+def _encoded(value: str) -> bytes | None:
+    """``value``'s UTF-8, or ``None`` when it has none (lone surrogates:
+    the slow path then raises the codecs' ArgError)."""
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
+def _compile_lower(params: Sequence[Codec]) -> Callable[[Sequence[Any], Arena], Any] | None:
+    """The lowering of an export's arguments into an arena's slots: the
+    result slot's kind zeroed and every parameter Val written with ONE pack.
+    Returns ``None`` (nothing to rely on) when an argument is not what the
+    fast path handles; the caller then lowers with the codecs, which raise
+    the errors."""
+    n = len(params)
+    if n > MAX_PARAMS:
+        return None
+    g = _Gen()
+    g.ns["_encoded"] = _encoded
+    low = _Lowering(g)
+    args = [g.name("a") for _ in range(n)]
+    low.emit(f"if len(args) != {n}:")
+    low.emit("    return None")
+    if n:
+        low.emit(f"{', '.join(args)}{',' if n == 1 else ''} = args")
+    fmt, vals, posts = "<B31x", ["0"], []
+    for i, (codec, a) in enumerate(zip(params, args)):
+        f, v = low.val(codec, a, posts, _VAL * (1 + i))
+        fmt += f
+        vals += v
+    low.emit(f"{g.const(struct.Struct(fmt).pack_into, 'pack')}(MEM, arena.slots - {_BASE}, {', '.join(vals)})")
+    for off, c, v in posts:
+        low.emit(f"{c}.lower({v}, arena, arena.slots + {off})")
+    low.emit("return True")
+    return g.define("lower", ["def lower(args, arena):"] + low.lines)
 
 
 # --- the store import's own types (0.3.0), specialised ---------------------
@@ -532,23 +995,23 @@ _pair_fields = struct.Struct("<8xQQ16xQQ").unpack_from
 _put_answers = struct.Struct("<B7xQQ8x" "QQB7xQQ8x" "QQB7xQQ8x" "QQB7xQ16x" "QQB7xQQ8x").pack_into
 
 
-#: ``struct`` unpackers of ``n`` bytes, for the short strings most values
-#: are: unpacking costs less than slicing :data:`MEM` (a new memoryview).
-_UNPACK_BYTES: dict[int, Callable[..., tuple[bytes]]] = {}
-_SHORT = 4096
-
-
 def _text(n: int, data: int) -> str:
     """The UTF-8 text at ``data`` (the component's own, so valid)."""
-    if not n:
-        return ""
-    if n <= _SHORT:
-        unpack = _UNPACK_BYTES.get(n)
-        if unpack is None:
-            unpack = _UNPACK_BYTES[n] = struct.Struct(f"{n}s").unpack_from
-        return unpack(MEM, data - _BASE)[0].decode()
-    d = data - _BASE
-    return str(MEM[d : d + n], "utf-8")
+    return _TEXTS[n](MEM, data - _BASE)[0].decode()
+
+
+#: Unpackers of the second payload word of ``n`` consecutive Vals (a list's
+#: records' or tuples' element pointers), by ``n``: one unpack per list.
+_WORDS: dict[int, Callable[..., tuple[int, ...]]] = {}
+
+
+def _second_words(n: int) -> Callable[..., tuple[int, ...]]:
+    f = _WORDS.get(n)
+    if f is None:
+        f = struct.Struct("<" + "16xQ8x" * n).unpack_from
+        if n <= 64:
+            _WORDS[n] = f
+    return f
 
 
 class _TableName:
@@ -590,22 +1053,23 @@ class _Reads(_Record):
         nk, keys, nr, ranges, clock, entropy = _reads_fields(MEM, entries)
         table = self.table
         first = table.by_first.get
+        tx = _TEXTS
         pairs = []
-        for i in range(nk):
+        if nk:
             # Each key is a tuple Val: its payload is (2, elements).
-            elems = _Q(MEM, keys - _BASE + i * _VAL + 16)[0]
-            tl, td, kl, kd = _pair_fields(MEM, elems - _BASE)
-            pairs.append((first((tl << 8) | MEM[td - _BASE]) or table.name(tl, td), _text(kl, kd)))
+            for elems in _second_words(nk)(MEM, keys - _BASE):
+                tl, td, kl, kd = _pair_fields(MEM, elems - _BASE)
+                pairs.append((first((tl << 8) | MEM[td - _BASE]) or table.name(tl, td), tx[kl](MEM, kd - _BASE)[0].decode()))
         spans = []
-        for i in range(nr):
-            fields = _Q(MEM, ranges - _BASE + i * _VAL + 16)[0]
-            tl, td, pl, pd, after, limit = _range_fields(MEM, fields - _BASE)
-            t = first((tl << 8) | MEM[td - _BASE]) or table.name(tl, td)
-            if after:
-                al, ad = _QQ(MEM, after - _BASE + _OF)
-                spans.append((t, _text(pl, pd), _text(al, ad), limit))
-            else:
-                spans.append((t, _text(pl, pd), None, limit))
+        if nr:
+            for fields in _second_words(nr)(MEM, ranges - _BASE):
+                tl, td, pl, pd, after, limit = _range_fields(MEM, fields - _BASE)
+                t = first((tl << 8) | MEM[td - _BASE]) or table.name(tl, td)
+                if after:
+                    al, ad = _QQ(MEM, after - _BASE + _OF)
+                    spans.append((t, tx[pl](MEM, pd - _BASE)[0].decode(), tx[al](MEM, ad - _BASE)[0].decode(), limit))
+                else:
+                    spans.append((t, tx[pl](MEM, pd - _BASE)[0].decode(), None, limit))
         return (pairs, spans, clock, entropy)
 
 
@@ -623,18 +1087,20 @@ class _Changes(_List):
 
     def lift(self, at: int) -> Any:
         n, data = _QQ(MEM, at - _BASE + _OF)
+        if not n:
+            return []
         table = self.table
         first = table.by_first.get
+        tx = _TEXTS
         out = []
-        for i in range(n):
-            fields = _Q(MEM, data - _BASE + i * _VAL + 16)[0]
+        for fields in _second_words(n)(MEM, data - _BASE):
             tl, td, kl, kd, value = _change_fields(MEM, fields - _BASE)
             t = first((tl << 8) | MEM[td - _BASE]) or table.name(tl, td)
             if value:
                 vl, vd = _QQ(MEM, value - _BASE + _OF)
-                out.append((t, _text(kl, kd), _text(vl, vd)))
+                out.append((t, tx[kl](MEM, kd - _BASE)[0].decode(), tx[vl](MEM, vd - _BASE)[0].decode()))
             else:
-                out.append((t, _text(kl, kd), None))
+                out.append((t, tx[kl](MEM, kd - _BASE)[0].decode(), None))
         return out
 
 
@@ -644,15 +1110,27 @@ class _ResultAnswers(_Result):
     with one ``pack_into``), the texts after it. ``err`` and lifting are the
     generic result's."""
 
-    __slots__ = ("names",)
+    __slots__ = ("consts",)
 
     def __init__(self, ok: Codec, err: Codec | None) -> None:
         super().__init__(ok, err)
         if not isinstance(ok, _Record):
             raise TypeError("answers: expected a record")
-        # The field names, copied once into memory that lives as long as
-        # the process (wasmtime deep-copies them with the value).
-        self.names = [(len(n), _CONSTANTS.copy(n)) for n in ok.names]
+        self.consts = ok.consts
+
+    def lower_fast(self, value: Any, arena: Arena) -> Any:
+        """Lower a read's answer into ``arena`` (one with an answer block)
+        and return the ctypes address of its Val: the usual answer (no
+        range pages, a few values, the entropy as bytes) with ONE pack into
+        the arena's answer block, any other through :meth:`lower`."""
+        if value[0]:
+            values, pages, now, entropy = value[1]
+            nv = len(values)
+            if not pages and nv < len(_ANSWERS) and type(entropy) is bytes and len(entropy) <= MAX_ENTROPY:
+                if _ANSWERS[nv](arena.answer, values, now, entropy, arena, self.consts):
+                    return arena.c_answer
+        self.lower(value, arena, arena.slots)
+        return arena.c_out
 
     def lower(self, value: Any, arena: Arena, at: int) -> None:
         is_ok, payload = value
@@ -674,10 +1152,14 @@ class _ResultAnswers(_Result):
             if v is None:
                 _put_kind_q(MEM, opts + i * _VAL - _BASE, _OPTION, 0)
                 continue
-            data = v.encode("utf-8") if type(v) is str else _utf8(v)
+            # A compact ASCII str is handed over in place (Arena.text, inline).
+            if type(v) is str and ZERO_COPY and MEM[id(v) + _STATE_AT] & _COMPACT_ASCII == _COMPACT_ASCII:
+                n, p = len(v), id(v) + _STR_DATA
+            else:
+                n, p = arena.text(v)
             s = strs + i * _VAL
-            _put_kind_q(MEM, opts + i * _VAL - _BASE, _OPTION, s)
-            _put_kind_qq(MEM, s - _BASE, _STRING, len(data), arena.copy(data))
+            _put_option_string(MEM, opts + i * _VAL - _BASE, _OPTION, s)
+            _put_kind_qq(MEM, s - _BASE, _STRING, n, p)
         for j in range(np_):
             _lower_page(pages[j], arena, lists + j * _VAL)
         if now is None:
@@ -694,9 +1176,9 @@ class _ResultAnswers(_Result):
         if ne:
             bytes_ptr = arena.alloc(_VAL * ne)
             a = bytes_ptr - _BASE
-            MEM[a : a + _VAL * ne : _VAL] = bytes((_U8,)) * ne
+            MEM[a : a + _VAL * ne : _VAL] = _U8_KINDS[:ne]
             MEM[a + _OF : a + _VAL * ne : _VAL] = entropy
-        (l0, p0), (l1, p1), (l2, p2), (l3, p3) = self.names
+        (l0, p0), (l1, p1), (l2, p2), (l3, p3) = self.consts
         _put_answers(
             MEM,
             block - _BASE,
@@ -707,6 +1189,87 @@ class _ResultAnswers(_Result):
             l3, p3, _LIST, ne, bytes_ptr,
         )  # fmt: skip
         _put_kind_result(MEM, at - _BASE, _RESULT, True, block)
+
+
+#: The most entropy one read may ask for (WIT ``store.reads.entropy``).
+MAX_ENTROPY = 64
+
+# The answer block (Arena.answer): the result Val, the record Val, its four
+# entries, room for the option and string Vals of _ANSWER_VALUES values,
+# the clock's Val, then the entropy's u8 Vals (kinds set once).
+_ANSWER_VALUES = 4
+_ANSWER_RECORD = _VAL
+_ANSWER_ENTRIES = 2 * _VAL
+_ANSWER_OPTS = _ANSWER_ENTRIES + 4 * _ENTRY
+_ANSWER_STRS = _ANSWER_OPTS + _VAL * _ANSWER_VALUES
+_ANSWER_CLOCK = _ANSWER_STRS + _VAL * _ANSWER_VALUES
+_ANSWER_ENTROPY = _ANSWER_CLOCK + _VAL
+_ANSWER_SIZE = _ANSWER_ENTROPY + _VAL * MAX_ENTROPY
+
+
+def _compile_answer(nv: int) -> Callable[..., Any]:
+    """The lowering of an answer of ``nv`` values into an answer block at
+    ``b``: everything but the entropy bytes with one pack. ``None`` (then
+    the codec lowers it) for a value or clock the fast path does not take."""
+    g = _Gen()
+    g.ns["_encoded"] = _encoded
+    low = _Lowering(g)
+    vals = [g.name("v") for _ in range(nv)]
+    if nv:
+        low.emit(f"{', '.join(vals)}, = values")
+    opts, strs = [], []
+    for i, v in enumerate(vals):
+        o, n, p = g.name("o"), g.name("n"), g.name("p")
+        low.emit(f"if {v} is None:")
+        low.emit(f"    {o} = {n} = {p} = 0")
+        low.emit("else:")
+        inner = _Lowering(g)
+        tn, tp = inner.text(v)
+        low.lines += ["    " + line for line in inner.lines]
+        low.emit(f"    {n}, {p} = {tn}, {tp}")
+        low.emit(f"    {o} = b + {_ANSWER_STRS + i * _VAL}")
+        opts += [str(_OPTION), o]
+        strs += [str(_STRING), n, p]
+    low.emit("if now is None:")
+    low.emit("    at = now = 0")
+    low.emit(f"elif type(now) is int and 0 <= now < {1 << 64}:")
+    low.emit(f"    at = b + {_ANSWER_CLOCK}")
+    low.emit("else:")
+    low.emit("    return None")
+    low.emit("ne = len(entropy)")
+    low.emit(f"e = b + {_ANSWER_ENTROPY}")
+    low.emit("if ne:")
+    low.emit(f"    MEM[e - {_BASE - _OF} : e - {_BASE - _OF} + {_VAL} * ne : {_VAL}] = entropy")
+    low.emit("(l0, p0), (l1, p1), (l2, p2), (l3, p3) = names")
+    fmt = (
+        "<B7x?7xQ8x"  # the result: ok, the record
+        "B7xQQ8x"  # the record: 4 entries
+        "QQB7xQQ8x"  # values: list of nv options
+        "QQB7xQQ8x"  # pages: empty list
+        "QQB7xQ16x"  # now: option
+        "QQB7xQQ8x"  # entropy: list of ne u8
+        + "B7xQ16x" * nv
+        + "32x" * (_ANSWER_VALUES - nv)
+        + "B7xQQ8x" * nv
+        + "32x" * (_ANSWER_VALUES - nv)
+        + "B7xQ16x"  # the clock
+    )
+    args = [
+        str(_RESULT), "True", f"b + {_ANSWER_RECORD}",
+        str(_RECORD), "4", f"b + {_ANSWER_ENTRIES}",
+        "l0", "p0", str(_LIST), str(nv), f"b + {_ANSWER_OPTS}" if nv else "0",
+        "l1", "p1", str(_LIST), "0", "0",
+        "l2", "p2", str(_OPTION), "at",
+        "l3", "p3", str(_LIST), "ne", "e if ne else 0",
+        *opts, *strs,
+        str(_U64_KIND), "now",
+    ]  # fmt: skip
+    low.emit(f"{g.const(struct.Struct(fmt).pack_into, 'pack')}(MEM, b - {_BASE}, {', '.join(args)})")
+    low.emit("return True")
+    return g.define("answer", ["def answer(b, values, now, entropy, arena, names):"] + low.lines)
+
+
+_ANSWERS = [_compile_answer(nv) for nv in range(_ANSWER_VALUES + 1)]
 
 
 def _lower_page(page: Any, arena: Arena, at: int) -> None:
@@ -720,17 +1283,21 @@ def _lower_page(page: Any, arena: Arena, at: int) -> None:
         return
     tuples = arena.alloc(3 * _VAL * m)
     pairs = tuples + _VAL * m
+    text = arena.text
     for k in range(m):
         key, value = page[k]
-        kb = key.encode("utf-8") if type(key) is str else _utf8(key)
-        vb = value.encode("utf-8") if type(value) is str else _utf8(value)
+        kn, kp = text(key)
+        vn, vp = text(value)
         p = pairs + 2 * _VAL * k
         _put_kind_qq(MEM, tuples + k * _VAL - _BASE, _TUPLE, 2, p)
-        _put_pair(MEM, p - _BASE, _STRING, len(kb), arena.copy(kb), _STRING, len(vb), arena.copy(vb))
+        _put_pair(MEM, p - _BASE, _STRING, kn, kp, _STRING, vn, vp)
     _put_kind_qq(MEM, at - _BASE, _LIST, m, tuples)
 
 
 _put_pair = struct.Struct("<B7xQQ8xB7xQQ8x").pack_into
+_put_option_string = _put_kind_q
+#: The kind byte of as many u8 Vals as an answer's entropy has bytes.
+_U8_KINDS = bytes((_U8,)) * 256
 
 #: Record shapes with a specialised codec, by field names.
 _SPECIAL_RECORDS = {("keys", "ranges", "clock", "entropy"): _Reads}
@@ -789,9 +1356,13 @@ OK_NONE = (True, None)
 
 
 class FuncCodec:
-    """Parameter and result codecs of one component function."""
+    """Parameter and result codecs of one component function, and the
+    generated code that lowers its arguments and lifts its result."""
 
-    __slots__ = ("params", "result", "arity", "names", "ok_none")
+    __slots__ = (
+        "params", "result", "arity", "names", "ok_none", "c_ok_none", "c_arity", "lower_args", "lift_result",
+        "lift_arg", "lower_result",
+    )  # fmt: skip
 
     def __init__(self, fty: Any) -> None:
         params = fty.params
@@ -800,46 +1371,93 @@ class FuncCodec:
         result = fty.result
         self.result = codec_of(result) if result is not None else None
         self.arity = len(self.params)
+        self.c_arity = c_size_t(self.arity)
+        #: An export's arguments into an arena's slots (None: the codecs).
+        self.lower_args = _compile_lower(self.params)
+        self.lift_result = _compile_lift(self.result) if self.result is not None else None
+        #: A host function's one parameter (store.read, store.write).
+        self.lift_arg = _compile_lift(self.params[0]) if self.arity == 1 else None
+        #: A host function's result into a host arena: the ctypes address
+        #: of the Val to hand over.
+        self.lower_result = self.result.lower_fast if isinstance(self.result, _ResultAnswers) else self._lower_result
         # A frequent host result, lowered once: `store.write` answers it
         # every time it succeeds.
         self.ok_none = 0
+        self.c_ok_none: Any = None
         r = self.result
         if isinstance(r, _Result) and r.ok is None:
             self.ok_none = _CONSTANTS.alloc(_VAL)
-            self.result.lower(OK_NONE, _CONSTANTS, self.ok_none)
+            r.lower(OK_NONE, _CONSTANTS, self.ok_none)
+            self.c_ok_none = c_void_p(self.ok_none)
+
+
+    def _lower_result(self, value: Any, arena: Arena) -> Any:
+        self.result.lower(value, arena, arena.slots)  # type: ignore[union-attr]
+        return arena.c_out
 
 
 def _error(ptr: int) -> str:
     return str(wasmtime.WasmtimeError._from_ptr(ctypes.cast(ptr, ctypes.POINTER(ffi.wasmtime_error_t))))
 
 
+_ONE = c_size_t(1)
+_NONE_OUT = c_size_t(0)
+
+
 def call(func_ptr: int, context: int, codec: FuncCodec, args: Sequence[Any]) -> Any:
+    """Call an exported function by addresses, with this thread's arena
+    (for tests and tools; workers call :func:`call_export`)."""
+    return call_export(c_void_p(func_ptr), c_void_p(context), codec, args, _scratch.call)
+
+
+def call_export(c_func: Any, c_context: Any, codec: FuncCodec, args: Sequence[Any], arena: Arena) -> Any:
     """Call an exported function: lower ``args``, call, lift the result.
+    ``c_func`` and ``c_context`` are ``c_void_p`` made once; ``arena`` has
+    slots and is not in use by another call.
 
     Raises :class:`ArgError` / ``TypeError`` before entering wasm when an
     argument cannot be lowered (nothing ran), and :class:`Trap` when the call
     itself failed (the instance must then be discarded).
     """
-    n = codec.arity
-    arena = _scratch.call.reset()
-    params = arena.alloc(_VAL * n) if n else 0
-    for i, c in enumerate(codec.params):
-        c.lower(args[i], arena, params + i * _VAL)
-    result = codec.result
-    out = 0
-    if result is not None:
-        # wasmtime assigns the result (dropping what the slot held): zero it.
-        out = arena.alloc(_VAL)
-        MEM[out - _BASE : out - _BASE + _VAL] = _ZERO_VAL
-    err = _func_call(func_ptr, context, params or None, n, out or None, 1 if out else 0)
+    arena.reset()
+    lower = codec.lower_args
+    if lower is not None and lower(args, arena):
+        c_params = arena.c_params if codec.arity else None
+    else:
+        c_params = _lower_with_codecs(codec, args, arena)
+    # ctypes converts arguments fastest with no argtypes and every argument
+    # a ctypes object made once (argtypes cost ~5,000 instructions a call).
+    if codec.result is None:
+        err = _func_call(c_func, c_context, c_params, codec.c_arity, None, _NONE_OUT)
+        if err:
+            raise Trap(_error(err))
+        return None
+    err = _func_call(c_func, c_context, c_params, codec.c_arity, arena.c_out, _ONE)
     if err:
         raise Trap(_error(err))
-    if result is None:
-        return None
     try:
-        return result.lift(out)
+        return codec.lift_result(arena.slots)  # type: ignore[misc]
     finally:
-        val_delete(out)  # wasmtime's allocation
+        val_delete(arena.c_out)  # wasmtime's allocation
+
+
+def _lower_with_codecs(codec: FuncCodec, args: Sequence[Any], arena: Arena) -> Any:
+    """Lower the arguments with the codec objects (what the generated code
+    declined: they raise the errors), into the arena's slots."""
+    arena.reset()
+    # wasmtime assigns the result (dropping what the slot held): zero it.
+    MEM[arena.slots - _BASE : arena.slots - _BASE + _VAL] = _ZERO_VAL
+    n = codec.arity
+    if not n:
+        return None
+    if n <= MAX_PARAMS:
+        params, c_params = arena.slots + _VAL, arena.c_params
+    else:
+        params = arena.alloc(_VAL * n)
+        c_params = c_void_p(params)
+    for i, c in enumerate(codec.params):
+        c.lower(args[i], arena, params + i * _VAL)
+    return c_params
 
 
 #: A host function: receives the store context address and the lifted
@@ -876,21 +1494,16 @@ def _dispatch(data: int, context: int, _ty: int, args: int, nargs: int, results:
     # result is built in an arena and deep-copied into wasmtime's slot.
     try:
         fn, codec = _HOST_FNS[data]
-        params = codec.params
         if nargs == 1:  # store.read, store.write
-            value = fn(context, params[0].lift(args))
+            value = fn(context, codec.lift_arg(args))
         elif nargs == 0:
             value = fn(context)
         else:
-            value = fn(context, *[c.lift(args + i * _VAL) for i, c in enumerate(params)])
-        result = codec.result
-        if value is OK_NONE and codec.ok_none:
-            _val_clone(codec.ok_none, results)
-        elif result is not None:
-            arena = _scratch.host.reset()
-            tmp = arena.alloc(_VAL)
-            result.lower(value, arena, tmp)
-            _val_clone(tmp, results)
+            value = fn(context, *[c.lift(args + i * _VAL) for i, c in enumerate(codec.params)])
+        if value is OK_NONE and codec.c_ok_none is not None:
+            _val_clone(codec.c_ok_none, c_void_p(results))
+        elif codec.result is not None:
+            _val_clone(codec.lower_result(value, _scratch.host.reset()), c_void_p(results))
         return 0
     except BaseException as e:  # noqa: BLE001 - must never unwind into wasmtime
         return _trap_pointer(f"gak host function failed: {type(e).__name__}: {e}")
@@ -957,3 +1570,7 @@ def func_address(func: Any) -> int:
 def context_address(store: Any) -> int:
     """The address of a store's ``wasmtime_context_t``, stable for its life."""
     return ctypes.cast(store._context(), c_void_p).value or 0
+
+
+#: Made last: its arenas' layout uses constants defined throughout the module.
+_scratch = _Scratch()

@@ -22,6 +22,7 @@ seeded once per store, which ``fork()`` copies.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import threading
@@ -48,7 +49,7 @@ CONTRACT = f"{PACKAGE}@{VERSION}"
 #: represents them exactly); a clock past that is broken.
 MAX_NUMBER = (1 << 53) - 1
 #: The most entropy one read may ask for (WIT ``store.reads.entropy``).
-MAX_ENTROPY = 64
+MAX_ENTROPY = _abi.MAX_ENTROPY
 
 #: Live workers by store context address, for the host functions. Weak: a
 #: process-wide registry must not keep a dropped kernel's workers (and their
@@ -247,24 +248,33 @@ class Worker:
         # Without WASI state a WASI call aborts the process (wasmtime-py).
         self.store.set_wasi(wasi)
         self.context = _abi.context_address(self.store)
+        self.c_context = ctypes.c_void_p(self.context)
+        #: This worker's memory for its export calls' arguments (a worker
+        #: serves one call at a time): no thread-local lookup per call.
+        self.arena = _abi.Arena(slots=True)
         _register(self.context, self)
         try:
             self.instance = compiled.linker.instantiate(self.store, compiled.component)
         except wasmtime.WasmtimeError as e:
             _unregister(self.context)
             raise OpenError(f"instantiating the component: {e}") from e
-        self._funcs: dict[str, tuple[int, _abi.FuncCodec, Any]] = {}
+        self._funcs: dict[str, tuple[Any, _abi.FuncCodec, Any]] = {}
 
     def call(self, name: str, *args: Any) -> Any:
         """Call export ``interface#function`` with wire-form arguments."""
+        return self.call_with(name, args)
+
+    def call_with(self, name: str, args: Any) -> Any:
+        """:meth:`call` with the arguments as one sequence."""
         f = self._funcs.get(name)
         if f is None:
             index, codec = self.compiled.export(name)
             func = self.instance.get_func(self.store, index)
             if func is None:
                 raise OpenError(f"{name} is not a function")
-            f = self._funcs[name] = (_abi.func_address(func), codec, func)
-        return _abi.call(f[0], self.context, f[1], args)
+            # The func is kept: its C handle is what the c_void_p names.
+            f = self._funcs[name] = (ctypes.c_void_p(_abi.func_address(func)), codec, func)
+        return _abi.call_export(f[0], self.c_context, f[1], args, self.arena)
 
     def close(self) -> None:
         _unregister(self.context)

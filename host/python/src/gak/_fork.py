@@ -23,6 +23,8 @@ import os
 import threading
 import time
 
+_get_ident = threading.get_ident
+
 #: The process generation: bumped in a forked child, so pools can tell the
 #: parent's workers (its connections, its random state) without a syscall.
 FORKS = [0]
@@ -36,7 +38,15 @@ FORK_WAIT = 5.0
 
 class CallGate:
     """Counts kernel calls in progress per thread; ``fork()`` closes it and
-    waits until no other thread is inside one (new calls wait meanwhile)."""
+    waits until no other thread is inside one (new calls wait meanwhile).
+
+    Entering and leaving take no lock (they run twice per call): each
+    thread writes only its own entry of :attr:`_inside` (one dict item
+    operation, atomic), and checks the fork flag *after* its entry is
+    visible, while :meth:`close` raises the flag *before* it looks at the
+    entries. So either the fork sees the entry (and waits for the call) or
+    the entering thread sees the flag (and backs out to wait under the
+    lock); neither can miss the other."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
@@ -44,31 +54,46 @@ class CallGate:
         self._forking = False
 
     def enter(self) -> None:
-        me = threading.get_ident()
+        me = _get_ident()
+        inside = self._inside
+        n = inside.get(me, 0)
+        inside[me] = n + 1
+        # A thread already inside (a fork from inside a body) goes on.
+        if self._forking and not n:
+            self._wait_for_fork(me)
+
+    def _wait_for_fork(self, me: int) -> None:
         with self._cond:
-            while self._forking and me not in self._inside:
+            while self._forking:
+                # Back out (the fork may be waiting for this entry), wait,
+                # then enter again under the lock, where no fork can begin.
+                self._inside.pop(me, None)
+                self._cond.notify_all()
                 self._cond.wait()
             self._inside[me] = self._inside.get(me, 0) + 1
 
     def exit(self) -> None:
-        me = threading.get_ident()
-        with self._cond:
-            n = self._inside[me] - 1
-            if n:
-                self._inside[me] = n
-            else:
-                del self._inside[me]
-            if self._forking:
+        me = _get_ident()
+        inside = self._inside
+        n = inside[me] - 1
+        if n:
+            inside[me] = n
+        else:
+            del inside[me]
+        if self._forking:
+            with self._cond:
                 self._cond.notify_all()
 
     def close(self, timeout: float) -> bool:
         """Stop new calls and wait until only the calling thread is inside
         one; False when ``timeout`` passed first."""
-        me = threading.get_ident()
+        me = _get_ident()
         deadline = time.monotonic() + timeout
         with self._cond:
             self._forking = True
-            while any(t != me for t in self._inside):
+            # tuple(): a snapshot taken in one step, while other threads
+            # add and remove their own entries without the lock.
+            while any(t != me for t in tuple(self._inside)):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -83,7 +108,7 @@ class CallGate:
     def reset_in_child(self) -> None:
         # Only the forking thread exists in the child; its own calls (a fork
         # from inside a body) stay counted so their exits balance.
-        me = threading.get_ident()
+        me = _get_ident()
         self._cond = threading.Condition(threading.Lock())
         self._inside = {me: self._inside[me]} if me in self._inside else {}
         self._forking = False

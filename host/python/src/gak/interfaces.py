@@ -39,6 +39,7 @@ from .types import (
     TaskSeed,
     TaskState,
     Uncertain,
+    maker,
 )
 
 if TYPE_CHECKING:
@@ -74,16 +75,26 @@ def _lease_in(l: Lease) -> tuple[Any, ...]:
     return (l.key, l.resource, l.fence, l.holder, l.until)
 
 
+# The results every call returns, built without their dataclasses'
+# __init__ (see types.maker), and the enums by value without the Enum
+# call's lookup machinery (an unknown value still raises ValueError).
+_new_lease = maker(Lease)
+_new_task = maker(Task)
+_new_granted = maker(Granted)
+_new_replayed = maker(Replayed)
+_TASK_STATES: dict[str, TaskState] = {s.value: s for s in TaskState}
+
+
 def _lease_out(w: tuple[Any, ...]) -> Lease:
-    return Lease(*w)
+    return _new_lease(*w)  # type: ignore[no-any-return]
 
 
 def _acquired_out(w: tuple[str, Any]) -> Acquired:
     case, payload = w
     if case == "granted":
-        return Granted(_lease_out(payload))
+        return _new_granted(_new_lease(*payload))  # type: ignore[no-any-return]
     if case == "replayed":
-        return Replayed(payload)
+        return _new_replayed(payload)  # type: ignore[no-any-return]
     if case == "uncertain":
         return Uncertain(payload)
     if case == "in-flight":
@@ -95,7 +106,7 @@ def _acquired_out(w: tuple[str, Any]) -> Acquired:
 
 def _task_out(w: tuple[Any, ...]) -> Task:
     id, title, deps, state, owner, token, until, fence = w
-    return Task(id, title, deps, TaskState(state), owner, token, until, fence)
+    return _new_task(id, title, deps, _TASK_STATES.get(state) or TaskState(state), owner, token, until, fence)  # type: ignore[no-any-return]
 
 
 def _key_info_out(w: tuple[Any, ...]) -> KeyInfo:

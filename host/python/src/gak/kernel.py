@@ -235,11 +235,13 @@ class Kernel:
         13: it would need a second transaction while the body's holds the
         locks — a deadlock, or a hang on the memory store's lock) and one
         whose arguments are too large to lower (rule 16)."""
-        backend = self.backend
-        if any(b is backend for b in _BODIES.stack):
-            raise Refused(
-                "invalid-input", "a call from inside a body into the same kernel (it would wait for itself)"
-            )
+        stack = _BODIES.stack
+        if stack:
+            backend = self.backend
+            if any(b is backend for b in stack):
+                raise Refused(
+                    "invalid-input", "a call from inside a body into the same kernel (it would wait for itself)"
+                )
         if args:
             why = oversized(args, each)
             if why is not None:
@@ -268,13 +270,22 @@ class Kernel:
         fresh transaction after the previous one was rolled back.
         ``commit=False`` ends a successful call with a rollback (a dry run)."""
         self._admit()
+        return self._checked_out(call, commit, "", ())
+
+    def _checked_out(self, call: Optional[Callable[[_engine.Worker], Any]], commit: bool, name: str, args: Any) -> Any:
+        """:meth:`_attempts` on a worker checked out for it, inside the fork
+        gate. The call was admitted already."""
         GATE.enter()
         try:
             worker = self._pool.checkout()
             try:
-                return self._attempts(worker, call, commit)
+                return self._attempts(worker, call, commit, name, args)
             finally:
-                self._return(worker)
+                # _return, inline (it runs on every call).
+                if worker.trapped:
+                    self._pool.discard(worker)
+                else:
+                    self._pool.checkin(worker)
         finally:
             GATE.exit()
 
@@ -286,7 +297,17 @@ class Kernel:
         else:
             self._pool.checkin(worker)
 
-    def _attempts(self, worker: _engine.Worker, call: Callable[[_engine.Worker], Any], commit: bool) -> Any:
+    def _attempts(
+        self,
+        worker: _engine.Worker,
+        call: Optional[Callable[[_engine.Worker], Any]],
+        commit: bool,
+        name: str = "",
+        args: Any = (),
+    ) -> Any:
+        """The attempts of one call: ``call(worker)``, or (``call`` None) the
+        export ``name`` with ``args`` — what most calls are, without a
+        closure made for each."""
         session = worker.session
         attempt = 0
         while True:
@@ -305,7 +326,7 @@ class Kernel:
             except StoreFailure as e:
                 raise StorageError(str(e)) from e
             try:
-                ok, value = call(worker)
+                ok, value = worker.call_with(name, args) if call is None else call(worker)
             except _abi.Trap as e:
                 session.rollback()
                 worker.trapped = True
@@ -356,7 +377,7 @@ class Kernel:
 
     def _call(self, name: str, *args: Any) -> Any:
         self._admit(args)
-        return self._transact(lambda w: w.call(name, *args))
+        return self._checked_out(None, True, name, args)
 
     def _pure(self, name: str, *args: Any) -> Any:
         """Call an export that MUST NOT touch the store, without a transaction

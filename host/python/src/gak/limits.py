@@ -35,6 +35,13 @@ def oversized(args: Sequence[Any], each: bool = True) -> Optional[str]:
     """Why ``args`` (wire-form arguments: str, bytes, int, bool, None,
     tuples for records, lists) cannot be sent, or ``None``. ``each=False``
     bounds only the total, not each value and list."""
+    if _flat_within(args, MAX_VALUE if each else MAX_TOTAL):
+        return None
+    return _walk(args, each)
+
+
+def _walk(args: Sequence[Any], each: bool) -> Optional[str]:
+    """:func:`oversized` by walking every value."""
     value = MAX_VALUE if each else MAX_TOTAL
     items = MAX_ITEMS if each else 1 << 62
     total = 0
@@ -79,3 +86,41 @@ def oversized(args: Sequence[Any], each: bool = True) -> Optional[str]:
         if total > MAX_TOTAL:
             return f"the call's strings and bytes exceed {MAX_TOTAL} bytes"
     return None
+
+
+def _flat_within(args: Sequence[Any], value: int) -> bool:
+    """True when ``args`` are few ASCII strings no longer than ``value``,
+    ints within u64, ``None`` and bools, bare or in tuples (records) of
+    them — nearly every call — so :func:`oversized` need not walk them.
+    False means "walk them", not "too large". At most 64 strings of at
+    most 1 MiB each cannot exceed the 64 MiB total, so only their count is
+    bounded here."""
+    if len(args) > 8:
+        return False
+    strings = 0
+    for v in args:
+        t = type(v)
+        if t is str:
+            if len(v) > value or not v.isascii():
+                return False
+            strings += 1
+        elif t is int:
+            if not 0 <= v < _U64:
+                return False
+        elif t is tuple:
+            if len(v) > 8:
+                return False
+            for w in v:
+                u = type(w)
+                if u is str:
+                    if len(w) > value or not w.isascii():
+                        return False
+                    strings += 1
+                elif u is int:
+                    if not 0 <= w < _U64:
+                        return False
+                elif w is not None and u is not bool:
+                    return False
+        elif v is not None and t is not bool:
+            return False
+    return strings * value <= MAX_TOTAL

@@ -1,0 +1,225 @@
+"""The hot path's shortcuts agree with what they stand in for: the code
+gak._abi generates per export (arguments lowered with one pack, results
+lifted with one unpack per record, texts handed over in place) with the
+codec objects, the read answer's one-pack lowering with the generic
+codec, the admission fast path with the full walk of gak.limits, and
+types.maker with the dataclasses' own constructors."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Iterator
+
+import pytest
+
+from gak import _abi, _engine
+from gak.component import find_component
+from gak.limits import MAX_TOTAL, MAX_VALUE, _flat_within, _walk, oversized
+from gak.types import Granted, KeyInfo, KeyState, Lease, Replayed, RetrySafety, Task, TaskState, maker
+
+_TEXTS = ["", "t1", "".join(["run", "-", "7"]), "é", "\U0001f600 x", "k" * 5000, "ünïcödé" * 300]
+
+
+def _samples(codec: _abi.Codec, i: int) -> Any:
+    """The ``i``-th of several values of ``codec``'s type (cycling through
+    edge cases: empty and long texts, non-ASCII, bounds, absent options)."""
+    t = type(codec)
+    if t is _abi._String:
+        return _TEXTS[i % len(_TEXTS)]
+    if t is _abi._U64Codec:
+        return [0, 1, (1 << 53) - 1, (1 << 64) - 1, 60_000][i % 5]
+    if t is _abi._U32Codec:
+        return [0, 1, (1 << 32) - 1, 100][i % 4]
+    if t is _abi._U8Codec:
+        return [0, 255, 16][i % 3]
+    if t is _abi._Bool:
+        return i % 2 == 0
+    if t is _abi._Enum:
+        names = sorted(codec.names)  # type: ignore[attr-defined]
+        return names[i % len(names)]
+    if t is _abi._Bytes:
+        return [b"", b"\x00\xff", bytes(range(256)), b"ok"][i % 4]
+    if t is _abi._Option:
+        return None if i % 3 == 0 else _samples(codec.inner, i // 3 + i)  # type: ignore[attr-defined]
+    if t in (_abi._Record, _abi._Reads):
+        return tuple(_samples(f, i + j) for j, f in enumerate(codec.fields))  # type: ignore[attr-defined]
+    if t is _abi._Tuple:
+        return tuple(_samples(e, i + j) for j, e in enumerate(codec.elems))  # type: ignore[attr-defined]
+    if t in (_abi._List, _abi._Changes):
+        return [_samples(codec.elem, i + j) for j in range(i % 3)]  # type: ignore[attr-defined]
+    if t in (_abi._Result, _abi._ResultAnswers):
+        ok, err = codec.ok, codec.err  # type: ignore[attr-defined]
+        if i % 4 == 3:
+            return (False, None if err is None else _samples(err, i))
+        return (True, None if ok is None else _samples(ok, i))
+    if t is _abi._Variant:
+        cases = sorted(codec.cases.items())  # type: ignore[attr-defined]
+        tag, (_, c) = cases[i % len(cases)]
+        return (tag, None if c is None else _samples(c, i))
+    raise AssertionError(f"no samples for {t.__name__}")
+
+
+def _exports() -> Iterator[tuple[str, _abi.FuncCodec]]:
+    compiled = _engine.compiled(find_component())
+    for qualified, item in compiled.component.type.exports(compiled.engine).items():
+        iface = qualified.partition("/")[2].partition("@")[0]
+        for fn, member in item.ty.exports(compiled.engine).items():
+            if hasattr(member.ty, "params"):  # functions, not the types the interface exports
+                yield f"{iface}#{fn}", compiled.export(f"{iface}#{fn}")[1]
+
+
+EXPORTS = sorted(_exports(), key=lambda e: e[0])
+
+
+def _params(arena: _abi.Arena, codec: _abi.FuncCodec) -> list[Any]:
+    """The parameter Vals in an arena's slots, lifted by the codecs."""
+    return [c.lift(arena.slots + _abi._VAL * (1 + i)) for i, c in enumerate(codec.params)]
+
+
+@pytest.mark.parametrize("zero_copy", [True, False], ids=["in-place", "copied"])
+@pytest.mark.parametrize(("name", "codec"), EXPORTS, ids=[e[0] for e in EXPORTS])
+def test_generated_lowering_writes_what_the_codecs_write(
+    name: str, codec: _abi.FuncCodec, zero_copy: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if zero_copy and not _abi.ZERO_COPY:
+        pytest.skip("this interpreter's strings are not laid out as gak._abi expects")
+    monkeypatch.setattr(_abi, "ZERO_COPY", zero_copy)
+    lower = _abi._compile_lower(codec.params)  # compiled for this mode
+    assert lower is not None
+    for i in range(12):
+        args = tuple(_samples(c, i) for c in codec.params)
+        fast, slow = _abi.Arena(slots=True), _abi.Arena(slots=True)
+        _abi.MEM[fast.slots - _abi._BASE] = 0xFF  # a result slot's kind left by a previous call
+        assert lower(args, fast) is True
+        assert _abi.MEM[fast.slots - _abi._BASE] == 0  # zeroed: wasmtime drops what it assigns over
+        _abi._lower_with_codecs(codec, args, slow)
+        assert _params(fast, codec) == _params(slow, codec) == list(args)
+
+
+@pytest.mark.parametrize(("name", "codec"), EXPORTS, ids=[e[0] for e in EXPORTS])
+def test_generated_lifting_reads_what_the_codecs_read(name: str, codec: _abi.FuncCodec) -> None:
+    assert codec.result is not None and codec.lift_result is not None
+    for i in range(12):
+        value = _samples(codec.result, i)
+        arena = _abi.Arena()
+        at = arena.alloc(_abi._VAL)
+        codec.result.lower(value, arena, at)
+        assert codec.lift_result(at) == codec.result.lift(at) == value
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("a", "\ud800", 1),  # a lone surrogate: the codecs' ArgError
+        ("a", "w", 1 << 64),  # out of range
+        ("a", "w", True),  # a bool is no u64 (TypeError)
+        ("a", "w", -1),
+        (type("S", (str,), {})("a"), "w", 1),  # a str subclass: not compact, sent by the codecs
+        ("a", "w"),  # too few
+    ],
+    ids=["surrogate", "u64-overflow", "bool", "negative", "str-subclass", "arity"],
+)
+def test_generated_lowering_declines_what_it_does_not_take(args: tuple[Any, ...]) -> None:
+    codec = dict(EXPORTS)["taskboard#claim"]
+    assert codec.lower_args is not None
+    assert codec.lower_args(args, _abi.Arena(slots=True)) is None
+    arena = _abi.Arena(slots=True)
+    if isinstance(args[0], str) and type(args[0]) is not str:
+        _abi._lower_with_codecs(codec, args, arena)  # the codecs send it
+        assert _params(arena, codec) == list(args)
+    else:
+        with pytest.raises((_abi.ArgError, TypeError, IndexError)):
+            _abi._lower_with_codecs(codec, args, arena)
+
+
+def test_text_is_handed_over_in_place_only_when_compact_ascii() -> None:
+    arena = _abi.Arena()
+    ascii_ = "".join(["ab", "c"])
+    n, at = arena.text(ascii_)
+    assert (n, at) == (3, id(ascii_) + _abi._STR_DATA) or not _abi.ZERO_COPY
+    for text in ["é" * 3, type("S", (str,), {})("abc"), ""]:
+        n, at = arena.text(text)
+        assert _abi.MEM[at - _abi._BASE : at - _abi._BASE + n].tobytes() == str(text).encode()
+    assert _abi.ZERO_COPY == _abi._layout_holds()
+    if sys.implementation.name == "cpython" and sys.version_info < (3, 14) and not hasattr(sys, "_is_gil_enabled"):
+        assert _abi.ZERO_COPY  # the interpreters this package is tested on
+
+
+def _read_codec() -> _abi._ResultAnswers:
+    compiled = _engine.compiled(find_component())
+    store = compiled.component.type.imports(compiled.engine)[f"gak:kernel/store@{_engine.VERSION}"].ty
+    codec = _abi.FuncCodec(store.exports(compiled.engine)["read"].ty).result
+    assert isinstance(codec, _abi._ResultAnswers)
+    return codec
+
+
+@pytest.mark.parametrize(
+    ("value", "fast"),
+    [
+        ((True, ([], [], None, b"")), True),
+        ((True, (['{"v":1}'], [], 1_796_180_824_502, bytes(range(16)))), True),
+        ((True, ([None, "é" * 300, "".join(["{", "}"]), ""], [], (1 << 64) - 1, b"\x00" * 64)), True),
+        ((True, ([None], [[("a", "{}")]], 5, b"")), False),  # pages: the codec
+        ((True, (["1", "2", "3", "4", "5"], [], 5, b"")), False),  # five values: the codec
+        ((False, ("conflict", "busy")), False),
+    ],
+)
+def test_answers_lowered_in_one_pack_read_back_as_sent(value: Any, fast: bool) -> None:
+    codec = _read_codec()
+    arena = _abi.Arena(8192, slots=True, answer=True)
+    for _ in range(2):  # the second time over what the first left in the block
+        c = codec.lower_fast(value, arena.reset())
+        assert (c is arena.c_answer) == fast
+        assert codec.lift(c.value) == value
+
+
+def test_the_admission_fast_path_never_passes_what_the_walk_refuses() -> None:
+    big = "x" * MAX_VALUE
+    cases: list[tuple[Any, ...]] = [
+        ("t1", "w", 60_000),
+        (("k", "r", "safe", None), 1),
+        (big, "w", 1),
+        (big + "x", "w", 1),
+        ("é" * (MAX_VALUE // 2 + 1),),
+        ("\ud800",),
+        ((1 << 64) - 1,),
+        (1 << 64,),
+        (-1,),
+        (True, None, False),
+        (("a", (1 << 64)),),
+        (("a", ["nested"]),),
+        ([1, 2],),
+        (b"bytes",),
+        tuple(big for _ in range(8)),
+        (TaskState.OPEN,),
+    ]
+    for args in cases:
+        for each in (True, False):
+            walked = _walk(args, each)
+            assert oversized(args, each) == walked, args[:1]
+            if _flat_within(args, MAX_VALUE if each else MAX_TOTAL):
+                assert walked is None
+    assert oversized((big + "x", "w", 1)) is not None
+    assert oversized(("t1", "w", 60_000)) is None
+
+
+def test_maker_builds_the_same_instances() -> None:
+    lease = ("k", "r", 3, "holder", 99)
+    assert maker(Lease)(*lease) == Lease(*lease)
+    assert hash(maker(Lease)(*lease)) == hash(Lease(*lease))
+    task = ("t1", "", ["d"], TaskState.CLAIMED, "w", "tok", 5, 1)
+    made = maker(Task)(*task)
+    assert made == Task(*task) and repr(made) == repr(Task(*task)) and type(made) is Task
+    assert maker(Granted)(maker(Lease)(*lease)) == Granted(Lease(*lease))
+    assert maker(Replayed)(b"ok") == Replayed(b"ok")
+    info = ("k", KeyState.CLEARED, RetrySafety.SAFE, None, "r", None, None, None, None)
+    assert maker(KeyInfo)(*info) == KeyInfo(*info)
+    with pytest.raises(AttributeError):
+        made.id = "other"  # still frozen
+
+    class Checked:
+        def __post_init__(self) -> None:
+            pass
+
+    with pytest.raises(TypeError):
+        maker(Checked)
