@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-call latency of the three hosts side by side, from one run.
+"""Per-call latency of the hosts side by side, from one run.
 
     python3 host/latency.py [N]        (or: just latency-hosts N)
 
@@ -8,14 +8,17 @@ Runs, one after another on the same machine, the latency tool of each host:
 - Rust:       cargo run --release -p gak-examples --example latency -- N
 - Python:     host/python/.venv/bin/python host/python/tools/latency.py N
 - JavaScript: node host/js/bench/latency.mjs N
+- Go:         go run ./cmd/gak-latency N (in host/go, cgo over target/release/libgak.a)
+- C:          host/c/bench/latency.c, compiled by cc against target/release/libgak.a
 
 and prints one table of wall-clock microseconds per call, by operation and
 store, with each host's ratio to the Rust host. Every tool embeds the same
 component file and makes the same calls on the same stores (memory:, SQLite
 with synchronous=FULL and NORMAL; the Rust tool adds PostgreSQL and the async
-API). The Python and JavaScript environments are the ones `cargo test`
-creates (host/python/.venv, host/js/node_modules and host/js/gen); run the
-test command once first. A host whose tool cannot run is reported and left
+API; Go and C run the Rust host itself through libgak's C ABI). The Python
+and JavaScript environments are the ones `cargo test` creates
+(host/python/.venv, host/js/node_modules and host/js/gen); run the test
+command once first. libgak is built here (cargo build --release -p gak-c). A host whose tool cannot run is reported and left
 out, never guessed.
 
 Speed is measured here, never asserted: run it on a quiet machine.
@@ -57,11 +60,13 @@ def parse(text: str) -> dict[tuple[str, str], float]:
     return figures
 
 
-def run(name: str, cmd: list[str], env: dict[str, str] | None = None) -> dict[tuple[str, str], float]:
+def run(
+    name: str, cmd: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> dict[tuple[str, str], float]:
     print(f"[{name}] {' '.join(cmd)}", file=sys.stderr, flush=True)
     try:
         out = subprocess.run(
-            cmd, cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True, text=True, check=False
+            cmd, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True, check=False
         )
     except OSError as e:
         print(f"[{name}] cannot run: {e}", file=sys.stderr)
@@ -70,6 +75,29 @@ def run(name: str, cmd: list[str], env: dict[str, str] | None = None) -> dict[tu
         print(f"[{name}] failed (exit {out.returncode}):\n{out.stderr[-2000:]}", file=sys.stderr)
         return {}
     return parse(out.stdout)
+
+
+NATIVE_LIBS = ["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl"]
+
+
+def build_libgak(target: Path) -> Path | None:
+    """target/release/libgak.a, built now; None when cargo fails."""
+    print("[libgak] cargo build --release -p gak-c", file=sys.stderr, flush=True)
+    out = subprocess.run(["cargo", "build", "--release", "-q", "-p", "gak-c"], cwd=ROOT, check=False)
+    lib = target / "release"
+    return lib if out.returncode == 0 and (lib / "libgak.a").exists() else None
+
+
+def build_c(lib: Path | None) -> list[str] | None:
+    """The C latency tool, compiled against libgak.a."""
+    if lib is None:
+        return None
+    exe = lib / "gak-latency-c"
+    cmd = ["cc", "-O2", "host/c/bench/latency.c", "-Ihost/c/include", str(lib / "libgak.a"), *NATIVE_LIBS, "-o", str(exe)]
+    print(f"[C] {' '.join(cmd)}", file=sys.stderr, flush=True)
+    if subprocess.run(cmd, cwd=ROOT, check=False).returncode != 0:
+        return None
+    return [str(exe)]
 
 
 def main() -> int:
@@ -94,6 +122,11 @@ def main() -> int:
             {"GAK_COMPONENT": component},
         ),
     }
+    lib = build_libgak(target)
+    go_env = {"CGO_LDFLAGS": f"-L{lib}", "CGO_ENABLED": "1", "GOFLAGS": "-mod=readonly", "GOPROXY": "off"}
+    hosts["Go"] = run("Go", ["go", "run", "./cmd/gak-latency", n], go_env, ROOT / "host" / "go") if lib else {}
+    c_tool = build_c(lib)
+    hosts["C"] = run("C", [*c_tool, n]) if c_tool else {}
     rows: list[tuple[str, str]] = []
     for figures in hosts.values():
         rows.extend(key for key in figures if key not in rows)
@@ -104,7 +137,7 @@ def main() -> int:
     head += "".join(f"{h + '/Rust':>12}" for h in names[1:])
     print(
         f"per-call wall time, N={n}, one run of each tool "
-        "(Rust: one round after N/10 warm-up calls; Python: best of 3 rounds; "
+        "(Rust, Go, C: one round after N/10 warm-up calls; Python: best of 3 rounds; "
         "JS: median of 3 rounds after 5,000 warm-up calls)"
     )
     print(head)

@@ -147,3 +147,28 @@ pub fn compile(source: &Path, out: &Path, defines: &[&str]) -> Result<(), String
     }
     Ok(())
 }
+
+/// Does `stdout` hold what `host/latency.py` parses — a `-- STORE` line
+/// for `store`, then `LABEL  N µs/op` for `label` — with a figure above 0?
+pub fn latency_line(stdout: &str, store: &str, label: &str) -> bool {
+    let mut current = "";
+    for line in stdout.lines() {
+        if let Some(s) = line.strip_prefix("-- ") {
+            current = s;
+            continue;
+        }
+        let Some((head, _)) = line.split_once(" µs/op") else {
+            continue;
+        };
+        let mut words = head.rsplitn(2, char::is_whitespace);
+        let figure: f64 = words
+            .next()
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0.0);
+        let name = words.next().unwrap_or_default().trim();
+        if current.starts_with(store) && name == label && figure > 0.0 {
+            return true;
+        }
+    }
+    false
+}

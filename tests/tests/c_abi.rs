@@ -8,6 +8,9 @@
 //!   `gak_task_clear` left out must be caught (the negative control);
 //! - `demo_on_memory|sqlite|postgres`: the six-step demo story
 //!   (`host/c/examples/demo.c`) through `gak.h` alone;
+//! - `readme_snippet`: the README's "Embed it from C" program;
+//! - `latency_tool`: `host/c/bench/latency.c` prints what
+//!   `host/latency.py` parses;
 //! - `every_export_is_exercised_from_c`: each function the header declares
 //!   is called by one of the two programs;
 //! - `every_export_catches_panics`: each exported function of the crate runs
@@ -121,6 +124,55 @@ fn check_demo(store: &str) {
     }
 }
 
+/// The README's "Embed it from C", compiled and run.
+fn readme_snippet() {
+    let readme =
+        std::fs::read_to_string(gak_tests::pyenv::repo().join("README.md")).expect("README");
+    let section = readme
+        .split("## Embed it from C")
+        .nth(1)
+        .expect("README has \"Embed it from C\"");
+    let code = section
+        .split("```c\n")
+        .nth(1)
+        .and_then(|s| s.split("```").next())
+        .expect("a ```c block in the section");
+    let want = code
+        .split("/* prints: ")
+        .nth(1)
+        .and_then(|s| s.split(" */").next())
+        .expect("the snippet says what it prints");
+    let dir = scratch("readme");
+    std::fs::write(dir.join("app.c"), code).expect("app.c");
+    let app = dir.join("app");
+    cenv::compile(&dir.join("app.c"), &app, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let out = run(&app, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        cenv::report("the README's C program", &out)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), want);
+}
+
+/// `host/c/bench/latency.c` runs and prints what `host/latency.py` parses.
+fn latency_tool() {
+    let tool = build("bench/latency.c", "latency", &[]);
+    let out = run(&tool, &["20"]);
+    assert!(out.status.success(), "{}", cenv::report("latency", &out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for (store, label) in [
+        ("memory:", "taskboard.claim (fresh task)"),
+        ("sqlite:", "sideeffect.acquire (fresh key)"),
+        ("memory:", "checkpoint.build-plan (3 steps, pure)"),
+    ] {
+        assert!(
+            cenv::latency_line(&stdout, store, label),
+            "no {label:?} on {store}:\n{stdout}"
+        );
+    }
+}
+
 /// The function names `gak.h` declares.
 fn header_functions() -> Vec<String> {
     let header = std::fs::read_to_string(cenv::package().join("include/gak.h")).expect("gak.h");
@@ -213,6 +265,8 @@ fn main() {
     suite.needs(cc, "c_abi::leaksanitizer_catches_a_forgotten_clear", |_| {
         leaksanitizer_catches_a_forgotten_clear()
     });
+    suite.needs(cc, "c_abi::readme_snippet", |_| readme_snippet());
+    suite.needs(cc, "c_abi::latency_tool", |_| latency_tool());
     suite.needs(cc, "c_abi::demo_on_memory", |_| check_demo("memory:"));
     suite.needs(cc, "c_abi::demo_on_sqlite", |_| {
         let db = scratch("demo-sqlite").join("demo.db");

@@ -12,7 +12,8 @@
 //!   cases that apply to this host (the rest are skipped, each with its
 //!   reason, and only the scripted-store ones may be);
 //! - `readme_snippet`: the README's "Embed it from Go" code, in a fresh
-//!   module set up as the README says.
+//!   module set up as the README says;
+//! - `latency_tool`: `cmd/gak-latency` prints what `host/latency.py` parses.
 //!
 //! Without Go 1.19+ every trial is reported ignored, with the reason; under
 //! `CI=true` they fail instead.
@@ -193,6 +194,22 @@ fn host_protocol(dsn: Option<&str>) {
     }
 }
 
+/// `cmd/gak-latency` runs and prints what `host/latency.py` parses.
+fn latency_tool() {
+    let out = go(&["run", "./cmd/gak-latency", "20"], &goenv::package(), &[]);
+    let stdout = succeeded("go run ./cmd/gak-latency 20", &out);
+    for (store, label) in [
+        ("memory:", "taskboard.claim (fresh task)"),
+        ("sqlite:", "sideeffect.acquire (fresh key)"),
+        ("memory:", "sideeffect.acquire (replayed key)"),
+    ] {
+        assert!(
+            cenv::latency_line(&stdout, store, label),
+            "no {label:?} on {store}:\n{stdout}"
+        );
+    }
+}
+
 /// The README's "Embed it from Go": its code block in a new module, set up
 /// with the README's commands.
 fn readme_snippet() {
@@ -263,5 +280,6 @@ fn main() {
         host_protocol(Some(dsn))
     });
     suite.needs(go, "go::readme_snippet", |_| readme_snippet());
+    suite.needs(go, "go::latency_tool", |_| latency_tool());
     suite.run();
 }
