@@ -1,6 +1,8 @@
 //! Rust and Python workers AT THE SAME TIME on one SQLite file and on one
-//! PostgreSQL schema, and Rust, Python and JavaScript workers on one SQLite
-//! file (the JavaScript host has no PostgreSQL binding yet) — protocol v1,
+//! PostgreSQL schema, Rust, Python and JavaScript workers on one SQLite
+//! file (the JavaScript host has no PostgreSQL binding yet), and all four
+//! languages — Rust, Python, JavaScript, Go — on one SQLite file, with
+//! Rust, Python and Go on one PostgreSQL schema — protocol v1,
 //! `host/HOSTS.md` — then the audit of `gak_tests::xlang`. Another host
 //! language joins by adding its `WorkerCmd`.
 use std::path::Path;
@@ -8,7 +10,7 @@ use std::path::Path;
 use gak::blocking::Kernel;
 use gak_tests::pyenv::{self, Ready, gate};
 use gak_tests::xlang::{self, Event, Params, WorkerCmd};
-use gak_tests::{jsenv, pg};
+use gak_tests::{goenv, jsenv, pg};
 use libtest_mimic::{Arguments, Failed, Trial};
 
 /// Sized so that the workers' phases overlap. A Python worker needs ~0.3 s
@@ -75,6 +77,77 @@ fn three_languages(r: &Ready) -> Vec<WorkerCmd> {
             _ => js.clone(),
         })
         .collect()
+}
+
+/// The Go worker: `gak xworker` (`host/go/cmd/gak`), lines in `lang` "go".
+fn go_worker(g: &goenv::Ready) -> WorkerCmd {
+    WorkerCmd::new("go", &g.bin, &["xworker"])
+}
+
+/// Two workers of each of the four languages, interleaved.
+fn four_languages(r: &Ready, g: &goenv::Ready) -> Vec<WorkerCmd> {
+    let three = three_languages(r);
+    let (python, rust, js) = (three[0].clone(), three[1].clone(), three[2].clone());
+    let go = go_worker(g);
+    (0..8)
+        .map(|i| match i % 4 {
+            0 => python.clone(),
+            1 => go.clone(),
+            2 => rust.clone(),
+            _ => js.clone(),
+        })
+        .collect()
+}
+
+/// Two Rust, two Python and two Go workers, interleaved.
+fn rust_python_go(r: &Ready, g: &goenv::Ready) -> Vec<WorkerCmd> {
+    let both = workers(r);
+    let (python, rust, go) = (both[0].clone(), both[1].clone(), go_worker(g));
+    (0..6)
+        .map(|i| match i % 3 {
+            0 => python.clone(),
+            1 => go.clone(),
+            _ => rust.clone(),
+        })
+        .collect()
+}
+
+/// Rust, Python, JavaScript and Go workers on one SQLite file.
+fn sqlite_four_languages((r, g): &(Ready, goenv::Ready)) -> Result<(), Failed> {
+    let dir = tempfile::tempdir()?;
+    let url = format!(
+        "sqlite:{}?synchronous=normal",
+        dir.path().join("x4.db").display()
+    );
+    let open = || Kernel::open(&url).map_err(|e| e.to_string());
+    let summary = xlang::run(&url, open, &four_languages(r, g), SQLITE)?;
+    report("sqlite, four languages", &summary);
+    Ok(())
+}
+
+/// Rust, Python and Go workers on one PostgreSQL schema.
+fn postgres_three_languages((r, g, dsn): &(Ready, goenv::Ready, String)) -> Result<(), Failed> {
+    let schema = pg::Schema::new(dsn, "xlang3");
+    let open = || Ok(schema.kernel());
+    let summary = xlang::run(&schema.url, open, &rust_python_go(r, g), POSTGRES)?;
+    report("postgres, rust python go", &summary);
+    Ok(())
+}
+
+/// A Go trial: gated like the others when Go (or what else it needs) is
+/// missing, but failed — never ignored — when Go is there and the Go tool
+/// or libgak does not build.
+fn gate_go<T: Clone + Send + 'static>(
+    name: &str,
+    need: &Result<T, String>,
+    body: impl FnOnce(&T) -> Result<(), Failed> + Send + 'static,
+) -> Trial {
+    if goenv::toolchain().is_ok()
+        && let Err(why) = goenv::ready()
+    {
+        return Trial::test(name, move || Err(why.into()));
+    }
+    gate(name, need, body)
 }
 
 fn report(store: &str, summary: &xlang::Summary) {
@@ -201,6 +274,10 @@ fn main() {
     let with_js = ready
         .clone()
         .and_then(|r| jsenv::ready(&target).map(|()| r));
+    let with_js_go = with_js.clone().and_then(|r| goenv::ready().map(|g| (r, g)));
+    let with_pg_go = with_pg
+        .clone()
+        .and_then(|(r, dsn)| goenv::ready().map(|g| (r, g, dsn)));
     let trials = vec![
         Trial::test(
             "xlang::audit_rejects_a_serial_run",
@@ -215,6 +292,16 @@ fn main() {
         gate("xlang::postgres_rust3_python3", &with_pg, |(r, dsn)| {
             postgres(r, dsn)
         }),
+        gate_go(
+            "xlang::sqlite_rust2_python2_js2_go2",
+            &with_js_go,
+            sqlite_four_languages,
+        ),
+        gate_go(
+            "xlang::postgres_rust2_python2_go2",
+            &with_pg_go,
+            postgres_three_languages,
+        ),
     ];
     libtest_mimic::run(&args, trials).exit();
 }
