@@ -5,7 +5,7 @@ default:
 
 # run the demo on an embedded SQLite file
 demo *ARGS:
-    cargo run -p gak -- demo {{ARGS}}
+    cargo run -p gak-cli -- demo {{ARGS}}
 
 # lint, then every test suite
 test: lint
@@ -18,7 +18,7 @@ lint:
 
 # replay the built-in vectors (or given files) against a store
 conformance STORE="memory:" *PATHS:
-    cargo run -p gak -- conformance --store {{STORE}} {{PATHS}}
+    cargo run -p gak-cli -- conformance --store {{STORE}} {{PATHS}}
 
 # the property and fuzz suites, much longer than in `test`
 soak CASES="5000":
@@ -26,7 +26,7 @@ soak CASES="5000":
 
 # the kernel beside native, SQL and ceiling baselines: `just bench --store sqlite:/tmp/b.db` (see README, "Benchmark")
 bench *ARGS:
-    cargo run --release -p gak -- bench {{ARGS}}
+    cargo run --release -p gak-cli -- bench {{ARGS}}
 
 # per-operation latency through the component on every binding
 latency N="5000":
@@ -34,11 +34,11 @@ latency N="5000":
 
 # operate a store: `just gak tasks list --store sqlite:ops.db` (see README, "Operating gak")
 gak *ARGS:
-    cargo run -q -p gak -- {{ARGS}}
+    cargo run -q -p gak-cli -- {{ARGS}}
 
 # write the component and its WIT package for hosts in other languages
 component OUT="target/component/gak.wasm" WIT="target/component/wit":
-    cargo run -q -p gak -- component --out {{OUT}} --wit {{WIT}}
+    cargo run -q -p gak-cli -- component --out {{OUT}} --wit {{WIT}}
 
 # per-call latency of the Rust, Python and JavaScript hosts side by side, one run
 latency-hosts N="5000":

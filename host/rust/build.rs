@@ -21,8 +21,6 @@ const TARGET: &str = "wasm32-wasip2";
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
-    embed_vectors(&manifest.join("vectors"));
-    embed_wit(&manifest.join("wit"));
     println!("cargo:rerun-if-changed={}", manifest.join("wit").display());
     println!("cargo:rerun-if-env-changed=GAK_COMPONENT_WASM_OVERRIDE");
     if let Ok(path) = env::var("GAK_COMPONENT_WASM_OVERRIDE") {
@@ -140,50 +138,4 @@ fn ensure_target() {
             "the {TARGET} target is missing and `rustup target add {TARGET}` failed; install it by hand"
         );
     }
-}
-
-/// Embed `wit/*.wit` for `gak component --wit DIR`, so the binary carries the
-/// contract its component implements, whatever the checkout it runs beside.
-fn embed_wit(dir: &Path) {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    files.retain(|p| p.extension().is_some_and(|e| e == "wit"));
-    files.sort();
-    assert!(!files.is_empty(), "no WIT files in {}", dir.display());
-    let mut code = String::from("[\n");
-    for f in &files {
-        println!("cargo:rerun-if-changed={}", f.display());
-        let name = f.file_name().expect("a file").to_string_lossy();
-        code.push_str(&format!(
-            "    ({name:?}, include_str!({:?})),\n",
-            f.display().to_string()
-        ));
-    }
-    code.push(']');
-    let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets it")).join("builtin_wit.rs");
-    std::fs::write(out, code).expect("cannot write builtin_wit.rs");
-}
-
-/// Embed `vectors/*.json` (the repository's `tests/vectors`) as the
-/// built-in conformance suite.
-fn embed_vectors(dir: &Path) {
-    println!("cargo:rerun-if-changed={}", dir.display());
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    files.retain(|p| p.extension().is_some_and(|e| e == "json"));
-    files.sort();
-    let mut code = String::from("[\n");
-    for f in &files {
-        println!("cargo:rerun-if-changed={}", f.display());
-        let name = f.file_name().expect("a file").to_string_lossy();
-        code.push_str(&format!(
-            "    ({name:?}, include_str!({:?})),\n",
-            f.display().to_string()
-        ));
-    }
-    code.push(']');
-    let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets it")).join("builtin_vectors.rs");
-    std::fs::write(out, code).expect("cannot write builtin_vectors.rs");
 }

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 /// The `gak` binary: `GAK_BIN` when set, else built (or found fresh) by
-/// `cargo build -p gak --bin gak`. Cargo gives a package's tests only its
-/// own binaries (`CARGO_BIN_EXE_*`), and `gak` belongs to the `gak` package.
+/// `cargo build -p gak-cli --bin gak`. Cargo gives a package's tests only
+/// its own binaries (`CARGO_BIN_EXE_*`), and `gak` belongs to `gak-cli`.
 pub fn gak_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
@@ -23,7 +23,7 @@ pub fn gak_bin() -> &'static Path {
             .args([
                 "build",
                 "-p",
-                "gak",
+                "gak-cli",
                 "--bin",
                 "gak",
                 "--message-format=json",
@@ -34,7 +34,10 @@ pub fn gak_bin() -> &'static Path {
             build.arg("--release");
         }
         let out = build.output().expect("run cargo to build the gak binary");
-        assert!(out.status.success(), "cargo build -p gak --bin gak failed");
+        assert!(
+            out.status.success(),
+            "cargo build -p gak-cli --bin gak failed"
+        );
         let stdout = String::from_utf8_lossy(&out.stdout);
         stdout
             .lines()

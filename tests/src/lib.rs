@@ -4,8 +4,8 @@
 use std::sync::{Arc, Barrier, Mutex};
 
 use gak::blocking::Kernel;
-use gak::conformance::{self, Report, Target};
 use gak::{Error, ManualClock, Task, TaskSeed};
+use gak_cli::conformance::{self, Report, Target};
 
 pub mod broken;
 pub mod cenv;

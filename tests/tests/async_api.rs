@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gak::conformance::{self, UrlTarget};
 use gak::{
     Acquired, Action, BodyError, Committer, Error, Kernel, ManualClock, Outcome, Ran, Resolution,
     RunError, Runner, Status, StepDef, TaskSeed, TaskState,
 };
+use gak_cli::conformance::{self, UrlTarget};
 use gak_tests::suite::{POSTGRES, Suite};
 use gak_tests::{SqliteTarget, pg};
 

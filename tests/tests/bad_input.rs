@@ -19,7 +19,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use gak::blocking::Kernel;
-use gak::conformance::{self, UrlTarget};
 use gak::store::Backend;
 use gak::store::memory::MemoryBackend;
 use gak::store::postgres::PostgresBackend;
@@ -27,6 +26,7 @@ use gak::{
     Acquired, Action, Error, Lease, ManualClock, Outcome, Resolution, Resolved, RetrySafety,
     SinkError, Snapshot, Status, StepDef, Task, TaskSeed, TaskState,
 };
+use gak_cli::conformance::{self, UrlTarget};
 use gak_tests::pg;
 use gak_tests::suite::{POSTGRES, Suite};
 use proptest::collection::vec;

@@ -7,10 +7,10 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use gak::bench::sql::{Conn, Database};
 use gak::blocking::Kernel;
 use gak::store::sqlite::{SqliteBackend, Synchronous};
 use gak::{Acquired, Action, Error, ManualClock, TaskSeed};
+use gak_cli::bench::sql::{Conn, Database};
 use gak_tests::cli::gak_bin;
 use gak_tests::pg;
 use gak_tests::suite::{POSTGRES, Suite};

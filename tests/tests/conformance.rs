@@ -1,10 +1,10 @@
 //! The built-in vectors on every binding, one named test per (binding, file)
 //! so a failure names its case; the report lists the failing scenarios.
-use gak::conformance::UrlTarget;
+use gak_cli::conformance::UrlTarget;
 use gak_tests::suite::{POSTGRES, Suite};
 use gak_tests::{SqliteTarget, run_builtin};
 
-fn check(report: gak::conformance::Report) {
+fn check(report: gak_cli::conformance::Report) {
     assert!(report.passed() > 0, "no scenario ran");
     assert_eq!(report.failed(), 0, "\n{}", report.render());
 }
@@ -56,7 +56,7 @@ fn main() {
 
 /// Every shipped vector file is covered by a named test above.
 fn every_builtin_file_has_a_named_test() {
-    for (file, _) in gak::conformance::builtin() {
+    for (file, _) in gak_cli::conformance::builtin() {
         assert!(
             FILES.iter().any(|(_, n)| file.ends_with(n)),
             "{file} has no named test"
@@ -79,7 +79,7 @@ fn malformed_files_fail_loudly() {
         ("backwards.json".to_string(),
          r#"{"scenario": "v", "steps": [{"clock": 5}, {"clock": 4}]}"#.to_string()),
     ];
-    let report = gak::conformance::run(&mut UrlTarget::new("memory:").unwrap(), &files);
+    let report = gak_cli::conformance::run(&mut UrlTarget::new("memory:").unwrap(), &files);
     assert_eq!(report.failed(), files.len(), "\n{}", report.render());
     assert!(report.render().contains("bad.json"));
     assert!(report.render().ends_with("0 passed, 6 failed\n"));

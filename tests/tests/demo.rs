@@ -6,7 +6,7 @@ use gak::blocking::Kernel;
 use gak_tests::pg;
 use gak_tests::suite::{POSTGRES, Suite};
 
-fn run_demo(url: &str) -> (gak::demo::DemoReport, String) {
+fn run_demo(url: &str) -> (gak_cli::demo::DemoReport, String) {
     let clock = Arc::new(ManualClock::at(1_700_000_000_000));
     let kernel = Kernel::with_backend(
         gak::blocking::run_future(gak::store::open(url)).unwrap(),
@@ -14,7 +14,7 @@ fn run_demo(url: &str) -> (gak::demo::DemoReport, String) {
     )
     .unwrap();
     let mut out = Vec::new();
-    let report = gak::demo::run(&kernel, clock, &mut out).unwrap();
+    let report = gak_cli::demo::run(&kernel, clock, &mut out).unwrap();
     (report, String::from_utf8(out).unwrap())
 }
 

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use gak::conformance::protocol::{Item, Store, check_url, parse_cases, run_case};
+use gak_cli::conformance::protocol::{Item, Store, check_url, parse_cases, run_case};
 use gak_tests::suite::{POSTGRES, Suite};
 
 fn dir() -> PathBuf {

@@ -8,7 +8,12 @@
 //! - the component shim (`guest/component/src/lib.rs`) stays glue: no
 //!   control flow outside the conversion module, and a line budget;
 //! - a store binding never reaches into another binding
-//!   (`host/rust/src/store/*`).
+//!   (`host/rust/src/store/*`);
+//! - the library is not the tool: `gak`'s dependency tree holds no argument
+//!   parser, plotter, progress bar or log subscriber (those are `gak-cli`'s);
+//! - the library's modules import one way (no circle), with the floors
+//!   STYLE.md names: the engine below the kernel, the kernel below the typed
+//!   API and the blocking layer, the builder beside the kernel.
 //!
 //! Each check is a function of the text or metadata it reads, and each has a
 //! self-check feeding it a violation, so the check itself cannot go blind.
@@ -437,4 +442,248 @@ fn no_store_binding_imports_another() {
             .push((PathBuf::from("injected.rs"), line.to_owned()));
         assert!(check_bindings(&bad).is_err(), "{line} in {into} passed");
     }
+}
+
+// ------------------------------------------------------ the library and the tool
+
+/// Crates only a command-line tool needs.
+const TOOL_CRATES: [&str; 4] = ["clap", "plotters", "indicatif", "tracing-subscriber"];
+
+/// The tool crates in a `cargo tree -e normal --prefix none -f "{p}"` listing.
+fn tool_crates_in(tree: &str) -> Vec<String> {
+    let mut found: Vec<String> = tree
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| TOOL_CRATES.contains(name))
+        .map(str::to_owned)
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
+#[test]
+fn the_library_pulls_in_no_tool_crates() {
+    let library = cargo(&[
+        "tree", "-p", "gak", "-e", "normal", "--prefix", "none", "-f", "{p}",
+    ]);
+    assert!(library.contains("wasmtime v"), "no tree? {library}");
+    assert_eq!(tool_crates_in(&library), Vec::<String>::new(), "{library}");
+    // The tool has them; the check has teeth.
+    let tool = cargo(&[
+        "tree", "-p", "gak-cli", "-e", "normal", "--prefix", "none", "-f", "{p}",
+    ]);
+    assert_eq!(
+        tool_crates_in(&tool),
+        TOOL_CRATES
+            .iter()
+            .copied()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    );
+}
+
+/// The library's top-level modules and what each refers to (`crate::m`, or an
+/// item `crate::Item` the root re-exports from `m`). Files under `m/` count as
+/// `m`.
+fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("lib.rs");
+    // `pub use m::{A, B};` and `pub use m::A;` at the root: item -> module.
+    let mut reexports: BTreeMap<String, String> = BTreeMap::new();
+    for line in lib.lines().map(str::trim) {
+        let Some(rest) = line.strip_prefix("pub use ") else {
+            continue;
+        };
+        let Some((module, items)) = rest.trim_end_matches(';').split_once("::") else {
+            continue;
+        };
+        let items = items.trim_start_matches('{').trim_end_matches('}');
+        for item in items.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            reexports.insert(
+                item.to_owned(),
+                module.trim_start_matches("crate::").to_owned(),
+            );
+        }
+    }
+    let mut files = Vec::new();
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("src dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    walk(src, &mut files);
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for path in files {
+        let relative = path.strip_prefix(src).expect("under src");
+        let top = relative
+            .components()
+            .next()
+            .expect("a component")
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_owned();
+        if top == "lib" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("a source file");
+        let refs = graph.entry(top.clone()).or_default();
+        for line in text.lines() {
+            let code = code_only(line);
+            for name in crate_references(&code) {
+                let module = reexports.get(&name).cloned().unwrap_or(name);
+                if module != top {
+                    refs.insert(module);
+                }
+            }
+        }
+    }
+    let modules: BTreeSet<String> = graph.keys().cloned().collect();
+    for refs in graph.values_mut() {
+        refs.retain(|r| modules.contains(r));
+    }
+    graph
+}
+
+/// The names that follow `crate::` in `code`, inside `{…}` groups too.
+fn crate_references(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let word = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    for (i, _) in code.match_indices("crate::") {
+        let rest = &code[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            // Top-level items of the group: the first word after `{` or a
+            // comma at depth 0 (`kernel::{A, B}` counts as `kernel`).
+            let mut depth = 0usize;
+            let mut start = true;
+            for (j, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => start = true,
+                    c if start && (c.is_alphanumeric() || c == '_') => {
+                        let w = word(&group[j..]);
+                        if w != "self" {
+                            out.push(w);
+                        }
+                        start = false;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            out.push(word(rest));
+        }
+    }
+    out
+}
+
+/// A circle among the modules, if any (as `a -> b -> a`).
+fn find_circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<String> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<String> {
+        if let Some(at) = path.iter().position(|p| p == node) {
+            let mut circle = path[at..].to_vec();
+            circle.push(node.to_owned());
+            return Some(circle.join(" -> "));
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(c) = visit(next, graph, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(node.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
+}
+
+/// Everything `from` reaches through the graph.
+fn reaches(graph: &BTreeMap<String, BTreeSet<String>>, from: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![from.to_owned()];
+    while let Some(node) = todo.pop() {
+        for next in graph.get(&node).into_iter().flatten() {
+            if seen.insert(next.clone()) {
+                todo.push(next.clone());
+            }
+        }
+    }
+    seen
+}
+
+/// No circle, and the floors: nothing below reaches what stands above it.
+fn check_floors(graph: &BTreeMap<String, BTreeSet<String>>) -> Result<(), String> {
+    if let Some(circle) = find_circle(graph) {
+        return Err(format!("an import circle: {circle}"));
+    }
+    for (low, high) in [
+        ("engine", "kernel"),
+        ("kernel", "api"),
+        ("kernel", "blocking"),
+        ("kernel", "builder"),
+        ("store", "kernel"),
+        ("protocol", "kernel"),
+    ] {
+        if reaches(graph, low).contains(high) {
+            return Err(format!("{low} reaches up to {high}"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn the_library_imports_one_way() {
+    let graph = module_graph(&root().join("host/rust/src"));
+    for expected in [
+        "engine", "kernel", "api", "blocking", "builder", "store", "protocol",
+    ] {
+        assert!(graph.contains_key(expected), "{graph:?}");
+    }
+    check_floors(&graph).unwrap_or_else(|why| panic!("{why}\n{graph:#?}"));
+    // The check has teeth: the circles this crate once had.
+    for (from, to) in [
+        ("engine", "blocking"),
+        ("builder", "kernel"),
+        ("store", "blocking"),
+    ] {
+        let mut bad = graph.clone();
+        bad.entry(from.to_owned())
+            .or_default()
+            .insert(to.to_owned());
+        if from == "builder" {
+            bad.entry("kernel".to_owned())
+                .or_default()
+                .insert("builder".to_owned());
+        }
+        assert!(check_floors(&bad).is_err(), "{from} -> {to} passed");
+    }
+    assert_eq!(
+        crate_references("use crate::{api::X, kernel::{A, B}, Kernel}; crate::store::open(x)"),
+        ["api", "kernel", "Kernel", "store"]
+    );
 }

@@ -120,7 +120,18 @@ fn package_list(package: &str) -> Vec<String> {
         .collect()
 }
 
-/// `cargo package` ships everything the crate needs to build offline.
+/// Every `*.ext` file of the repository's `dir`, as `shipped/NAME`.
+fn shipped(dir: &str, ext: &str, shipped: &str) -> Vec<String> {
+    std::fs::read_dir(root().join(dir))
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(ext))
+        .map(|name| format!("{shipped}/{name}"))
+        .collect()
+}
+
+/// `cargo package` ships everything each crate needs to build offline: the
+/// library its component, WIT and SQL; the tool its vectors and WIT.
 #[test]
 fn the_packages_carry_what_they_build_from() {
     let gak = package_list("gak");
@@ -130,6 +141,20 @@ fn the_packages_carry_what_they_build_from() {
         "README.md",
         "LICENSE",
         "component/gak.wasm",
+        "sql/postgres.sql",
+        "src/lib.rs",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    required.extend(shipped("wit", ".wit", "wit"));
+    for file in &required {
+        assert!(gak.contains(file), "the gak package lacks {file}: {gak:?}");
+    }
+    let cli = package_list("gak-cli");
+    let mut required: Vec<String> = [
+        "build.rs",
+        "Cargo.toml",
         "src/lib.rs",
         "src/main.rs",
         "vectors/README.md",
@@ -137,21 +162,13 @@ fn the_packages_carry_what_they_build_from() {
     .iter()
     .map(|s| (*s).to_owned())
     .collect();
-    for dir in ["wit", "tests/vectors"] {
-        for entry in std::fs::read_dir(root().join(dir)).expect("dir") {
-            let name = entry
-                .expect("entry")
-                .file_name()
-                .to_string_lossy()
-                .into_owned();
-            let shipped_dir = if dir == "wit" { "wit" } else { "vectors" };
-            if name.ends_with(".wit") || name.ends_with(".json") {
-                required.push(format!("{shipped_dir}/{name}"));
-            }
-        }
-    }
+    required.extend(shipped("wit", ".wit", "wit"));
+    required.extend(shipped("tests/vectors", ".json", "vectors"));
     for file in &required {
-        assert!(gak.contains(file), "the gak package lacks {file}: {gak:?}");
+        assert!(
+            cli.contains(file),
+            "the gak-cli package lacks {file}: {cli:?}"
+        );
     }
     let rules = package_list("gak-rules");
     for file in ["Cargo.toml", "README.md", "LICENSE", "src/lib.rs"] {

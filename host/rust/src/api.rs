@@ -10,9 +10,11 @@ use gak_rules::{
 use std::sync::{Arc, Mutex};
 
 use crate::convert as c;
+use crate::downstream::Downstream;
 use crate::engine::Instance;
 use crate::engine::retention::Pruned as WitPruned;
-use crate::kernel::{CallInfo, Downstream, Ending, Kernel, refusal};
+use crate::kernel::{CallInfo, Kernel, refusal};
+use crate::protocol::Ending;
 
 fn pruned_out(p: WitPruned) -> Pruned {
     Pruned {

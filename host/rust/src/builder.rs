@@ -1,5 +1,4 @@
 //! [`Builder`]: every setting of a kernel beyond its store URL.
-use std::hash::{BuildHasher, RandomState};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,48 +6,35 @@ use std::time::Duration;
 use crate::OpenError;
 use crate::clock::Clock;
 use crate::kernel::{Kernel, system_clock};
+use crate::protocol::Retry;
 use crate::store::{self, Backend};
 
-/// How a call is re-run when the store reports a conflict (busy database,
-/// serialization failure, deadlock): at most `attempts` runs in all, pausing
-/// between them for an exponentially growing, jittered time from `base` up
-/// to `max`. Each re-run is a fresh decision, never a partial one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Retry {
-    /// Runs in all, at least 1.
-    pub attempts: u32,
-    /// The first pause.
-    pub base: Duration,
-    /// The longest pause.
-    pub max: Duration,
-}
-
-impl Default for Retry {
-    fn default() -> Self {
-        Retry {
-            attempts: 10,
-            base: Duration::from_millis(1),
-            max: Duration::from_millis(500),
-        }
-    }
-}
-
-impl Retry {
-    /// The pause after the `attempt`-th run: half the exponential step plus
-    /// up to half again at random, so racing callers spread out.
-    pub(crate) fn delay(&self, attempt: u32) -> Duration {
-        let step = self
-            .base
-            .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
-            .min(self.max);
-        let jitter = RandomState::new().hash_one((attempt, std::thread::current().id()));
-        let half = step / 2;
-        let extra = half.as_nanos() as u64;
-        half + Duration::from_nanos(if extra == 0 { 0 } else { jitter % extra })
+impl Kernel {
+    /// Open a kernel on a store URL (`memory:`, `sqlite:PATH`,
+    /// `postgres://…`) with the system clock and default settings; see
+    /// [`Kernel::builder`] for the rest.
+    ///
+    /// # Errors
+    /// [`OpenError`] when the URL names no binding, an option is malformed,
+    /// the store cannot be reached, or the component cannot be loaded.
+    pub async fn open(url: &str) -> Result<Kernel, OpenError> {
+        Kernel::builder().store(url).open().await
     }
 
-    pub(crate) async fn pause(&self, attempt: u32) {
-        tokio::time::sleep(self.delay(attempt)).await;
+    /// Settings beyond the URL: clock, pool size, timeouts, retries, TLS.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// A kernel over any binding and clock, with default settings.
+    ///
+    /// # Errors
+    /// [`OpenError::Component`] when the component cannot be loaded.
+    pub fn with_backend(
+        backend: Arc<dyn Backend>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Kernel, OpenError> {
+        Kernel::builder().backend(backend).clock(clock).build()
     }
 }
 
@@ -227,15 +213,6 @@ impl Builder {
                 ..self.retry
             },
         )
-    }
-
-    /// Open a kernel for code without an async runtime (see
-    /// [`crate::blocking`]).
-    ///
-    /// # Errors
-    /// As [`Builder::open`].
-    pub fn open_blocking(self) -> Result<crate::blocking::Kernel, OpenError> {
-        crate::blocking::run(self.open()).map(crate::blocking::Kernel::from)
     }
 }
 

@@ -187,9 +187,9 @@ pub(crate) struct HostState {
     /// with the export itself, a call's crossings of the component
     /// boundary. For the tests and tools that show them.
     pub store_crossings: u64,
-    /// Linear memory and tables this instance was given (`gak bench`).
-    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
-    tally: MemoryTally,
+    /// What this instance's memories grew to, when measured
+    /// ([`probe_startup`] only).
+    tally: Option<MemoryTally>,
 }
 
 impl HostState {
@@ -202,7 +202,7 @@ impl HostState {
             conflict: false,
             failure: None,
             store_crossings: 0,
-            tally: MemoryTally::default(),
+            tally: None,
         }
     }
 }
@@ -211,7 +211,6 @@ impl HostState {
 /// limiter used only to measure (`gak bench`'s `instance_bytes`).
 #[derive(Default)]
 struct MemoryTally {
-    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     bytes: usize,
 }
 
@@ -434,9 +433,10 @@ impl store::Host for HostState {
     }
 }
 
-/// What `gak bench` measures of the component's start-up.
-#[cfg(feature = "cli")]
-pub(crate) struct StartupProbe {
+/// What a process pays for the component before its first call (`gak
+/// bench` reports it).
+#[derive(Debug)]
+pub struct StartupProbe {
     /// `Component::new` from the bytes (Cranelift), no cache.
     pub compile: std::time::Duration,
     /// `Component::deserialize_file` of the serialized artifact, each try.
@@ -447,12 +447,18 @@ pub(crate) struct StartupProbe {
     pub instance_bytes: usize,
 }
 
-/// Measure the component's start-up costs in this process.
-#[cfg(feature = "cli")]
-pub(crate) fn probe_startup(instantiations: usize) -> Result<StartupProbe, String> {
+/// Measure the component's start-up costs in this process: compile it,
+/// load its cached artifact five times, and instantiate it `instantiations`
+/// times over sessions of `backend`.
+///
+/// # Errors
+/// Why the component could not be compiled, cached or instantiated.
+pub async fn probe_startup(
+    backend: &dyn crate::store::Backend,
+    clock: Arc<dyn Clock>,
+    instantiations: usize,
+) -> Result<StartupProbe, String> {
     use std::time::Instant;
-
-    use crate::store::Backend;
 
     let compiled = compiled()?;
     let t = Instant::now();
@@ -462,7 +468,7 @@ pub(crate) fn probe_startup(instantiations: usize) -> Result<StartupProbe, Strin
     let bytes = component
         .serialize()
         .map_err(|e| format!("serializing the component: {e}"))?;
-    let path = std::env::temp_dir().join(format!("gak-bench-{}.cwasm", std::process::id()));
+    let path = std::env::temp_dir().join(format!("gak-probe-{}.cwasm", std::process::id()));
     std::fs::write(&path, bytes).map_err(|e| format!("writing {}: {e}", path.display()))?;
     let mut load_cached = Vec::new();
     for _ in 0..5 {
@@ -478,28 +484,30 @@ pub(crate) fn probe_startup(instantiations: usize) -> Result<StartupProbe, Strin
     }
     let _ = std::fs::remove_file(&path);
 
-    let backend = crate::store::memory::MemoryBackend::default();
-    let clock = crate::kernel::system_clock();
     let mut instantiate = Vec::with_capacity(instantiations);
     for _ in 0..instantiations {
-        let session = crate::blocking::run(backend.session()).map_err(|f| f.to_string())?;
+        let session = backend.session().await.map_err(|f| f.to_string())?;
         let t = Instant::now();
-        let instance = crate::blocking::run(Instance::new(&compiled, session, clock.clone()))?;
+        let instance = Instance::new(&compiled, session, clock.clone()).await?;
         instantiate.push(t.elapsed());
         drop(instance);
     }
 
-    let session = crate::blocking::run(backend.session()).map_err(|f| f.to_string())?;
-    let state = HostState::new(
+    let session = backend.session().await.map_err(|f| f.to_string())?;
+    let mut state = HostState::new(
         session,
         clock,
         WasiCtx::builder().secure_random(OsRandom).build(),
     );
+    state.tally = Some(MemoryTally::default());
     let mut store = Store::new(&compiled.engine, state);
-    store.limiter(|s| &mut s.tally);
-    crate::blocking::run(compiled.pre.instantiate_async(&mut store))
+    store.limiter(|s| s.tally.as_mut().expect("set above"));
+    compiled
+        .pre
+        .instantiate_async(&mut store)
+        .await
         .map_err(|e| format!("instantiating the component: {e}"))?;
-    let instance_bytes = store.data().tally.bytes;
+    let instance_bytes = store.data().tally.as_ref().map_or(0, |t| t.bytes);
     Ok(StartupProbe {
         compile,
         load_cached,

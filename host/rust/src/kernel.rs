@@ -8,16 +8,16 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use gak_rules::{Error, StorageError, StoreFault};
+use gak_rules::{Error, StorageError};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::Instrument;
 
 use crate::OpenError;
 use crate::clock::{Clock, SystemClock};
+use crate::downstream::Downstream;
 use crate::engine::{self, Compiled, Instance};
-use crate::store::{self, Backend, Session};
-
-pub use crate::builder::{Builder, Retry};
+use crate::protocol::{Ending, Retry};
+use crate::store::Backend;
 
 /// A handle to the kernel over one store. Cheap to clone; share it between
 /// tasks. Every method is `async` and never stalls the runtime: SQLite
@@ -81,15 +81,6 @@ impl<'a> CallInfo<'a> {
     }
 }
 
-/// How a call's transaction ends when the call succeeds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Ending {
-    /// Commit: the normal case.
-    Commit,
-    /// Roll back: a dry run.
-    RollBack,
-}
-
 tokio::task_local! {
     /// The kernels whose call this task is inside (a fenced sink's body runs
     /// there). A call into one of them from inside would need a second
@@ -103,33 +94,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Kernel {
-    /// Open a kernel on a store URL (`memory:`, `sqlite:PATH`,
-    /// `postgres://…`) with the system clock and default settings; see
-    /// [`Kernel::builder`] for the rest.
-    ///
-    /// # Errors
-    /// [`OpenError`] when the URL names no binding, an option is malformed,
-    /// the store cannot be reached, or the component cannot be loaded.
-    pub async fn open(url: &str) -> Result<Kernel, OpenError> {
-        Kernel::builder().store(url).open().await
-    }
-
-    /// Settings beyond the URL: clock, pool size, timeouts, retries, TLS.
-    pub fn builder() -> Builder {
-        Builder::default()
-    }
-
-    /// A kernel over any binding and clock, with default settings.
-    ///
-    /// # Errors
-    /// [`OpenError::Component`] when the component cannot be loaded.
-    pub fn with_backend(
-        backend: Arc<dyn Backend>,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Kernel, OpenError> {
-        Kernel::builder().backend(backend).clock(clock).build()
-    }
-
     pub(crate) fn assemble(
         backend: Arc<dyn Backend>,
         clock: Arc<dyn Clock>,
@@ -154,8 +118,12 @@ impl Kernel {
         })
     }
 
-    /// The same kernel for a caller whose thread may block.
-    pub(crate) fn inline(&self) -> Kernel {
+    /// The same kernel for a caller whose thread may block (what
+    /// [`crate::blocking::Kernel`] drives): a call on a binding that blocks
+    /// its thread (SQLite) runs on the calling thread, never moved off a
+    /// runtime worker. For drivers such as the conformance runner that
+    /// await the async API from a thread of their own.
+    pub fn on_calling_thread(&self) -> Kernel {
         Kernel {
             inner: self.inner.clone(),
             inline: true,
@@ -418,98 +386,6 @@ where
     F: AsyncFnMut(&mut Downstream<'_>) -> Result<T, Error>,
 {
     async move |inst: &mut Instance| Ok(Downstream::run(inst.store.data_mut(), &mut f).await)
-}
-
-/// The open transaction of a fenced sink's body (or of `with_downstream`).
-///
-/// Everything written through it commits or rolls back together with the
-/// sink's fence compare. Each binding adds its own accessor (`sqlite()`,
-/// `postgres()`) in its module, so this type names no database.
-pub struct Downstream<'a> {
-    session: &'a mut dyn Session,
-    /// A store conflict passed through here: the whole call is re-run.
-    conflict: bool,
-    /// A store failure passed through here: the call ends with `storage`,
-    /// even if the body caught the error and returned normally (HOSTS.md
-    /// rule 12: the transaction may be broken, e.g. aborted on PostgreSQL).
-    failure: Option<String>,
-}
-
-impl Downstream<'_> {
-    pub(crate) fn track<T>(&mut self, r: Result<T, StoreFault>) -> Result<T, Error> {
-        match &r {
-            Err(StoreFault::Conflict(_)) => self.conflict = true,
-            Err(StoreFault::Failure(why)) => {
-                self.failure
-                    .get_or_insert_with(|| format!("a store call inside the body failed: {why}"));
-            }
-            Ok(_) => {}
-        }
-        r.map_err(Error::from)
-    }
-
-    /// The binding's session, if it is an `S`.
-    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-    pub(crate) fn session_as<S: 'static>(&mut self) -> Option<&mut S> {
-        self.session.as_any().downcast_mut::<S>()
-    }
-
-    /// The binding's session, if it is an `S`, with the slot where a
-    /// statement run on its lent driver handle records a failure (which
-    /// ends the call, as for [`Downstream::get`] / [`Downstream::put`]).
-    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
-    pub(crate) fn lend<S: 'static>(&mut self) -> Option<(&mut S, &mut Option<String>)> {
-        let session = self.session.as_any().downcast_mut::<S>()?;
-        Some((session, &mut self.failure))
-    }
-
-    /// Read a key of the binding's `downstream` table.
-    ///
-    /// # Errors
-    /// `storage` when the store fails (a conflict re-runs the whole call).
-    pub async fn get(&mut self, key: &str) -> Result<Option<String>, Error> {
-        let r = store::get_one(&mut *self.session, "downstream", key).await;
-        self.track(r)
-    }
-
-    /// Write a key of the binding's `downstream` table.
-    ///
-    /// # Errors
-    /// `storage` when the store fails (a conflict re-runs the whole call).
-    pub async fn put(&mut self, key: &str, value: &str) -> Result<(), Error> {
-        let r = self.session.put("downstream", key, value).await;
-        self.track(r)
-    }
-
-    /// Run `body` on the open transaction of `state`'s session; a conflict
-    /// seen by the body marks the call for a re-run.
-    pub(crate) async fn run<T>(
-        state: &mut crate::engine::HostState,
-        body: &mut impl AsyncFnMut(&mut Downstream<'_>) -> T,
-    ) -> T {
-        state.session.body_started();
-        let mut down = Downstream {
-            session: &mut *state.session,
-            conflict: false,
-            failure: None,
-        };
-        let out = body(&mut down).await;
-        let (conflict, failure) = (down.conflict, down.failure);
-        state.conflict |= conflict;
-        if let Some(why) = failure {
-            state.failure.get_or_insert(why);
-        }
-        // The binding's own account of the body: a transaction it can no
-        // longer commit (aborted by a failed statement, or ended by the body).
-        match state.session.body_ended().await {
-            Ok(()) => {}
-            Err(StoreFault::Conflict(_)) => state.conflict = true,
-            Err(StoreFault::Failure(why)) => {
-                state.failure.get_or_insert(why);
-            }
-        }
-        out
-    }
 }
 
 /// Map a WIT error to the contract's error.

@@ -36,35 +36,43 @@
 pub struct ReadmeDoctests;
 
 mod api;
-/// `gak bench`: the measurements behind the subcommand (not a supported API).
-#[cfg(feature = "cli")]
-#[doc(hidden)]
-pub mod bench;
 pub mod blocking;
 mod builder;
 pub mod clock;
 mod committer;
-pub mod conformance;
 mod convert;
-pub mod demo;
+mod downstream;
+mod drive;
 mod engine;
 mod kernel;
 mod limits;
+mod native;
 mod protocol;
 mod runner;
 pub mod store;
 
+/// What `gak bench` measures with: the component's start-up in this
+/// process, and the rules of `gak-rules` run natively over the same store
+/// bindings, transaction and call loop as the component (the baseline that
+/// isolates the cost of the WebAssembly boundary).
+pub mod measure {
+    pub use crate::engine::{StartupProbe, probe_startup};
+    pub use crate::native::{Caller, NativeStore, random128};
+}
+
 pub use api::{Checkpoint, Commitgate, Retention, Sideeffect, SinkError, Taskboard};
-pub use builder::{Builder, DEFAULT_CONNECTION_WAIT, DEFAULT_MAX_CONNECTIONS, Retry};
+pub use builder::{Builder, DEFAULT_CONNECTION_WAIT, DEFAULT_MAX_CONNECTIONS};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use committer::Committer;
+pub use downstream::Downstream;
 pub use engine::COMPONENT_WASM;
 pub use gak_rules::{
     Acquired, Action, Error, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned,
     ReconcileClaim, Resolution, Resolved, RetrySafety, Snapshot, Status, StepDef, StorageError,
     Task, TaskPage, TaskSeed, TaskState,
 };
-pub use kernel::{Downstream, Kernel};
+pub use kernel::Kernel;
+pub use protocol::Retry;
 pub use runner::{BodyError, Heartbeat, Ran, RunError, Runner};
 /// The SQLite driver the API exposes (`Downstream::sqlite`), re-exported
 /// so embedders use the version this crate was built with.
@@ -142,7 +150,7 @@ impl std::error::Error for OpenError {
 /// its credentials. A password may hold any character (`/ ? # @`, spaces),
 /// so the userinfo runs to the last `@` of the line, not to the first
 /// delimiter: better one word too many hidden than a password shown.
-fn without_password(text: &str) -> String {
+pub(crate) fn without_password(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find("://") {

@@ -1,4 +1,4 @@
-//! The `native` baseline: the rules of `gak-rules` compiled into the host,
+//! The `native` baseline of `gak bench`: the rules of `gak-rules` compiled into the host,
 //! over the same binding's [`Session`] the component would use, with the
 //! kernel's call loop. The only thing missing is the WebAssembly boundary,
 //! so `kernel / native` is the boundary's tax.
@@ -13,10 +13,10 @@ use std::sync::Arc;
 use gak_rules::buffer::{Answers, Buffered, Change, Reads, Store};
 use gak_rules::{Error, StoreFault};
 
-use crate::blocking::run;
-use crate::builder::Retry;
 use crate::clock::Clock;
-use crate::kernel::Ending;
+use crate::drive::run;
+use crate::protocol::Ending;
+use crate::protocol::Retry;
 use crate::store::{Session, Span, Write};
 
 /// One worker's native caller: its own session, as a kernel instance has.

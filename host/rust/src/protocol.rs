@@ -13,11 +13,64 @@
 //!   call is never re-run (the contract's rules decide what later calls see).
 //! - A failure the call could not see (a sink body's statement) ends it with
 //!   `storage` whatever it answered.
+use std::hash::{BuildHasher, RandomState};
+use std::time::Duration;
+
 use gak_rules::{Error, StorageError, StoreFault};
 
-use crate::builder::Retry;
-use crate::kernel::Ending;
 use crate::store::Session;
+
+/// How a call's transaction ends when the call succeeds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// Commit: the normal case.
+    Commit,
+    /// Roll back: a dry run.
+    RollBack,
+}
+
+/// How a call is re-run when the store reports a conflict (busy database,
+/// serialization failure, deadlock): at most `attempts` runs in all, pausing
+/// between them for an exponentially growing, jittered time from `base` up
+/// to `max`. Each re-run is a fresh decision, never a partial one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retry {
+    /// Runs in all, at least 1.
+    pub attempts: u32,
+    /// The first pause.
+    pub base: Duration,
+    /// The longest pause.
+    pub max: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry {
+            attempts: 10,
+            base: Duration::from_millis(1),
+            max: Duration::from_millis(500),
+        }
+    }
+}
+
+impl Retry {
+    /// The pause after the `attempt`-th run: half the exponential step plus
+    /// up to half again at random, so racing callers spread out.
+    pub(crate) fn delay(&self, attempt: u32) -> Duration {
+        let step = self
+            .base
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
+            .min(self.max);
+        let jitter = RandomState::new().hash_one((attempt, std::thread::current().id()));
+        let half = step / 2;
+        let extra = half.as_nanos() as u64;
+        half + Duration::from_nanos(if extra == 0 { 0 } else { jitter % extra })
+    }
+
+    pub(crate) async fn pause(&self, attempt: u32) {
+        tokio::time::sleep(self.delay(attempt)).await;
+    }
+}
 
 /// Whoever makes the attempts: a session, and what its store calls marked
 /// during the current attempt.

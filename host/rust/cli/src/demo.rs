@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Arc, Barrier, Mutex};
 
-use crate::blocking::{Committer, Kernel, Runner};
-use crate::{
+use gak::blocking::{Committer, Kernel, Runner};
+use gak::{
     Acquired, Action, BodyError, Clock, Error, ManualClock, Outcome, Ran, Resolution, RunError,
     Status, StepDef, TaskSeed,
 };

@@ -3,11 +3,6 @@
 //! `gak --help` lists the commands, store URLs and exit codes.
 use std::process::ExitCode;
 
-mod cli;
-
-/// The bench's types, from the library (`gak::bench`).
-use gak::bench as bench_api;
-
 fn main() -> ExitCode {
-    cli::main()
+    gak_cli::cli::main()
 }

@@ -11,7 +11,8 @@ use gak_rules::{
 use super::run;
 use crate::SinkError;
 use crate::api::{fenced_call, sink_outcome};
-use crate::kernel::{CallInfo, Ending, Kernel};
+use crate::kernel::{CallInfo, Kernel};
+use crate::protocol::Ending;
 
 /// Checkpoint: snapshots and resume plans (SPEC 3).
 #[derive(Debug)]
@@ -165,5 +166,36 @@ impl<'b> Downstream<'_, 'b> {
     /// accessor is defined on).
     pub fn as_async(&mut self) -> &mut crate::Downstream<'b> {
         self.0
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl Downstream<'_, '_> {
+    /// The SQLite connection inside the same transaction, when the binding
+    /// is SQLite (`None` otherwise).
+    pub fn sqlite(&mut self) -> Option<crate::store::sqlite::LentSqlite<'_>> {
+        self.as_async().sqlite()
+    }
+}
+#[cfg(feature = "postgres")]
+impl Downstream<'_, '_> {
+    /// Run a statement inside the same transaction, when the binding is
+    /// PostgreSQL (`None` otherwise); parameters only.
+    pub fn postgres_execute(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Option<Result<u64, gak_rules::Error>> {
+        crate::drive::run(self.as_async().postgres_execute(sql, params))
+    }
+
+    /// Run a query inside the same transaction, when the binding is
+    /// PostgreSQL; every column must be `text` (cast in SQL).
+    pub fn postgres_query(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Option<Result<Vec<Vec<Option<String>>>, gak_rules::Error>> {
+        crate::drive::run(self.as_async().postgres_query(sql, params))
     }
 }

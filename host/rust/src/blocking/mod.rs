@@ -18,12 +18,9 @@
 //! process (one thread, `gak-io`). Calling the blocking API from inside an
 //! async task blocks that task's worker thread: use [`crate::Kernel`] there.
 use std::future::Future;
-use std::pin::pin;
-use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::{self, Thread};
+use std::sync::Arc;
 
-use tokio::runtime::Runtime;
+pub(crate) use crate::drive::run;
 
 mod api;
 mod runner;
@@ -31,56 +28,22 @@ mod runner;
 pub use api::{Checkpoint, Commitgate, Downstream, Retention, Sideeffect, Taskboard};
 pub use runner::{Committer, Runner};
 
-/// The process's runtime for blocking kernels: it drives PostgreSQL
-/// connections and the timers of retries and pool waits.
-fn runtime() -> &'static Runtime {
-    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("gak-io")
-            .enable_all()
-            .build()
-            .expect("cannot start the gak-io runtime thread")
-    })
-}
-
-/// Wakes a parked thread.
-struct Unpark(Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
-/// Drive `fut` to completion on this thread, parking between polls. The
-/// runtime is entered so the future may use its timers and spawn
-/// connection tasks. Unlike `block_on` of tokio or futures this may nest
-/// (a fenced sink's synchronous body makes store calls while the outer call
-/// is being driven): every inner future depends only on the runtime's own
-/// thread, never on the outer one.
-pub(crate) fn run<F: Future>(fut: F) -> F::Output {
-    let _runtime = runtime().enter();
-    let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut fut = pin!(fut);
-    loop {
-        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
-            return out;
-        }
-        thread::park();
-    }
-}
-
 /// Drive any of this crate's futures (an admin call such as
 /// `PostgresBackend::drop_schema`, `store::open`) to completion on this
 /// thread.
 pub fn run_future<F: Future>(fut: F) -> F::Output {
     run(fut)
+}
+
+impl crate::Builder {
+    /// Open a kernel for code without an async runtime (see
+    /// [`crate::blocking`]).
+    ///
+    /// # Errors
+    /// As [`crate::Builder::open`].
+    pub fn open_blocking(self) -> Result<Kernel, crate::OpenError> {
+        run(self.open()).map(Kernel::from)
+    }
 }
 
 /// A blocking handle to the kernel over one store. Cheap to clone; share it
@@ -93,7 +56,7 @@ pub struct Kernel {
 impl From<crate::Kernel> for Kernel {
     fn from(core: crate::Kernel) -> Kernel {
         Kernel {
-            core: core.inline(),
+            core: core.on_calling_thread(),
         }
     }
 }
@@ -193,6 +156,6 @@ impl Kernel {
         let info = crate::kernel::CallInfo::new("downstream", None);
         run(self
             .core
-            .transact_local(info, crate::kernel::Ending::Commit, call))
+            .transact_local(info, crate::protocol::Ending::Commit, call))
     }
 }

@@ -47,6 +47,14 @@ pub const TABLES: [&str; 9] = [
     "downstream",
 ];
 
+/// `text` with the password of every store URL in it (and every
+/// `password=` option) replaced by `***`: how a store may be named in a
+/// message or a log. A password may hold any character, so the userinfo
+/// runs to the last `@` of the line.
+pub fn hide_password(text: &str) -> String {
+    crate::without_password(text)
+}
+
 /// The smallest string above every string that starts with `prefix`, for
 /// a range read `prefix <= key < end`; none when no such string exists (the
 /// empty prefix, or one made only of U+10FFFF). Incrementing the last code

@@ -91,7 +91,7 @@ struct WorkerSample {
 pub(super) fn tag() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let run = super::native::random128() as u32;
+    let run = gak::measure::random128() as u32;
     format!("b{run:08x}{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
@@ -104,12 +104,12 @@ const PG_CONNECTIONS: usize = 80;
 /// and new names.
 fn context(
     store: &OpenStore,
-    backend: &Arc<dyn crate::store::Backend>,
+    backend: &Arc<dyn gak::store::Backend>,
     shared: &str,
     workers: usize,
     round: usize,
 ) -> Result<Context, String> {
-    let kernel = crate::Kernel::builder()
+    let kernel = gak::Kernel::builder()
         .backend(backend.clone())
         .max_connections(workers + 1)
         .build()

@@ -3,7 +3,7 @@
 //!
 //! - `kernel`: the blocking API, one kernel shared by the worker threads.
 //! - `native`: the same `gak-rules` functions compiled natively, over the
-//!   same binding's [`Session`](crate::store::Session), with the kernel's
+//!   same binding's [`Session`](gak::store::Session), with the kernel's
 //!   call loop ([`native`]): the difference is the WebAssembly boundary.
 //! - `sql`: claim and acquire hand-written in SQL on the bench's own tables
 //!   ([`sql`]): the difference is the generic key-value store interface.
@@ -20,10 +20,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::store::Backend;
+use gak::store::Backend;
 
 mod measure;
-pub mod native;
 pub mod plot;
 pub mod process;
 pub mod report;
@@ -160,7 +159,7 @@ pub enum StoreKind {
 }
 
 impl StoreKind {
-    /// The kind of `url`, as [`crate::store::open`] reads it; `None` for
+    /// The kind of `url`, as [`gak::store::open`] reads it; `None` for
     /// a URL no binding takes.
     pub fn of(url: &str) -> Option<StoreKind> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
@@ -247,24 +246,21 @@ impl OpenStore {
     /// A sentence naming the store.
     pub fn open(url: &str, with_sql: bool) -> Result<OpenStore, String> {
         let kind = StoreKind::of(url)
-            .ok_or_else(|| crate::OpenError::UnknownStore(url.to_owned()).to_string())?;
+            .ok_or_else(|| gak::OpenError::UnknownStore(url.to_owned()).to_string())?;
         let (backend, sql): (Arc<dyn Backend>, Option<sql::Database>) = match kind {
-            StoreKind::Memory => (
-                Arc::new(crate::store::memory::MemoryBackend::default()),
-                None,
-            ),
+            StoreKind::Memory => (Arc::new(gak::store::memory::MemoryBackend::default()), None),
             #[cfg(feature = "sqlite")]
             StoreKind::Sqlite => {
                 let spec = url.strip_prefix("sqlite:").unwrap_or(url);
                 let backend =
-                    crate::store::sqlite::SqliteBackend::open(spec).map_err(|e| e.to_string())?;
+                    gak::store::sqlite::SqliteBackend::open(spec).map_err(|e| e.to_string())?;
                 let db = sql::Database::sqlite(backend.path(), backend.synchronous());
                 (Arc::new(backend), Some(db))
             }
             #[cfg(feature = "postgres")]
             StoreKind::Postgres => {
                 let backend =
-                    crate::blocking::run(crate::store::postgres::PostgresBackend::open(url))
+                    gak::blocking::run_future(gak::store::postgres::PostgresBackend::open(url))
                         .map_err(|e| e.to_string())?;
                 let db = sql::Database::postgres(backend.clone());
                 (Arc::new(backend), Some(db))
@@ -273,7 +269,7 @@ impl OpenStore {
             _ => {
                 return Err(format!(
                     "this build of gak has no binding for {}",
-                    crate::without_password(url)
+                    gak::store::hide_password(url)
                 ));
             }
         };
@@ -299,7 +295,7 @@ impl OpenStore {
     /// shared.
     pub fn backend_for_figure(&self) -> Arc<dyn Backend> {
         match self.kind {
-            StoreKind::Memory => Arc::new(crate::store::memory::MemoryBackend::default()),
+            StoreKind::Memory => Arc::new(gak::store::memory::MemoryBackend::default()),
             _ => self.backend.clone(),
         }
     }

@@ -32,13 +32,17 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 pub(super) fn measure() -> Result<Startup, String> {
-    let probe = crate::engine::probe_startup(200)?;
+    let probe = gak::blocking::run_future(gak::measure::probe_startup(
+        &gak::store::memory::MemoryBackend::default(),
+        std::sync::Arc::new(gak::SystemClock::default()),
+        200,
+    ))?;
     Ok(Startup {
         compile_ms: probe.compile.as_secs_f64() * 1e3,
         load_cached_ms: median(probe.load_cached).as_secs_f64() * 1e3,
         instantiate_us: median(probe.instantiate).as_secs_f64() * 1e6,
         instance_bytes: probe.instance_bytes as u64,
-        component_bytes: crate::COMPONENT_WASM.len() as u64,
+        component_bytes: gak::COMPONENT_WASM.len() as u64,
         warm_start_ms: warm_start(),
     })
 }

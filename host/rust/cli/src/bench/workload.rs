@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex};
 
 use gak_rules::{Acquired, Action, Error, Lease, Snapshot, StepDef, TaskSeed};
 
-use super::native::Caller;
 use super::{Impl, Op, sql};
-use crate::blocking::{Kernel, run};
-use crate::builder::Retry;
-use crate::clock::Clock;
-use crate::store::Backend;
+use gak::Retry;
+use gak::blocking::{Kernel, run_future as run};
+use gak::clock::Clock;
+use gak::measure::Caller;
+use gak::store::Backend;
 
 /// How one call of a worker's loop went.
 pub(crate) enum Done {

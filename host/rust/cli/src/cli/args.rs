@@ -396,16 +396,16 @@ fn worker_count(text: &str) -> Result<usize, String> {
     }
 }
 
-fn bench_op(text: &str) -> Result<crate::bench_api::Op, String> {
-    use crate::bench_api::Op;
+fn bench_op(text: &str) -> Result<crate::bench::Op, String> {
+    use crate::bench::Op;
     Op::parse(text).ok_or_else(|| {
         let all: Vec<&str> = Op::ALL.iter().map(|o| o.name()).collect();
         format!("unknown op {text:?} (expected one of {})", all.join(", "))
     })
 }
 
-fn bench_impl(text: &str) -> Result<crate::bench_api::Impl, String> {
-    use crate::bench_api::Impl;
+fn bench_impl(text: &str) -> Result<crate::bench::Impl, String> {
+    use crate::bench::Impl;
     Impl::parse(text).ok_or_else(|| {
         let all: Vec<&str> = Impl::ALL.iter().map(|i| i.name()).collect();
         format!("unknown impl {text:?} (expected one of {})", all.join(", "))
@@ -434,10 +434,10 @@ pub struct BenchArgs {
     pub stores: Vec<String>,
     /// An op to measure; repeat for several (default: all).
     #[arg(long = "op", value_name = "OP", value_parser = bench_op)]
-    pub ops: Vec<crate::bench_api::Op>,
+    pub ops: Vec<crate::bench::Op>,
     /// An implementation to measure; repeat for several (default: all that apply).
     #[arg(long = "impl", value_name = "IMPL", value_parser = bench_impl)]
-    pub impls: Vec<crate::bench_api::Impl>,
+    pub impls: Vec<crate::bench::Impl>,
     /// Worker threads per figure, comma-separated.
     #[arg(long, value_name = "N,N...", value_delimiter = ',', default_value = "1,8", value_parser = worker_count)]
     pub workers: Vec<usize>,

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use super::args::BenchArgs;
 use super::failure::{Failure, Outcome};
 use super::progress;
-use crate::bench_api::{
+use crate::bench::{
     self as bench, Impl, Machine, Op, OpenStore, Options, Report, ResultRow, StoreKind,
 };
 

@@ -3,10 +3,10 @@
 //! public interface (other hosts' runners print the same).
 use std::sync::Arc;
 
+use crate::conformance::{self, Report, UrlTarget};
+use crate::demo::DemoReport;
 use gak::blocking::Kernel;
 use gak::clock::{Clock, ManualClock, SystemClock};
-use gak::conformance::{self, Report, UrlTarget};
-use gak::demo::DemoReport;
 use gak::store;
 
 use super::args::{ConformanceArgs, DemoArgs};
@@ -27,7 +27,7 @@ pub fn demo(args: DemoArgs) -> Outcome {
     let backend = gak::blocking::run_future(store::open(&url))?;
     println!("gak demo on {}", backend.describe());
     let kernel = Kernel::with_backend(backend, clock.clone())?;
-    let report = gak::demo::run(&kernel, clock, &mut std::io::stdout())
+    let report = crate::demo::run(&kernel, clock, &mut std::io::stdout())
         .map_err(Failure::on(&kernel, "the demo"))?;
     match broken_promise(&report) {
         None => Ok(()),

@@ -1,7 +1,7 @@
 //! Vector calls → typed kernel calls, and results → the vectors' JSON.
 use serde_json::{Map, Value, json};
 
-use crate::{
+use gak::{
     Acquired, Action, Error, Kernel, KeyInfo, KeyState, Lease, Outcome, Resolution, Resolved,
     RetrySafety, Snapshot, Status, StepDef, Task, TaskSeed, TaskState,
 };
@@ -321,7 +321,7 @@ fn body_kind(a: &Value) -> A<Body> {
 
 /// Run `sql` on the binding's own driver handle inside the body's
 /// transaction: the SQLite connection or the PostgreSQL client.
-async fn raw(down: &mut crate::Downstream<'_>, sql: &str) -> Result<(), String> {
+async fn raw(down: &mut gak::Downstream<'_>, sql: &str) -> Result<(), String> {
     #[cfg(feature = "sqlite")]
     if let Some(mut conn) = down.sqlite() {
         return conn.execute_batch(sql).map_err(|e| e.to_string());
@@ -336,7 +336,7 @@ async fn raw(down: &mut crate::Downstream<'_>, sql: &str) -> Result<(), String> 
 
 /// The reference body, and the ways a body may misbehave.
 async fn sink_body(
-    down: &mut crate::Downstream<'_>,
+    down: &mut gak::Downstream<'_>,
     kind: Body,
     key: &str,
     fail: bool,
@@ -480,7 +480,7 @@ async fn call(k: &Kernel, name: &str, a: &Value, extra: &mut Extra) -> A<Result<
             let kind = body_kind(a)?;
             let inner = std::sync::Arc::new(std::sync::Mutex::new(None));
             let (key, kernel, seen) = (resource.clone(), k.clone(), inner.clone());
-            let body = async move |down: &mut crate::Downstream<'_>| {
+            let body = async move |down: &mut gak::Downstream<'_>| {
                 sink_body(down, kind, &key, fail, &kernel, &seen).await
             };
             let answer = se
@@ -497,7 +497,7 @@ async fn call(k: &Kernel, name: &str, a: &Value, extra: &mut Extra) -> A<Result<
                 Ok(seen) => {
                     let key = resource.clone();
                     let marker = k
-                        .with_downstream(async move |down: &mut crate::Downstream<'_>| {
+                        .with_downstream(async move |down: &mut gak::Downstream<'_>| {
                             down.get(&key).await
                         })
                         .await;

@@ -7,10 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::clock::ManualClock;
+use gak::clock::ManualClock;
 #[cfg(feature = "postgres")]
-use crate::store::postgres::PostgresBackend;
-use crate::{Kernel, OpenError};
+use gak::store::postgres::PostgresBackend;
+use gak::{Kernel, OpenError};
 
 mod calls;
 pub mod protocol;
@@ -76,7 +76,7 @@ impl UrlTarget {
         }
         #[cfg(feature = "postgres")]
         if let Some(schema) = self.last_schema.take() {
-            let _ = crate::blocking::run(schema.drop_schema());
+            let _ = gak::blocking::run_future(schema.drop_schema());
         }
     }
 
@@ -85,7 +85,7 @@ impl UrlTarget {
         let base = PostgresBackend::parse(&self.url).map_err(|e| e.to_string())?;
         let name = format!("{}_c{}_{}", base.schema(), std::process::id(), self.count);
         let backend = base.with_schema(&name).map_err(|e| e.to_string())?;
-        crate::blocking::run(async {
+        gak::blocking::run_future(async {
             backend.drop_schema().await?;
             backend.ensure_schema().await
         })
@@ -131,7 +131,8 @@ impl Target for UrlTarget {
             }
             None => self.url.clone(),
         };
-        let backend = crate::blocking::run(crate::store::open(&url)).map_err(|e| e.to_string())?;
+        let backend =
+            gak::blocking::run_future(gak::store::open(&url)).map_err(|e| e.to_string())?;
         Kernel::with_backend(backend, clock).map_err(|e| e.to_string())
     }
 }
@@ -203,7 +204,7 @@ impl Report {
 /// Run every scenario of the given files (name, JSON text) on `target`,
 /// blocking: each call runs on this thread.
 pub fn run(target: &mut dyn Target, files: &[(String, String)]) -> Report {
-    crate::blocking::run(run_all(target, files, true))
+    gak::blocking::run_future(run_all(target, files, true))
 }
 
 /// Run every scenario through the async API from the caller's runtime (a
@@ -227,7 +228,11 @@ async fn run_all(target: &mut dyn Target, files: &[(String, String)], inline: bo
                     let failure = match target.fresh(clock.clone()) {
                         Err(e) => Some(format!("cannot open a fresh store: {e}")),
                         Ok(kernel) => {
-                            let kernel = if inline { kernel.inline() } else { kernel };
+                            let kernel = if inline {
+                                kernel.on_calling_thread()
+                            } else {
+                                kernel
+                            };
                             vector::run_scenario(&kernel, &clock, scenario, name, i)
                                 .await
                                 .err()

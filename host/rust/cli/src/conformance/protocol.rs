@@ -14,10 +14,10 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::vector::{matches, run_step, substitute};
-use crate::clock::{Clock, ManualClock, SystemClock};
-use crate::store::memory::MemoryBackend;
-use crate::store::{Backend, Read, Session, Span, StoreFault, StoreFuture, Write};
-use crate::{Action, BodyError, Kernel, Ran, RetrySafety, RunError, Runner};
+use gak::clock::{Clock, ManualClock, SystemClock};
+use gak::store::memory::MemoryBackend;
+use gak::store::{Backend, Read, Session, Span, StoreFault, StoreFuture, Write};
+use gak::{Action, BodyError, Kernel, Ran, RetrySafety, RunError, Runner};
 
 /// One case of a call or runner file.
 #[derive(Debug, Clone)]
@@ -219,7 +219,7 @@ enum Cleanup {
     Nothing,
     File(std::path::PathBuf),
     #[cfg(feature = "postgres")]
-    Schema(Box<crate::store::postgres::PostgresBackend>),
+    Schema(Box<gak::store::postgres::PostgresBackend>),
 }
 
 impl Drop for Cleanup {
@@ -235,7 +235,7 @@ impl Drop for Cleanup {
             }
             #[cfg(feature = "postgres")]
             Cleanup::Schema(backend) => {
-                let _ = crate::blocking::run(backend.drop_schema());
+                let _ = gak::blocking::run_future(backend.drop_schema());
             }
         }
     }
@@ -253,7 +253,7 @@ async fn open(store: &Store, script: &Script) -> Result<(Arc<dyn Backend>, Clean
         #[cfg(feature = "sqlite")]
         Store::Sqlite(path) => {
             let cleanup = Cleanup::File(path.clone());
-            let backend = crate::store::sqlite::SqliteBackend::open(&path.display().to_string())
+            let backend = gak::store::sqlite::SqliteBackend::open(&path.display().to_string())
                 .map_err(|e| e.to_string())?;
             (Arc::new(backend), cleanup)
         }
@@ -261,7 +261,7 @@ async fn open(store: &Store, script: &Script) -> Result<(Arc<dyn Backend>, Clean
         Store::Sqlite(_) => return Err("this build has no SQLite binding".into()),
         #[cfg(feature = "postgres")]
         Store::Postgres(url) => {
-            use crate::store::postgres::PostgresBackend;
+            use gak::store::postgres::PostgresBackend;
             let backend = PostgresBackend::parse(url).map_err(|e| e.to_string())?;
             backend.drop_schema().await.map_err(|e| e.to_string())?;
             backend.ensure_schema().await.map_err(|e| e.to_string())?;
@@ -275,7 +275,7 @@ async fn open(store: &Store, script: &Script) -> Result<(Arc<dyn Backend>, Clean
 
 /// Open `case.url`: it must fail, and no message may show the secret.
 pub fn check_url(case: &UrlCase) -> Result<(), String> {
-    let opened = crate::blocking::run(Kernel::open(&case.url));
+    let opened = gak::blocking::run_future(Kernel::open(&case.url));
     let error = match opened {
         Ok(_) => return Err(format!("{} opened", case.url)),
         Err(e) => e,
@@ -453,7 +453,7 @@ impl Session for ScriptedSession {
     fn begin(&mut self) -> StoreFuture<'_, ()> {
         self.script.state().counts.begin += 1;
         match self.script.take(Op::Begin, &[]) {
-            Some(answer) => crate::store::ready(Err(fault(answer, "begin"))),
+            Some(answer) => gak::store::ready(Err(fault(answer, "begin"))),
             None => self.inner.begin(),
         }
     }
@@ -463,14 +463,14 @@ impl Session for ScriptedSession {
     ) -> StoreFuture<'a, Vec<Option<String>>> {
         let tables: Vec<&str> = keys.iter().map(|(t, _)| *t).collect();
         match self.script.take(Op::Read, &tables) {
-            Some(answer) => crate::store::ready(Err(fault(answer, "a read"))),
+            Some(answer) => gak::store::ready(Err(fault(answer, "a read"))),
             None => self.inner.get_many(keys),
         }
     }
     fn write<'a>(&'a mut self, writes: &'a [Write<'a>]) -> StoreFuture<'a, ()> {
         let tables: Vec<&str> = writes.iter().map(|w| w.table).collect();
         match self.script.take(Op::Write, &tables) {
-            Some(answer) => crate::store::ready(Err(fault(answer, "a write"))),
+            Some(answer) => gak::store::ready(Err(fault(answer, "a write"))),
             None => self.inner.write(writes),
         }
     }
@@ -487,7 +487,7 @@ impl Session for ScriptedSession {
             .chain(spans.iter().map(|s| s.table))
             .collect();
         match self.script.take(Op::Read, &tables) {
-            Some(answer) => crate::store::ready(Err(fault(answer, "a read"))),
+            Some(answer) => gak::store::ready(Err(fault(answer, "a read"))),
             None => self.inner.read(keys, spans),
         }
     }
@@ -499,7 +499,7 @@ impl Session for ScriptedSession {
         limit: u32,
     ) -> StoreFuture<'a, Vec<(String, String)>> {
         match self.script.take(Op::Read, &[table]) {
-            Some(answer) => crate::store::ready(Err(fault(answer, "a range read"))),
+            Some(answer) => gak::store::ready(Err(fault(answer, "a range read"))),
             None => self.inner.scan(table, prefix, after, limit),
         }
     }
@@ -551,6 +551,7 @@ fn outcome_name<E>(ran: &Result<Ran, RunError<E>>) -> (String, Option<Value>) {
         Err(RunError::Uncertain(_)) => ("body-failed".into(), None),
         Err(RunError::NotApplied(_)) => ("not-applied".into(), None),
         Err(RunError::Kernel(e)) => (format!("error {}", e.name()), None),
+        _ => ("an answer this runner does not know".into(), None),
     }
 }
 

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::calls;
-use crate::clock::ManualClock;
+use gak::clock::ManualClock;
 
 /// One scenario of a vector file.
 #[derive(Debug, Clone)]
@@ -48,7 +48,7 @@ pub fn parse_file(text: &str) -> Result<Vec<Scenario>, String> {
 /// Run one scenario on a fresh store (`kernel`, driven by `clock` at 0);
 /// `Err` says which step failed and why.
 pub(super) async fn run_scenario(
-    kernel: &crate::Kernel,
+    kernel: &gak::Kernel,
     clock: &ManualClock,
     scenario: &Scenario,
     file: &str,
@@ -70,7 +70,7 @@ pub(super) async fn run_scenario(
 /// Run one `clock` / `advance` / `call` step. Without a manual clock (a
 /// host-protocol case on the system clock) clock steps are malformed.
 pub(crate) async fn run_step(
-    kernel: &crate::Kernel,
+    kernel: &gak::Kernel,
     clock: Option<&ManualClock>,
     step: &Map<String, Value>,
     binds: &mut HashMap<String, Value>,
@@ -98,7 +98,7 @@ pub(crate) async fn run_step(
 }
 
 async fn call_step(
-    kernel: &crate::Kernel,
+    kernel: &gak::Kernel,
     step: &Map<String, Value>,
     binds: &mut HashMap<String, Value>,
 ) -> Result<(), String> {

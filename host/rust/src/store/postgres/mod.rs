@@ -35,7 +35,6 @@ use std::time::Duration;
 
 use gak_rules::StoreFault;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, NoTls};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -94,7 +93,7 @@ pub fn valid_schema(name: &str) -> bool {
         && !name.starts_with("pg_")
 }
 
-fn fault(e: tokio_postgres::Error) -> StoreFault {
+pub(crate) fn fault(e: tokio_postgres::Error) -> StoreFault {
     match e.code() {
         Some(c)
             if *c == SqlState::T_R_SERIALIZATION_FAILURE
@@ -232,10 +231,15 @@ impl PostgresBackend {
         })
     }
 
-    /// Connect; the connection's driver runs as a task on the current tokio
-    /// runtime, ending when the client is dropped or the server goes away
-    /// (the next call then fails with `storage` and reconnects).
-    pub(crate) async fn connect(&self) -> Result<Client, StoreFault> {
+    /// A new connection to the server, as this binding's sessions get one
+    /// (TLS, timeouts and options from the URL): for tools that run their
+    /// own SQL beside the kernel. The connection's driver runs as a task on
+    /// the current tokio runtime, ending when the client is dropped or the
+    /// server goes away.
+    ///
+    /// # Errors
+    /// `StoreFault::Failure` when the server cannot be reached.
+    pub async fn connect(&self) -> Result<Client, StoreFault> {
         let failed = |e: tokio_postgres::Error| {
             StoreFault::Failure(format!(
                 "cannot connect to PostgreSQL at {}: {e:#}",
@@ -315,100 +319,5 @@ impl Backend for PostgresBackend {
 
     fn describe(&self) -> String {
         format!("postgres://{}/ (schema {})", self.target, self.schema)
-    }
-}
-
-impl crate::Downstream<'_> {
-    /// The PostgreSQL client inside the same transaction (`None` when the
-    /// binding is not PostgreSQL), for the vetted calls below: transaction
-    /// control would let a body end the kernel's transaction, so the raw
-    /// client is never handed out.
-    async fn postgres(&mut self, sql: &str) -> Option<Result<&Client, gak_rules::Error>> {
-        self.session_as::<PostgresSession>()?;
-        if let Some(keyword) = crate::store::transaction_control(sql) {
-            return Some(Err(gak_rules::Error::InvalidInput(format!(
-                "a sink body cannot run `{keyword}`: the kernel's transaction is not the body's to end"
-            ))));
-        }
-        let flushed = self.session_as::<PostgresSession>()?.flush().await;
-        if let Err(fault) = flushed {
-            return Some(self.track(Err(fault)));
-        }
-        let session = self.session_as::<PostgresSession>()?;
-        session.lend();
-        Some(
-            session
-                .client()
-                .ok_or_else(|| gak_rules::Error::storage("no open transaction")),
-        )
-    }
-
-    /// Run a statement inside the same transaction, when the binding is
-    /// PostgreSQL (`None` otherwise). A deadlock or serialization failure
-    /// re-runs the whole call; any other failure ends it with `storage`,
-    /// even if the body catches it (PostgreSQL has aborted the transaction).
-    /// Transaction control (`COMMIT`, `ROLLBACK`, `SAVEPOINT`, …) is refused
-    /// with `invalid-input`. Parameters only: never splice data into `sql`.
-    pub async fn postgres_execute(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Option<Result<u64, gak_rules::Error>> {
-        let client = match self.postgres(sql).await? {
-            Ok(client) => client,
-            Err(e) => return Some(Err(e)),
-        };
-        let r = client.execute(sql, params).await.map_err(fault);
-        Some(self.track(r))
-    }
-
-    /// Run a query inside the same transaction, when the binding is
-    /// PostgreSQL; every column must be `text` (cast in SQL).
-    pub async fn postgres_query(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Option<Result<Vec<Vec<Option<String>>>, gak_rules::Error>> {
-        let client = match self.postgres(sql).await? {
-            Ok(client) => client,
-            Err(e) => return Some(Err(e)),
-        };
-        let r = client
-            .query(sql, params)
-            .await
-            .map_err(fault)
-            .and_then(|rows| {
-                rows.iter()
-                    .map(|row| {
-                        (0..row.len())
-                            .map(|i| row.try_get::<_, Option<String>>(i))
-                            .collect::<Result<Vec<_>, _>>()
-                            .map_err(|e| StoreFault::Failure(format!("non-text column: {e}")))
-                    })
-                    .collect()
-            });
-        Some(self.track(r))
-    }
-}
-
-impl crate::blocking::Downstream<'_, '_> {
-    /// Run a statement inside the same transaction, when the binding is
-    /// PostgreSQL (`None` otherwise); parameters only.
-    pub fn postgres_execute(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Option<Result<u64, gak_rules::Error>> {
-        crate::blocking::run(self.as_async().postgres_execute(sql, params))
-    }
-
-    /// Run a query inside the same transaction, when the binding is
-    /// PostgreSQL; every column must be `text` (cast in SQL).
-    pub fn postgres_query(
-        &mut self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Option<Result<Vec<Vec<Option<String>>>, gak_rules::Error>> {
-        crate::blocking::run(self.as_async().postgres_query(sql, params))
     }
 }

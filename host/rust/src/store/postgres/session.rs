@@ -94,7 +94,7 @@ impl PostgresSession {
     }
 
     /// A body is about to run its own statement on the client.
-    pub(super) fn lend(&mut self) {
+    pub(crate) fn lend(&mut self) {
         self.lent = true;
         self.wrote = true;
         self.sent_writes = true;
@@ -309,7 +309,7 @@ impl PostgresSession {
     /// Send what is pending (BEGIN, deferred writes) so statements run
     /// directly on the client (a sink body's own) are inside the
     /// transaction and see its writes.
-    pub(super) async fn flush(&mut self) -> Result<(), StoreFault> {
+    pub(crate) async fn flush(&mut self) -> Result<(), StoreFault> {
         if self.begin_pending || !self.deferred.is_empty() {
             self.batch(Then::Nothing).await?;
         }
@@ -317,7 +317,7 @@ impl PostgresSession {
     }
 
     /// The client, while a transaction is open (after [`Self::flush`]).
-    pub(super) fn client(&self) -> Option<&Client> {
+    pub(crate) fn client(&self) -> Option<&Client> {
         self.client.as_ref().filter(|_| self.open)
     }
 

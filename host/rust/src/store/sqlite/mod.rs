@@ -201,6 +201,14 @@ impl std::fmt::Debug for LentSqlite<'_> {
     }
 }
 
+impl<'a> LentSqlite<'a> {
+    /// Lend `conn` to a body; a database error it meets is recorded in
+    /// `failure` (which ends the call).
+    pub(crate) fn new(conn: &'a Connection, failure: &'a mut Option<String>) -> Self {
+        LentSqlite { conn, failure }
+    }
+}
+
 impl LentSqlite<'_> {
     /// Record a database error (not the authorizer's refusal of transaction
     /// control, which the body sees and which changes nothing).
@@ -267,24 +275,5 @@ impl LentSqlite<'_> {
             rows.collect()
         })();
         self.track(r)
-    }
-}
-
-impl crate::Downstream<'_> {
-    /// The SQLite connection inside the same transaction, when the binding
-    /// is SQLite (`None` otherwise): write your own tables here and they
-    /// commit atomically with the fence compare (see [`LentSqlite`]).
-    pub fn sqlite(&mut self) -> Option<LentSqlite<'_>> {
-        let (session, failure) = self.lend::<SqliteSession>()?;
-        let conn = session.connection()?;
-        Some(LentSqlite { conn, failure })
-    }
-}
-
-impl crate::blocking::Downstream<'_, '_> {
-    /// The SQLite connection inside the same transaction, when the binding
-    /// is SQLite (`None` otherwise).
-    pub fn sqlite(&mut self) -> Option<LentSqlite<'_>> {
-        self.as_async().sqlite()
     }
 }

@@ -31,9 +31,9 @@ use std::path::{Path, PathBuf};
 use gak_rules::{Acquired, Error, Lease};
 
 #[cfg(feature = "postgres")]
-use crate::store::postgres::PostgresBackend;
+use gak::store::postgres::PostgresBackend;
 #[cfg(feature = "sqlite")]
-use crate::store::sqlite::Synchronous;
+use gak::store::sqlite::Synchronous;
 
 /// The reason an expired intent reports (as the rules say it).
 const INTENT_EXPIRED: &str = gak_rules::sideeffect::INTENT_EXPIRED;
@@ -73,7 +73,7 @@ pub struct Claim {
 pub type Answer<T> = Result<Result<T, Error>, String>;
 
 fn mint() -> (String, String) {
-    let token = gak_rules::format::hex128(super::native::random128());
+    let token = gak_rules::format::hex128(gak::measure::random128());
     let digest = gak_rules::format::digest(&token);
     (token, digest)
 }
@@ -106,9 +106,9 @@ impl Database {
                 .map_err(|e| format!("creating the bench tables: {e}")),
             #[cfg(feature = "postgres")]
             Database::Postgres(backend) => {
-                let client = crate::blocking::run(backend.connect())
+                let client = gak::blocking::run_future(backend.connect())
                     .map_err(|e| format!("connecting: {e}"))?;
-                crate::blocking::run(client.batch_execute(&postgres::ddl(backend.schema())))
+                gak::blocking::run_future(client.batch_execute(&postgres::ddl(backend.schema())))
                     .map_err(|e| format!("creating the bench tables: {e}"))
             }
             #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
@@ -138,7 +138,7 @@ impl Database {
 pub enum Conn {
     /// SQLite.
     #[cfg(feature = "sqlite")]
-    Sqlite(rusqlite::Connection),
+    Sqlite(gak::rusqlite::Connection),
     /// PostgreSQL, with its prepared statements.
     #[cfg(feature = "postgres")]
     Postgres(Box<postgres::Pg>),

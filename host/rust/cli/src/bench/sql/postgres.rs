@@ -1,13 +1,13 @@
 //! The PostgreSQL side: prepared statements, pipelined where the
 //! protocol allows.
 use futures_util::future::{try_join, try_join3, try_join4};
+use gak::tokio_postgres::types::ToSql;
+use gak::tokio_postgres::{Client, Statement};
 use gak_rules::{Acquired, Lease};
-use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Statement};
 
 use super::{Answer, decide_acquire, mint};
-use crate::blocking::run;
-use crate::store::postgres::PostgresBackend;
+use gak::blocking::run_future as run;
+use gak::store::postgres::PostgresBackend;
 
 pub(super) fn ddl(schema: &str) -> String {
     format!(
@@ -23,7 +23,7 @@ pub(super) fn ddl(schema: &str) -> String {
     )
 }
 
-fn e(what: &'static str) -> impl Fn(tokio_postgres::Error) -> String {
+fn e(what: &'static str) -> impl Fn(gak::tokio_postgres::Error) -> String {
     move |err| match err.as_db_error() {
         Some(db) => format!("{what}: {} ({})", db.message(), db.code().code()),
         None => format!("{what}: {err}"),

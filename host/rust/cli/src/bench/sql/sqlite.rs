@@ -3,13 +3,13 @@
 use std::path::Path;
 use std::time::Duration;
 
+use gak::rusqlite::{Connection, OptionalExtension, params};
 use gak_rules::{Acquired, Lease};
-use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Answer, decide_acquire, mint};
-use crate::store::sqlite::Synchronous;
+use gak::store::sqlite::Synchronous;
 
-fn e(what: &str) -> impl Fn(rusqlite::Error) -> String + '_ {
+fn e(what: &str) -> impl Fn(gak::rusqlite::Error) -> String + '_ {
     move |err| format!("{what}: {err}")
 }
 
