@@ -24,18 +24,6 @@ pub enum Table {
 }
 
 impl Table {
-    /// All tables, in a fixed order.
-    pub const ALL: [Table; 8] = [
-        Table::Snapshots,
-        Table::Outcomes,
-        Table::Actions,
-        Table::Resources,
-        Table::Sinks,
-        Table::Tasks,
-        Table::Indexes,
-        Table::Meta,
-    ];
-
     /// A stable lowercase name (used for SQL table names by the host).
     pub fn name(self) -> &'static str {
         match self {

@@ -1,6 +1,6 @@
 // `gak.mjs demo`: the reference-runtime story, end to end through the
 // component, one numbered line per event — the same six steps as the Rust
-// host's `gak demo` (`host/rust/src/demo.rs`).
+// host's `gak demo` (`host/rust/cli/src/demo.rs`).
 //
 // A run of three steps is started, dies after two, and resumes on another
 // worker: the plan skips the finished steps and every effect body's call

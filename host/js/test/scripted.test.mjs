@@ -1,5 +1,5 @@
 // The scripted store of the host-protocol cases counts what the Rust host's
-// does (host/rust/src/conformance/protocol.rs), so a case's `tx` counts and
+// does (host/rust/cli/src/conformance/protocol.rs), so a case's `tx` counts and
 // `nth` faults mean the same on every host: one `store.read` crossing is
 // one read operation however many keys and ranges it carries; a whole
 // write set is one write operation, on every table one of its changes

@@ -21,7 +21,7 @@ test('tables, DDL and journal mode are the Rust binding\'s', async (t) => {
   const db = new Database(path, { readonly: true });
   try {
     const rows = db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name").all();
-    // host/rust/src/store/sqlite.rs, ensure_tables.
+    // host/rust/src/store/sqlite/, ensure_tables.
     const rust = TABLES.map((name) => ({
       name: `gak_${name}`,
       sql: `CREATE TABLE gak_${name} (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID`,

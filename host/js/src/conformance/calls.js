@@ -1,6 +1,6 @@
 // Vector calls -> typed kernel calls, and results -> the vectors' JSON
 // (kebab-case fields, numbers, bytes as UTF-8 text), as the Rust runner
-// (`host/rust/src/conformance/calls.rs`) renders them.
+// (`host/rust/cli/src/conformance/calls.rs`) renders them.
 import { GakError } from '../errors.js';
 import { compareKeys } from '../store/keys.js';
 

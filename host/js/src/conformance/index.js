@@ -2,7 +2,7 @@
 // `node host/js/bin/gak.mjs conformance [--store URL] [--component FILE] [FILE_OR_DIR…]`.
 //
 // Same arguments, output and closing line as `gak conformance` (the Rust
-// runner, `host/rust/src/conformance/`): each scenario runs on a fresh,
+// runner, `host/rust/cli/src/conformance/`): each scenario runs on a fresh,
 // empty store with the fake clock at 0; a line per scenario, then
 // `N passed, M failed`.
 import { readFileSync, readdirSync, rmSync, statSync } from 'node:fs';

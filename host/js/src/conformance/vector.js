@@ -1,5 +1,5 @@
 // Parsing, substitution, matching and binding for vector scenarios
-// (VECTORS.md), as the Rust runner (`host/rust/src/conformance/vector.rs`).
+// (VECTORS.md), as the Rust runner (`host/rust/cli/src/conformance/vector.rs`).
 import { ManualClock } from '../clock.js';
 import { ERROR_CODES } from '../errors.js';
 import { dispatch } from './calls.js';

@@ -1,5 +1,5 @@
 // The SQLite binding (better-sqlite3), byte-compatible with the Rust host's
-// (`host/rust/src/store/sqlite.rs`): same file, same tables, same DDL, same
+// (`host/rust/src/store/sqlite/`): same file, same tables, same DDL, same
 // key order, so Rust, Python and JavaScript hosts can share one database.
 //
 // Every exported call is one `BEGIN IMMEDIATE` transaction: the write lock

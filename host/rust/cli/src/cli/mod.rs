@@ -8,9 +8,10 @@ use clap::Parser;
 mod args;
 mod bench;
 mod component;
+mod conformance;
+mod demo;
 mod effects;
 mod failure;
-mod legacy;
 mod output;
 mod progress;
 mod prune;
@@ -46,8 +47,8 @@ pub fn main() -> ExitCode {
         Command::Effects(c) => effects::run(c),
         Command::Runs(c) => runs::run(c),
         Command::Prune(a) => prune::run(a),
-        Command::Demo(a) => legacy::demo(a),
-        Command::Conformance(a) => legacy::conformance(a),
+        Command::Demo(a) => demo::demo(a),
+        Command::Conformance(a) => conformance::conformance(a),
         Command::Component(a) => component::run(a),
         Command::Bench(a) => bench::run(a),
     };

@@ -1,17 +1,14 @@
-//! `gak demo` and `gak conformance`, behaving as before the operator
-//! commands: their output lines and the closing `N passed, M failed` are a
-//! public interface (other hosts' runners print the same).
+//! `gak demo`: the reference-runtime story on a store (a scratch SQLite
+//! file by default), judged by what it observed.
 use std::sync::Arc;
 
-use crate::conformance::{self, Report, UrlTarget};
 use crate::demo::DemoReport;
 use gak::blocking::Kernel;
 use gak::clock::{Clock, ManualClock, SystemClock};
 use gak::store;
 
-use super::args::{ConformanceArgs, DemoArgs};
+use super::args::DemoArgs;
 use super::failure::{Failure, Outcome};
-use super::progress;
 
 /// Run `gak demo`.
 pub fn demo(args: DemoArgs) -> Outcome {
@@ -64,31 +61,4 @@ fn broken_promise(report: &DemoReport) -> Option<String> {
         return Some("a resolved key did not replay its result".into());
     }
     None
-}
-
-/// Run `gak conformance`.
-pub fn conformance(args: ConformanceArgs) -> Outcome {
-    let mut target = UrlTarget::new(&args.store)?;
-    let files = if args.paths.is_empty() {
-        conformance::builtin()
-    } else {
-        conformance::load_paths(&args.paths)
-    };
-    // File by file, so the bar can move; the verdicts are the same as one
-    // run over every file (each scenario gets a fresh store either way).
-    let bar = progress::bar(args.progress, Some(files.len() as u64));
-    let mut report = Report::default();
-    for file in &files {
-        bar.set_message(file.0.clone());
-        let part = conformance::run(&mut target, std::slice::from_ref(file));
-        report.verdicts.extend(part.verdicts);
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-    print!("{}", report.render());
-    if report.failed() == 0 && !report.verdicts.is_empty() {
-        Ok(())
-    } else {
-        Err(Failure::Quiet(1))
-    }
 }
