@@ -110,14 +110,17 @@ assert ffi.wasmtime_component_valvariant_t.val.offset == 16
 assert ffi.wasmtime_component_valresult_t.val.offset == 8
 assert ctypes.sizeof(ctypes.c_void_p) == 8
 
-#: The process's address space as one writable memoryview, offset by
-#: ``_BASE`` (no valid object lives in the first page). Reads and writes of
-#: C structs go through ``struct.*_from(MEM, addr - _BASE)``.
-_BASE = 1 << 12
-_PyMemoryView_FromMemory = ctypes.pythonapi.PyMemoryView_FromMemory
-_PyMemoryView_FromMemory.restype = ctypes.py_object
-_PyMemoryView_FromMemory.argtypes = [c_void_p, ctypes.c_ssize_t, ctypes.c_int]
-MEM: memoryview = _PyMemoryView_FromMemory(_BASE, (1 << 47) - _BASE, 0x200)  # PyBUF_WRITE
+#: The process's (user) address space as one writable memoryview that
+#: starts at address 0, so an address is its own offset: reads and writes of
+#: C structs are ``struct.*_from(MEM, addr)``, with no big-int subtraction
+#: per access (each one allocates: ~200 instructions, dozens per call).
+#: Made as the buffer of a ctypes array at address 0 (PyMemoryView_FromMemory
+#: asserts a non-NULL base in debug builds); nothing reads the first page.
+MEM: memoryview = memoryview((ctypes.c_char * (1 << 47)).from_address(0)).cast("B")
+#: The same memory as 8-byte words: ``MEMQ[addr >> 3]`` reads the word at
+#: an 8-aligned address (every pointer and length in a Val is) with one
+#: index, where an unpack costs a tuple and a call.
+MEMQ: memoryview = MEM.cast("Q")
 
 _addressof = ctypes.addressof
 _c_char = ctypes.c_char
@@ -171,7 +174,7 @@ def _layout_holds() -> bool:
 #: into the arena (what the generated code emits, and _text_ref does).
 ZERO_COPY = _layout_holds()
 #: :data:`_STR_STATE` as an index of :data:`MEM` from ``id(obj)``.
-_STATE_AT = _STR_STATE - _BASE
+_STATE_AT = _STR_STATE
 _QQ = struct.Struct("<QQ").unpack_from
 _Q = struct.Struct("<Q").unpack_from
 _I = struct.Struct("<I").unpack_from
@@ -208,11 +211,13 @@ class Arena:
 
     __slots__ = (
         "chunks", "pos", "end", "first", "size", "buf", "base", "start", "keep", "slots", "c_out", "c_params",
-        "answer", "c_answer",
+        "answer", "c_answer", "grown",
     )  # fmt: skip
 
     def __init__(self, size: int = 4096, slots: bool = False, answer: bool = False) -> None:
         self.chunks: list[bytearray] = []
+        #: Whether chunks beyond the first were taken (reset drops them).
+        self.grown = False
         self.pos = self.end = 0
         self._grow(size)
         #: The first chunk's address (``base`` is the current chunk's).
@@ -239,7 +244,7 @@ class Arena:
         if answer:
             self.answer = self.pos
             self.pos += _ANSWER_SIZE
-            e = self.answer + _ANSWER_ENTROPY - _BASE
+            e = self.answer + _ANSWER_ENTROPY
             MEM[e : e + _VAL * MAX_ENTROPY : _VAL] = _U8_KINDS[:MAX_ENTROPY]
             self.c_answer = c_void_p(self.answer)
         self.first = self.pos
@@ -248,6 +253,7 @@ class Arena:
     def _grow(self, size: int) -> None:
         buf, addr = _buffer(size)
         self.chunks.append(buf)
+        self.grown = len(self.chunks) > 1
         #: The chunk ``pos`` is in, and its address: bytes are copied into
         #: it by slice assignment of the same length (in place, never a
         #: resize), which costs less than slicing :data:`MEM`.
@@ -256,8 +262,9 @@ class Arena:
 
     def reset(self) -> "Arena":
         """Reuse the first chunk from past its slots (drops any others)."""
-        if len(self.chunks) > 1:
+        if self.grown:
             del self.chunks[1:]
+            self.grown = False
             self.buf, self.base = self.chunks[0], self.start
             self.end = self.first + self.size
         self.pos = self.first
@@ -364,10 +371,10 @@ class _Bool(Codec):
     def lower(self, value: Any, arena: Arena, at: int) -> None:
         if not isinstance(value, bool):
             raise TypeError(f"expected a bool, got {type(value).__name__}")
-        _put_kind_bool(MEM, at - _BASE, _BOOL, value)
+        _put_kind_bool(MEM, at, _BOOL, value)
 
     def lift(self, at: int) -> Any:
-        return MEM[at - _BASE + _OF] != 0
+        return MEM[at + _OF] != 0
 
 
 def _int(value: Any, bound: int, name: str) -> int:
@@ -389,30 +396,30 @@ class _U64Codec(Codec):
     def lower(self, value: Any, arena: Arena, at: int) -> None:
         if type(value) is not int or not 0 <= value < _U64_BOUND:
             value = _int(value, _U64_BOUND, "u64")
-        _put_kind_q(MEM, at - _BASE, _U64_KIND, value)
+        _put_kind_q(MEM, at, _U64_KIND, value)
 
     def lift(self, at: int) -> Any:
-        return _Q(MEM, at - _BASE + _OF)[0]
+        return _Q(MEM, at + _OF)[0]
 
 
 class _U8Codec(Codec):
     __slots__ = ()
 
     def lower(self, value: Any, arena: Arena, at: int) -> None:
-        _put_kind_u8(MEM, at - _BASE, _U8, _int(value, 1 << 8, "u8"))
+        _put_kind_u8(MEM, at, _U8, _int(value, 1 << 8, "u8"))
 
     def lift(self, at: int) -> Any:
-        return MEM[at - _BASE + _OF]
+        return MEM[at + _OF]
 
 
 class _U32Codec(Codec):
     __slots__ = ()
 
     def lower(self, value: Any, arena: Arena, at: int) -> None:
-        _put_kind_u32(MEM, at - _BASE, _U32_KIND, _int(value, 1 << 32, "u32"))
+        _put_kind_u32(MEM, at, _U32_KIND, _int(value, 1 << 32, "u32"))
 
     def lift(self, at: int) -> Any:
-        return _I(MEM, at - _BASE + _OF)[0]
+        return _I(MEM, at + _OF)[0]
 
 
 def _utf8(value: Any) -> bytes:
@@ -425,10 +432,10 @@ def _utf8(value: Any) -> bytes:
 
 
 def _read_name(at: int) -> str:
-    n, data = _QQ(MEM, at - _BASE)
+    n, data = _QQ(MEM, at)
     if not n:
         return ""
-    d = data - _BASE
+    d = data
     return MEM[d : d + n].tobytes().decode("utf-8")
 
 
@@ -437,7 +444,7 @@ class _String(Codec):
 
     def lower(self, value: Any, arena: Arena, at: int) -> None:
         n, data = arena.text(value)
-        _put_kind_qq(MEM, at - _BASE, _STRING, n, data)
+        _put_kind_qq(MEM, at, _STRING, n, data)
 
     def lift(self, at: int) -> Any:
         return _read_name(at + _OF)
@@ -458,16 +465,16 @@ class _Bytes(Codec):
         if n:
             # n consecutive Val{kind: u8, payload: the byte}, zero elsewhere.
             addr = arena.alloc(_VAL * n)
-            a = addr - _BASE
+            a = addr
             MEM[a : a + _VAL * n : _VAL] = bytes((_U8,)) * n
             MEM[a + _OF : a + _VAL * n : _VAL] = data
-        _put_kind_qq(MEM, at - _BASE, _LIST, n, addr)
+        _put_kind_qq(MEM, at, _LIST, n, addr)
 
     def lift(self, at: int) -> Any:
-        n, data = _QQ(MEM, at - _BASE + _OF)
+        n, data = _QQ(MEM, at + _OF)
         if not n:
             return b""
-        d = data - _BASE + _OF
+        d = data + _OF
         return MEM[d : d + _VAL * n : _VAL].tobytes()
 
 
@@ -485,10 +492,10 @@ class _List(Codec):
         lower = self.elem.lower
         for i in range(n):
             lower(value[i], arena, addr + i * _VAL)
-        _put_kind_qq(MEM, at - _BASE, _LIST, n, addr)
+        _put_kind_qq(MEM, at, _LIST, n, addr)
 
     def lift(self, at: int) -> Any:
-        n, data = _QQ(MEM, at - _BASE + _OF)
+        n, data = _QQ(MEM, at + _OF)
         lift = self.elem.lift
         return [lift(data + i * _VAL) for i in range(n)]
 
@@ -512,12 +519,12 @@ class _Record(Codec):
         addr = arena.alloc(_ENTRY * n)
         for i in range(n):
             entry = addr + i * _ENTRY
-            _put_qq(MEM, entry - _BASE, *self.consts[i])
+            _put_qq(MEM, entry, *self.consts[i])
             self.fields[i].lower(value[i], arena, entry + 16)
-        _put_kind_qq(MEM, at - _BASE, _RECORD, n, addr)
+        _put_kind_qq(MEM, at, _RECORD, n, addr)
 
     def lift(self, at: int) -> Any:
-        data = _QQ(MEM, at - _BASE + _OF)[1]
+        data = _QQ(MEM, at + _OF)[1]
         return tuple([f.lift(data + o) for f, o in zip(self.fields, self.offsets)])
 
 
@@ -534,10 +541,10 @@ class _Tuple(Codec):
         addr = arena.alloc(_VAL * n)
         for i, codec in enumerate(self.elems):
             codec.lower(value[i], arena, addr + i * _VAL)
-        _put_kind_qq(MEM, at - _BASE, _TUPLE, n, addr)
+        _put_kind_qq(MEM, at, _TUPLE, n, addr)
 
     def lift(self, at: int) -> Any:
-        data = _QQ(MEM, at - _BASE + _OF)[1]
+        data = _QQ(MEM, at + _OF)[1]
         return tuple([c.lift(data + i * _VAL) for i, c in enumerate(self.elems)])
 
 
@@ -554,10 +561,10 @@ class _Option(Codec):
         self.inner = inner
 
     def lower(self, value: Any, arena: Arena, at: int) -> None:
-        _put_kind_q(MEM, at - _BASE, _OPTION, 0 if value is None else _boxed(self.inner, value, arena))
+        _put_kind_q(MEM, at, _OPTION, 0 if value is None else _boxed(self.inner, value, arena))
 
     def lift(self, at: int) -> Any:
-        p = _Q(MEM, at - _BASE + _OF)[0]
+        p = _Q(MEM, at + _OF)[0]
         return self.inner.lift(p) if p else None
 
 
@@ -571,10 +578,10 @@ class _Result(Codec):
     def lower(self, value: Any, arena: Arena, at: int) -> None:
         is_ok, payload = value
         codec = self.ok if is_ok else self.err
-        _put_kind_result(MEM, at - _BASE, _RESULT, bool(is_ok), 0 if codec is None else _boxed(codec, payload, arena))
+        _put_kind_result(MEM, at, _RESULT, bool(is_ok), 0 if codec is None else _boxed(codec, payload, arena))
 
     def lift(self, at: int) -> Any:
-        a = at - _BASE + _OF
+        a = at + _OF
         is_ok = MEM[a] != 0
         codec = self.ok if is_ok else self.err
         if codec is None:
@@ -596,14 +603,14 @@ class _Variant(Codec):
             raise ArgError(f"{tag!r} is not a case of this variant")
         codec = case[1]
         boxed = 0 if codec is None else _boxed(codec, payload, arena)
-        _put_kind_variant(MEM, at - _BASE, _VARIANT, *self.consts[tag], boxed)
+        _put_kind_variant(MEM, at, _VARIANT, *self.consts[tag], boxed)
 
     def lift(self, at: int) -> Any:
         tag = _read_name(at + _OF)
         codec = self.cases[tag][1]
         if codec is None:
             return (tag, None)
-        return (tag, codec.lift(_Q(MEM, at - _BASE + _OF + 16)[0]))
+        return (tag, codec.lift(_Q(MEM, at + _OF + 16)[0]))
 
 
 class _Enum(Codec):
@@ -624,12 +631,12 @@ class _Enum(Codec):
         name = self.consts.get(value) if isinstance(value, str) else None
         if name is None:
             raise ArgError(f"{value!r} is not one of {sorted(self.names)}")
-        _put_kind_qq(MEM, at - _BASE, _ENUM, *name)
+        _put_kind_qq(MEM, at, _ENUM, *name)
 
     def lift(self, at: int) -> Any:
         if self.by_shape is not None:
-            n, data = _QQ(MEM, at - _BASE + _OF)
-            d = data - _BASE
+            n, data = _QQ(MEM, at + _OF)
+            d = data
             name = self.by_shape.get((n, MEM[d], MEM[d + n - 1])) if n else None
             if name is not None:
                 return name
@@ -669,7 +676,7 @@ class _Gen:
     """Python source of generated functions, with the names they use."""
 
     def __init__(self) -> None:
-        self.ns: dict[str, Any] = {"MEM": MEM, "TX": _TEXTS, "range": range, "map": map, "list": list}
+        self.ns: dict[str, Any] = {"MEM": MEM, "MEMQ": MEMQ, "TX": _TEXTS, "range": range, "map": map, "list": list}
         self.count = 0
 
     def name(self, prefix: str) -> str:
@@ -722,16 +729,15 @@ class _NotGenerated(Exception):
 
 def _lift_expr(g: _Gen, codec: Codec, v: list[str]) -> str:
     """An expression of the value whose payload unpacked to names ``v``."""
-    B = _BASE
     t = type(codec)
     if t in (_Bool, _U8Codec, _U32Codec, _U64Codec):
         return v[0]
     if t is _String:
-        return f"TX[{v[0]}](MEM, {v[1]} - {B})[0].decode()"
+        return f"TX[{v[0]}](MEM, {v[1]})[0].decode()"
     if t is _Enum:
-        return f"{g.const(codec.by_bytes, 'names')}[TX[{v[0]}](MEM, {v[1]} - {B})[0]]"  # type: ignore[attr-defined]
+        return f"{g.const(codec.by_bytes, 'names')}[TX[{v[0]}](MEM, {v[1]})[0]]"  # type: ignore[attr-defined]
     if t is _Bytes:
-        a = f"{v[1]} - {B - _OF}"
+        a = f"{v[1]} + {_OF}"
         return f"(MEM[{a} : {a} + {_VAL} * {v[0]} : {_VAL}].tobytes() if {v[0]} else b'')"
     if t is _Option:
         return f"({_lift_at(g, codec.inner, v[0])} if {v[0]} else None)"  # type: ignore[attr-defined]
@@ -758,7 +764,7 @@ def _compile_variant(g: _Gen, codec: Any) -> Callable[[int, int, int], tuple[str
     fn = g.name("variant")
     lines = [
         f"def {fn}(n, name, at):",
-        f"    tag, lift = {g.const(cases, 'cases')}[TX[n](MEM, name - {_BASE})[0]]",
+        f"    tag, lift = {g.const(cases, 'cases')}[TX[n](MEM, name)[0]]",
         "    return (tag, None if lift is None else lift(at))",
     ]
     return g.define(fn, lines)
@@ -769,11 +775,11 @@ def _lift_at(g: _Gen, codec: Codec, at: str) -> str:
     t = type(codec)
     if t is _String:
         w = g.name("w")
-        return f"TX[({w} := _QQ(MEM, {at} - {_BASE - _OF}))[0]](MEM, {w}[1] - {_BASE})[0].decode()"
+        return f"TX[MEMQ[({at} >> 3) + 1]](MEM, MEMQ[({at} >> 3) + 2])[0].decode()"
     if t is _U64Codec:
-        return f"_Q(MEM, {at} - {_BASE - _OF})[0]"
+        return f"MEMQ[({at} >> 3) + 1]"
     if t in (_Record, _Tuple):
-        return f"{g.const(_compile_block(g, codec), 'block')}(_Q(MEM, {at} - {_BASE - 16})[0])"
+        return f"{g.const(_compile_block(g, codec), 'block')}(MEMQ[({at} >> 3) + 2])"
     return f"{g.const(_compile_lift(codec, g), 'lift')}({at})"
 
 
@@ -794,7 +800,7 @@ def _compile_block(g: _Gen, codec: Any) -> Callable[[int], tuple[Any, ...]]:
     fn = g.name("block")
     lines = [f"def {fn}(at):"]
     if names:
-        lines.append(f"    {', '.join(names)}, = {unpack}(MEM, at - {_BASE})")
+        lines.append(f"    {', '.join(names)}, = {unpack}(MEM, at)")
     lines.append(f"    return ({', '.join(exprs)}{',' if len(exprs) == 1 else ''})")
     return g.define(fn, lines)
 
@@ -818,7 +824,7 @@ def _compile_lift(codec: Codec, g: _Gen | None = None) -> Callable[[int], Any]:
     fn = g.name("lift")
     lines = [
         f"def {fn}(at):",
-        f"    {', '.join(v)}, = {unpack}(MEM, at - {_BASE - _OF})",
+        f"    {', '.join(v)}, = {unpack}(MEM, at + {_OF})",
         f"    return {expr}",
     ]
     return g.define(fn, lines)
@@ -899,7 +905,7 @@ class _Lowering:
             fmt, vals = inner.val(codec.inner, var, inner_posts, 0)
             self.lines += ["    " + line for line in inner.lines]  # under the else
             self.emit(f"    {q} = arena.alloc({_VAL})")
-            self.emit(f"    {g.const(struct.Struct('<' + fmt).pack_into, 'pack')}(MEM, {q} - {_BASE}, {', '.join(vals)})")
+            self.emit(f"    {g.const(struct.Struct('<' + fmt).pack_into, 'pack')}(MEM, {q}, {', '.join(vals)})")
             for off, c, v in inner_posts:
                 self.emit(f"    {c}.lower({v}, arena, {q} + {off})")
             return "B7xQ16x", [str(_OPTION), q]
@@ -923,7 +929,7 @@ class _Lowering:
                 vals += fvals
             e = g.name("e")
             self.emit(f"{e} = arena.alloc({size * k})")
-            self.emit(f"{g.const(struct.Struct(fmt).pack_into, 'pack')}(MEM, {e} - {_BASE}, {', '.join(vals)})")
+            self.emit(f"{g.const(struct.Struct(fmt).pack_into, 'pack')}(MEM, {e}, {', '.join(vals)})")
             for off, c, v in inner_posts:
                 self.emit(f"{c}.lower({v}, arena, {e} + {off})")
             return "B7xQQ8x", [str(_RECORD if isinstance(codec, _Record) else _TUPLE), str(k), e]
@@ -963,7 +969,7 @@ def _compile_lower(params: Sequence[Codec]) -> Callable[[Sequence[Any], Arena], 
         f, v = low.val(codec, a, posts, _VAL * (1 + i))
         fmt += f
         vals += v
-    low.emit(f"{g.const(struct.Struct(fmt).pack_into, 'pack')}(MEM, arena.slots - {_BASE}, {', '.join(vals)})")
+    low.emit(f"{g.const(struct.Struct(fmt).pack_into, 'pack')}(MEM, arena.slots, {', '.join(vals)})")
     for off, c, v in posts:
         low.emit(f"{c}.lower({v}, arena, arena.slots + {off})")
     low.emit("return True")
@@ -997,7 +1003,7 @@ _put_answers = struct.Struct("<B7xQQ8x" "QQB7xQQ8x" "QQB7xQQ8x" "QQB7xQ16x" "QQB
 
 def _text(n: int, data: int) -> str:
     """The UTF-8 text at ``data`` (the component's own, so valid)."""
-    return _TEXTS[n](MEM, data - _BASE)[0].decode()
+    return _TEXTS[n](MEM, data)[0].decode()
 
 
 #: Unpackers of the second payload word of ``n`` consecutive Vals (a list's
@@ -1028,7 +1034,7 @@ class _TableName:
 
     def name(self, n: int, data: int) -> str:
         if n:
-            found = self.by_first.get((n << 8) | MEM[data - _BASE])
+            found = self.by_first.get((n << 8) | MEM[data])
             if found is not None:
                 return found
         return _text(n, data)
@@ -1049,27 +1055,32 @@ class _Reads(_Record):
         self.table = _TableName(keys.elem.elems[0])
 
     def lift(self, at: int) -> Any:
-        entries = _QQ(MEM, at - _BASE + _OF)[1] - _BASE
+        entries = MEMQ[(at >> 3) + 2]
         nk, keys, nr, ranges, clock, entropy = _reads_fields(MEM, entries)
         table = self.table
         first = table.by_first.get
         tx = _TEXTS
         pairs = []
-        if nk:
+        if nk == 1:  # a claim's read, and many others: no list of pointers
+            tl, td, kl, kd = _pair_fields(MEM, MEMQ[(keys >> 3) + 2])
+            pairs.append((first((tl << 8) | MEM[td]) or table.name(tl, td), tx[kl](MEM, kd)[0].decode()))
+        elif nk:
             # Each key is a tuple Val: its payload is (2, elements).
-            for elems in _second_words(nk)(MEM, keys - _BASE):
-                tl, td, kl, kd = _pair_fields(MEM, elems - _BASE)
-                pairs.append((first((tl << 8) | MEM[td - _BASE]) or table.name(tl, td), tx[kl](MEM, kd - _BASE)[0].decode()))
+            for elems in _second_words(nk)(MEM, keys):
+                tl, td, kl, kd = _pair_fields(MEM, elems)
+                pairs.append((first((tl << 8) | MEM[td]) or table.name(tl, td), tx[kl](MEM, kd)[0].decode()))
+        if not nr:
+            return (pairs, [], clock, entropy)
         spans = []
         if nr:
-            for fields in _second_words(nr)(MEM, ranges - _BASE):
-                tl, td, pl, pd, after, limit = _range_fields(MEM, fields - _BASE)
-                t = first((tl << 8) | MEM[td - _BASE]) or table.name(tl, td)
+            for fields in _second_words(nr)(MEM, ranges):
+                tl, td, pl, pd, after, limit = _range_fields(MEM, fields)
+                t = first((tl << 8) | MEM[td]) or table.name(tl, td)
                 if after:
-                    al, ad = _QQ(MEM, after - _BASE + _OF)
-                    spans.append((t, tx[pl](MEM, pd - _BASE)[0].decode(), tx[al](MEM, ad - _BASE)[0].decode(), limit))
+                    al, ad = _QQ(MEM, after + _OF)
+                    spans.append((t, tx[pl](MEM, pd)[0].decode(), tx[al](MEM, ad)[0].decode(), limit))
                 else:
-                    spans.append((t, tx[pl](MEM, pd - _BASE)[0].decode(), None, limit))
+                    spans.append((t, tx[pl](MEM, pd)[0].decode(), None, limit))
         return (pairs, spans, clock, entropy)
 
 
@@ -1086,21 +1097,21 @@ class _Changes(_List):
         self.table = _TableName(elem.fields[0])
 
     def lift(self, at: int) -> Any:
-        n, data = _QQ(MEM, at - _BASE + _OF)
+        n, data = _QQ(MEM, at + _OF)
         if not n:
             return []
         table = self.table
         first = table.by_first.get
         tx = _TEXTS
         out = []
-        for fields in _second_words(n)(MEM, data - _BASE):
-            tl, td, kl, kd, value = _change_fields(MEM, fields - _BASE)
-            t = first((tl << 8) | MEM[td - _BASE]) or table.name(tl, td)
+        for fields in _second_words(n)(MEM, data):
+            tl, td, kl, kd, value = _change_fields(MEM, fields)
+            t = first((tl << 8) | MEM[td]) or table.name(tl, td)
             if value:
-                vl, vd = _QQ(MEM, value - _BASE + _OF)
-                out.append((t, tx[kl](MEM, kd - _BASE)[0].decode(), tx[vl](MEM, vd - _BASE)[0].decode()))
+                v = (value >> 3) + 1
+                out.append((t, tx[kl](MEM, kd)[0].decode(), tx[MEMQ[v]](MEM, MEMQ[v + 1])[0].decode()))
             else:
-                out.append((t, tx[kl](MEM, kd - _BASE)[0].decode(), None))
+                out.append((t, tx[kl](MEM, kd)[0].decode(), None))
         return out
 
 
@@ -1150,7 +1161,7 @@ class _ResultAnswers(_Result):
         for i in range(nv):
             v = values[i]
             if v is None:
-                _put_kind_q(MEM, opts + i * _VAL - _BASE, _OPTION, 0)
+                _put_kind_q(MEM, opts + i * _VAL, _OPTION, 0)
                 continue
             # A compact ASCII str is handed over in place (Arena.text, inline).
             if type(v) is str and ZERO_COPY and MEM[id(v) + _STATE_AT] & _COMPACT_ASCII == _COMPACT_ASCII:
@@ -1158,8 +1169,8 @@ class _ResultAnswers(_Result):
             else:
                 n, p = arena.text(v)
             s = strs + i * _VAL
-            _put_option_string(MEM, opts + i * _VAL - _BASE, _OPTION, s)
-            _put_kind_qq(MEM, s - _BASE, _STRING, n, p)
+            _put_option_string(MEM, opts + i * _VAL, _OPTION, s)
+            _put_kind_qq(MEM, s, _STRING, n, p)
         for j in range(np_):
             _lower_page(pages[j], arena, lists + j * _VAL)
         if now is None:
@@ -1167,7 +1178,7 @@ class _ResultAnswers(_Result):
         else:
             if type(now) is not int or not 0 <= now < _U64_BOUND:
                 now = _int(now, _U64_BOUND, "u64")
-            _put_kind_q(MEM, clock - _BASE, _U64_KIND, now)
+            _put_kind_q(MEM, clock, _U64_KIND, now)
             now_ptr = clock
         if not isinstance(entropy, (bytes, bytearray)):
             raise TypeError(f"expected bytes, got {type(entropy).__name__}")
@@ -1175,20 +1186,20 @@ class _ResultAnswers(_Result):
         bytes_ptr = 0
         if ne:
             bytes_ptr = arena.alloc(_VAL * ne)
-            a = bytes_ptr - _BASE
+            a = bytes_ptr
             MEM[a : a + _VAL * ne : _VAL] = _U8_KINDS[:ne]
             MEM[a + _OF : a + _VAL * ne : _VAL] = entropy
         (l0, p0), (l1, p1), (l2, p2), (l3, p3) = self.consts
         _put_answers(
             MEM,
-            block - _BASE,
+            block,
             _RECORD, 4, entries,
             l0, p0, _LIST, nv, opts if nv else 0,
             l1, p1, _LIST, np_, lists if np_ else 0,
             l2, p2, _OPTION, now_ptr,
             l3, p3, _LIST, ne, bytes_ptr,
         )  # fmt: skip
-        _put_kind_result(MEM, at - _BASE, _RESULT, True, block)
+        _put_kind_result(MEM, at, _RESULT, True, block)
 
 
 #: The most entropy one read may ask for (WIT ``store.reads.entropy``).
@@ -1239,7 +1250,7 @@ def _compile_answer(nv: int) -> Callable[..., Any]:
     low.emit("ne = len(entropy)")
     low.emit(f"e = b + {_ANSWER_ENTROPY}")
     low.emit("if ne:")
-    low.emit(f"    MEM[e - {_BASE - _OF} : e - {_BASE - _OF} + {_VAL} * ne : {_VAL}] = entropy")
+    low.emit(f"    MEM[e + {_OF} : e + {_OF} + {_VAL} * ne : {_VAL}] = entropy")
     low.emit("(l0, p0), (l1, p1), (l2, p2), (l3, p3) = names")
     fmt = (
         "<B7x?7xQ8x"  # the result: ok, the record
@@ -1264,7 +1275,7 @@ def _compile_answer(nv: int) -> Callable[..., Any]:
         *opts, *strs,
         str(_U64_KIND), "now",
     ]  # fmt: skip
-    low.emit(f"{g.const(struct.Struct(fmt).pack_into, 'pack')}(MEM, b - {_BASE}, {', '.join(args)})")
+    low.emit(f"{g.const(struct.Struct(fmt).pack_into, 'pack')}(MEM, b, {', '.join(args)})")
     low.emit("return True")
     return g.define("answer", ["def answer(b, values, now, entropy, arena, names):"] + low.lines)
 
@@ -1279,7 +1290,7 @@ def _lower_page(page: Any, arena: Arena, at: int) -> None:
         raise TypeError(f"expected a list, got {type(page).__name__}")
     m = len(page)
     if not m:
-        _put_kind_qq(MEM, at - _BASE, _LIST, 0, 0)
+        _put_kind_qq(MEM, at, _LIST, 0, 0)
         return
     tuples = arena.alloc(3 * _VAL * m)
     pairs = tuples + _VAL * m
@@ -1289,9 +1300,9 @@ def _lower_page(page: Any, arena: Arena, at: int) -> None:
         kn, kp = text(key)
         vn, vp = text(value)
         p = pairs + 2 * _VAL * k
-        _put_kind_qq(MEM, tuples + k * _VAL - _BASE, _TUPLE, 2, p)
-        _put_pair(MEM, p - _BASE, _STRING, kn, kp, _STRING, vn, vp)
-    _put_kind_qq(MEM, at - _BASE, _LIST, m, tuples)
+        _put_kind_qq(MEM, tuples + k * _VAL, _TUPLE, 2, p)
+        _put_pair(MEM, p, _STRING, kn, kp, _STRING, vn, vp)
+    _put_kind_qq(MEM, at, _LIST, m, tuples)
 
 
 _put_pair = struct.Struct("<B7xQQ8xB7xQQ8x").pack_into
@@ -1419,7 +1430,10 @@ def call_export(c_func: Any, c_context: Any, codec: FuncCodec, args: Sequence[An
     argument cannot be lowered (nothing ran), and :class:`Trap` when the call
     itself failed (the instance must then be discarded).
     """
-    arena.reset()
+    if arena.grown or arena.keep:
+        arena.reset()
+    else:
+        arena.pos = arena.first  # reset, inline
     lower = codec.lower_args
     if lower is not None and lower(args, arena):
         c_params = arena.c_params if codec.arity else None
@@ -1446,7 +1460,7 @@ def _lower_with_codecs(codec: FuncCodec, args: Sequence[Any], arena: Arena) -> A
     declined: they raise the errors), into the arena's slots."""
     arena.reset()
     # wasmtime assigns the result (dropping what the slot held): zero it.
-    MEM[arena.slots - _BASE : arena.slots - _BASE + _VAL] = _ZERO_VAL
+    MEM[arena.slots : arena.slots + _VAL] = _ZERO_VAL
     n = codec.arity
     if not n:
         return None

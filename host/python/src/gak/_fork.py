@@ -53,7 +53,8 @@ class CallGate:
         self._inside: dict[int, int] = {}
         self._forking = False
 
-    def enter(self) -> None:
+    def enter(self) -> int:
+        """Count this thread in; returns its ident, for :meth:`exit`."""
         me = _get_ident()
         inside = self._inside
         n = inside.get(me, 0)
@@ -61,6 +62,7 @@ class CallGate:
         # A thread already inside (a fork from inside a body) goes on.
         if self._forking and not n:
             self._wait_for_fork(me)
+        return me
 
     def _wait_for_fork(self, me: int) -> None:
         with self._cond:
@@ -72,8 +74,9 @@ class CallGate:
                 self._cond.wait()
             self._inside[me] = self._inside.get(me, 0) + 1
 
-    def exit(self) -> None:
-        me = _get_ident()
+    def exit(self, me: int = 0) -> None:
+        """Count this thread out (``me``: what :meth:`enter` returned)."""
+        me = me or _get_ident()
         inside = self._inside
         n = inside[me] - 1
         if n:

@@ -1,5 +1,5 @@
 """``python -m gak demo``: the reference-runtime story of ``gak demo``
-(``host/rust/src/demo.rs``), end to end through the component, one numbered
+(``host/rust/cli/src/demo.rs``), end to end through the component, one numbered
 line per event.
 
 A run of three steps is started, dies after two, and resumes on another

@@ -23,7 +23,7 @@ from ._pool import CONNECTION_WAIT, MAX_CONNECTIONS, WorkerPool
 from .clock import Clock, SystemClock
 from .component import find_component
 from .errors import Refused, StorageError
-from .limits import oversized
+from .limits import MAX_VALUE, _flat_within, oversized
 from .stores import open_store
 from .stores.base import StoreConflict, StoreFailure
 
@@ -63,6 +63,13 @@ class _Bodies(threading.local):
 
 
 _BODIES = _Bodies()
+
+#: How many bodies run in the process now (any thread, any kernel), so a
+#: call need not look at its thread's stack when none does. Changed under
+#: _RUNNING_LOCK; read without it: a thread's own body is counted before
+#: the body runs, so a call from inside it always sees a nonzero count.
+_RUNNING = [0]
+_RUNNING_LOCK = threading.Lock()
 
 
 def _record(worker: _engine.Worker, fault: BaseException) -> None:
@@ -235,17 +242,17 @@ class Kernel:
         13: it would need a second transaction while the body's holds the
         locks — a deadlock, or a hang on the memory store's lock) and one
         whose arguments are too large to lower (rule 16)."""
-        stack = _BODIES.stack
-        if stack:
-            backend = self.backend
-            if any(b is backend for b in stack):
-                raise Refused(
-                    "invalid-input", "a call from inside a body into the same kernel (it would wait for itself)"
-                )
+        if _RUNNING[0]:
+            self._refuse_from_own_body()
         if args:
             why = oversized(args, each)
             if why is not None:
                 raise Refused("invalid-input", why)
+
+    def _refuse_from_own_body(self) -> None:
+        backend = self.backend
+        if any(b is backend for b in _BODIES.stack):
+            raise Refused("invalid-input", "a call from inside a body into the same kernel (it would wait for itself)")
 
     def _run_body(self, worker: _engine.Worker, body: Callable[[Downstream], T]) -> T:
         """Run caller code inside the call's open transaction: the session
@@ -255,9 +262,13 @@ class Kernel:
         stack = _BODIES.stack
         session.lend()
         stack.append(self.backend)
+        with _RUNNING_LOCK:
+            _RUNNING[0] += 1
         try:
             return body(Downstream(worker))
         finally:
+            with _RUNNING_LOCK:
+                _RUNNING[0] -= 1
             stack.pop()
             fault = session.reclaim()
             if fault is not None:
@@ -346,14 +357,13 @@ class Kernel:
                 # A body forked and this is the child: the transaction, its
                 # connection and its locks are the parent's to end.
                 raise StorageError("the process forked inside a call; the child does not end the parent's transaction")
-            if worker.conflict and retry:
-                # Whatever the component answered after a conflict is
-                # discarded: roll back and decide afresh.
+            if worker.conflict or worker.failure is not None:
                 session.rollback()
-                _backoff(attempt)
-                continue
-            if worker.failure is not None or worker.conflict:
-                session.rollback()
+                if worker.conflict and retry:
+                    # Whatever the component answered after a conflict is
+                    # discarded: roll back and decide afresh.
+                    _backoff(attempt)
+                    continue
                 raise StorageError(worker.failure or "store conflicts persisted")
             if not ok:
                 session.rollback()
@@ -376,8 +386,27 @@ class Kernel:
             return value
 
     def _call(self, name: str, *args: Any) -> Any:
-        self._admit(args)
-        return self._checked_out(None, True, name, args)
+        """Call export ``name`` in a transaction: what most API calls are
+        (:meth:`_admit` and :meth:`_checked_out`, inline)."""
+        if _RUNNING[0]:
+            self._refuse_from_own_body()
+        if not _flat_within(args, MAX_VALUE):
+            why = oversized(args)
+            if why is not None:
+                raise Refused("invalid-input", why)
+        me = GATE.enter()
+        try:
+            pool = self._pool
+            worker = pool.checkout()
+            try:
+                return self._attempts(worker, None, True, name, args)
+            finally:
+                if worker.trapped:
+                    pool.discard(worker)
+                else:
+                    pool.checkin(worker)
+        finally:
+            GATE.exit(me)
 
     def _pure(self, name: str, *args: Any) -> Any:
         """Call an export that MUST NOT touch the store, without a transaction

@@ -1,5 +1,5 @@
 """Vector calls → typed kernel calls, and answers → the vectors' JSON, exactly
-as the Rust runner maps them (``host/rust/src/conformance/calls.rs``)."""
+as the Rust runner maps them (``host/rust/cli/src/conformance/calls.rs``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Parsing, substitution, matching and binding for vector scenarios
-(``VECTORS.md``), as the Rust runner (``host/rust/src/conformance/vector.rs``)
+(``VECTORS.md``), as the Rust runner (``host/rust/cli/src/conformance/vector.rs``)
 does them."""
 
 from __future__ import annotations

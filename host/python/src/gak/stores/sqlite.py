@@ -7,7 +7,7 @@ processes, in any host language — never interleave their read-decide-write.
 upgrade; one would fail late with SQLITE_BUSY mid-decision.)
 
 Tables are ``gak_<name>(key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)
-WITHOUT ROWID`` holding JSON, exactly as ``host/rust/src/store/sqlite.rs``
+WITHOUT ROWID`` holding JSON, exactly as ``host/rust/src/store/sqlite/``
 creates them, so a Rust and a Python host can share one file.
 
 A fenced sink's body gets a guarded wrapper of the connection (``down.raw``,
