@@ -84,14 +84,14 @@ def test_generated_lowering_writes_what_the_codecs_write(
     if zero_copy and not _abi.ZERO_COPY:
         pytest.skip("this interpreter's strings are not laid out as gak._abi expects")
     monkeypatch.setattr(_abi, "ZERO_COPY", zero_copy)
-    lower = _abi._compile_lower(codec.params)  # compiled for this mode
+    lower, _ = _abi._compile_lower(codec.params)  # compiled for this mode
     assert lower is not None
     for i in range(12):
         args = tuple(_samples(c, i) for c in codec.params)
         fast, slow = _abi.Arena(slots=True), _abi.Arena(slots=True)
-        _abi.MEM[fast.slots] = 0xFF  # a result slot's kind left by a previous call
+        _abi.MEM[fast.slots] = 0xFF  # the result slot: what the last call left there
         assert lower(args, fast) is True
-        assert _abi.MEM[fast.slots] == 0  # zeroed: wasmtime drops what it assigns over
+        assert _abi.MEM[fast.slots] == 0xFF  # left alone: wasmtime drops it when it assigns the next
         _abi._lower_with_codecs(codec, args, slow)
         assert _params(fast, codec) == _params(slow, codec) == list(args)
 
@@ -264,3 +264,93 @@ def test_memory_range_reads_see_the_order_after_any_commits() -> None:
             want = sorted((k, v) for k, v in reference.items() if k.startswith(prefix) and (after is None or k > after))
             assert page == want[:limit], (step, prefix, after, limit)
     assert backend.dump() == {("indexes", k): v for k, v in reference.items()}
+
+
+def test_lowering_ahead_covers_only_what_it_bounds() -> None:
+    """A call is lowered before its transaction only by a lowering that
+    bounds every size the limits would: exports with lists or bytes are
+    checked by the walk first."""
+    codecs = dict(EXPORTS)
+    assert codecs["taskboard#claim"].checks_sizes and codecs["sideeffect#acquire"].checks_sizes
+    assert not codecs["taskboard#seed"].checks_sizes  # a list
+    assert not codecs["sideeffect#complete"].checks_sizes  # bytes
+    claim = codecs["taskboard#claim"]
+    assert _abi.lower_ahead(claim, ("x" * MAX_VALUE, "w", 1)) is not None
+    assert _abi.lower_ahead(claim, ("x" * (MAX_VALUE + 1), "w", 1)) is None
+    assert _abi.lower_ahead(claim, ("é" * (MAX_VALUE // 2 + 1), "w", 1)) is None  # counted in UTF-8 bytes
+    assert _abi.lower_ahead(codecs["taskboard#seed"], ([],)) is None
+
+
+def test_a_text_over_the_limit_is_refused_before_a_transaction() -> None:
+    from gak import Kernel, ManualClock, Refused
+    from gak.stores.memory import MemoryBackend, MemorySession
+
+    class Begins(MemoryBackend):
+        begins = 0
+
+        def session(self) -> MemorySession:
+            backend = self
+
+            class S(MemorySession):
+                def begin(self) -> None:
+                    backend.begins += 1
+                    super().begin()
+
+            return S(self)
+
+    store = Begins()
+    kernel = Kernel(store, clock=ManualClock(1_000))
+    for args in [("x" * (MAX_VALUE + 1), "w", 1_000), ("t", "é" * MAX_VALUE, 1_000)]:
+        with pytest.raises(Refused) as e:
+            kernel.taskboard.claim(*args)
+        assert e.value.code == "invalid-input" and "longer than" in str(e.value)
+    assert store.begins == 0
+
+
+def test_a_workers_last_result_is_freed_when_it_closes() -> None:
+    """A worker's result slot keeps its last result (wasmtime drops it when
+    it assigns the next); closing the worker frees it."""
+    from gak import Kernel, ManualClock, TaskSeed
+    from gak.stores.memory import MemoryBackend
+
+    kernel = Kernel(MemoryBackend(), clock=ManualClock(1_000))
+    kernel.taskboard.seed([TaskSeed("a")])
+    assert kernel.taskboard.get("a").id == "a"
+    worker = kernel._pool.checkout()
+    kernel._pool.checkin(worker)
+    assert _abi.MEM[worker.arena.slots] == _abi._RESULT  # held
+    kernel.close()
+    assert _abi.MEM[worker.arena.slots] == 0
+
+
+def test_results_lifted_into_dataclasses_equal_the_converted_tuples() -> None:
+    """interfaces.SHAPES: the shaped lift builds what lifting tuples and
+    converting them with the interfaces' functions builds."""
+    from gak.interfaces import SHAPES, _acquired_out, _task_out
+
+    compiled = _engine.compiled(find_component())
+    convert = {
+        "taskboard#claim": _task_out,
+        "taskboard#get": _task_out,
+        "taskboard#renew": _task_out,
+        "taskboard#claim-next": lambda w: None if w is None else _task_out(w),
+        "sideeffect#acquire": _acquired_out,
+    }
+    assert set(SHAPES) == set(convert)
+    for name, shape in SHAPES.items():
+        codec = compiled.export(name)[1]
+        shaped = compiled.shaped(name, shape)
+        assert shaped.lower_args is codec.lower_args  # only the result differs
+        seen = set()
+        for i in range(16):
+            value = _samples(codec.result, i)  # type: ignore[arg-type]
+            arena = _abi.Arena()
+            at = arena.alloc(_abi._VAL)
+            codec.result.lower(value, arena, at)  # type: ignore[union-attr]
+            ok, wire = codec.lift_result(at)  # type: ignore[misc]
+            got = shaped.lift_result(at)  # type: ignore[misc]
+            assert got == (ok, convert[name](wire) if ok else wire)
+            seen.add(type(got[1]).__name__)
+        assert "tuple" in seen and len(seen) >= 2, seen  # errors stay tuples
+        if name == "sideeffect#acquire":
+            assert {"Granted", "Replayed", "InFlight"} <= seen, seen

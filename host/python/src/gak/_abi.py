@@ -58,6 +58,8 @@ import wasmtime
 from wasmtime import _ffi as ffi
 from wasmtime.component import _types as wt
 
+from .limits import MAX_TOTAL, MAX_VALUE
+
 #: The wasmtime-py version this module was written and tested against.
 WASMTIME_VERSION = "50.0.1"
 
@@ -727,41 +729,103 @@ class _NotGenerated(Exception):
     which are never in an export's result): its codec's ``lift`` is used."""
 
 
-def _lift_expr(g: _Gen, codec: Codec, v: list[str]) -> str:
-    """An expression of the value whose payload unpacked to names ``v``."""
+class Make:
+    """Shape (see :meth:`FuncCodec.shaped`) of a record: built by
+    ``make(*fields)`` instead of as a tuple, each field shaped by
+    ``fields[i]`` when given."""
+
+    def __init__(self, make: Callable[..., Any], fields: Sequence[Any] = ()) -> None:
+        self.make = make
+        self.fields = list(fields)
+
+
+class EnumAs:
+    """Shape of an enum: its cases as members of ``cls`` (a name ``cls``
+    does not have raises what ``cls(name)`` raises)."""
+
+    def __init__(self, cls: Any) -> None:
+        self.cls = cls
+
+
+class Cases:
+    """Shape of a variant: case ``tag`` built by ``make(payload)`` (or
+    ``make()`` without one), its payload shaped by ``payload``."""
+
+    def __init__(self, cases: dict[str, tuple[Callable[..., Any], Any]]) -> None:
+        self.cases = cases
+
+
+class Ok:
+    """Shape of a ``result``: its ``ok`` payload shaped (``err`` as is)."""
+
+    def __init__(self, shape: Any) -> None:
+        self.shape = shape
+
+
+class _Members(dict):  # type: ignore[type-arg]
+    """An enum's members by their name's UTF-8 (see :class:`EnumAs`)."""
+
+    def __init__(self, cls: Any, names: Sequence[bytes]) -> None:
+        super().__init__({b: cls(b.decode("utf-8")) for b in names})
+        self.cls = cls
+
+    def __missing__(self, key: bytes) -> Any:
+        return self.cls(key.decode("utf-8"))
+
+
+def _field(shape: Any, i: int) -> Any:
+    return shape.fields[i] if isinstance(shape, Make) and i < len(shape.fields) else None
+
+
+def _lift_expr(g: _Gen, codec: Codec, v: list[str], shape: Any = None) -> str:
+    """An expression of the value whose payload unpacked to names ``v``
+    (built as ``shape`` says, when given)."""
     t = type(codec)
     if t in (_Bool, _U8Codec, _U32Codec, _U64Codec):
         return v[0]
     if t is _String:
         return f"TX[{v[0]}](MEM, {v[1]})[0].decode()"
     if t is _Enum:
-        return f"{g.const(codec.by_bytes, 'names')}[TX[{v[0]}](MEM, {v[1]})[0]]"  # type: ignore[attr-defined]
+        names = codec.by_bytes if not isinstance(shape, EnumAs) else _Members(shape.cls, list(codec.by_bytes))  # type: ignore[attr-defined]
+        return f"{g.const(names, 'names')}[TX[{v[0]}](MEM, {v[1]})[0]]"
     if t is _Bytes:
         a = f"{v[1]} + {_OF}"
         return f"(MEM[{a} : {a} + {_VAL} * {v[0]} : {_VAL}].tobytes() if {v[0]} else b'')"
     if t is _Option:
-        return f"({_lift_at(g, codec.inner, v[0])} if {v[0]} else None)"  # type: ignore[attr-defined]
+        return f"({_lift_at(g, codec.inner, v[0], shape)} if {v[0]} else None)"  # type: ignore[attr-defined]
     if t in (_Result, _ResultAnswers):
-        ok = "None" if codec.ok is None else _lift_at(g, codec.ok, v[1])  # type: ignore[attr-defined]
+        inner = shape.shape if isinstance(shape, Ok) else None
+        ok = "None" if codec.ok is None else _lift_at(g, codec.ok, v[1], inner)  # type: ignore[attr-defined]
         err = "None" if codec.err is None else _lift_at(g, codec.err, v[1])  # type: ignore[attr-defined]
         return f"((True, {ok}) if {v[0]} else (False, {err}))"
     if t in (_Record, _Tuple):
-        return f"{g.const(_compile_block(g, codec), 'block')}({v[1]})"
+        return f"{g.const(_compile_block(g, codec, shape), 'block')}({v[1]})"
     if t is _List:
-        f = g.const(_compile_lift(codec.elem, g), "lift")  # type: ignore[attr-defined]
+        f = g.const(_compile_lift(codec.elem, g, shape), "lift")  # type: ignore[attr-defined]
         return f"(list(map({f}, range({v[1]}, {v[1]} + {_VAL} * {v[0]}, {_VAL}))) if {v[0]} else [])"
     if t is _Variant:
-        return f"{g.const(_compile_variant(g, codec), 'variant')}({v[0]}, {v[1]}, {v[2]})"
+        return f"{g.const(_compile_variant(g, codec, shape), 'variant')}({v[0]}, {v[1]}, {v[2]})"
     raise _NotGenerated(t.__name__)
 
 
-def _compile_variant(g: _Gen, codec: Any) -> Callable[[int, int, int], tuple[str, Any]]:
+def _compile_variant(g: _Gen, codec: Any, shape: Any = None) -> Callable[[int, int, int], Any]:
     """The lift of a variant from its payload's three words (name length,
     name, the case's Val): the case by its name's bytes, its payload by
-    generated code. A name the type does not have is the generic lift's
-    KeyError."""
-    cases = {b: (tag, None if c is None else _compile_lift(c, g)) for tag, (b, c) in codec.cases.items()}
+    generated code; ``(tag, payload)``, or what :class:`Cases` builds. A
+    name the type does not have is the generic lift's KeyError."""
     fn = g.name("variant")
+    if isinstance(shape, Cases):
+        made = {}
+        for tag, (b, c) in codec.cases.items():
+            make, inner = shape.cases[tag]
+            made[b] = (make, None if c is None else _compile_lift(c, g, inner))
+        lines = [
+            f"def {fn}(n, name, at):",
+            f"    make, lift = {g.const(made, 'cases')}[TX[n](MEM, name)[0]]",
+            "    return make() if lift is None else make(lift(at))",
+        ]
+        return g.define(fn, lines)
+    cases = {b: (tag, None if c is None else _compile_lift(c, g)) for tag, (b, c) in codec.cases.items()}
     lines = [
         f"def {fn}(n, name, at):",
         f"    tag, lift = {g.const(cases, 'cases')}[TX[n](MEM, name)[0]]",
@@ -770,42 +834,45 @@ def _compile_variant(g: _Gen, codec: Any) -> Callable[[int, int, int], tuple[str
     return g.define(fn, lines)
 
 
-def _lift_at(g: _Gen, codec: Codec, at: str) -> str:
+def _lift_at(g: _Gen, codec: Codec, at: str, shape: Any = None) -> str:
     """An expression of the value of the Val at address ``at`` (a name)."""
     t = type(codec)
     if t is _String:
-        w = g.name("w")
         return f"TX[MEMQ[({at} >> 3) + 1]](MEM, MEMQ[({at} >> 3) + 2])[0].decode()"
     if t is _U64Codec:
         return f"MEMQ[({at} >> 3) + 1]"
     if t in (_Record, _Tuple):
-        return f"{g.const(_compile_block(g, codec), 'block')}(MEMQ[({at} >> 3) + 2])"
-    return f"{g.const(_compile_lift(codec, g), 'lift')}({at})"
+        return f"{g.const(_compile_block(g, codec, shape), 'block')}(MEMQ[({at} >> 3) + 2])"
+    return f"{g.const(_compile_lift(codec, g, shape), 'lift')}({at})"
 
 
-def _compile_block(g: _Gen, codec: Any) -> Callable[[int], tuple[Any, ...]]:
+def _compile_block(g: _Gen, codec: Any, shape: Any = None) -> Callable[[int], Any]:
     """The lift of a record's entries (or a tuple's Vals) at an address:
-    every field's payload with one unpack."""
+    every field's payload with one unpack; a tuple, or what :class:`Make`
+    builds."""
     record = type(codec) is _Record
     fields = codec.fields if record else codec.elems
     skip = "24x" if record else "8x"  # entry: name, then the Val's kind; Val: kind
     fmt, names, exprs = "<", [], []
-    for f in fields:
+    for i, f in enumerate(fields):
         pay, k = _payload(f)
         fmt += skip + pay
         v = [g.name("f") for _ in range(k)]
         names += v
-        exprs.append(_lift_expr(g, f, v))
+        exprs.append(_lift_expr(g, f, v, _field(shape, i)))
     unpack = g.const(struct.Struct(fmt).unpack_from, "unpack")
     fn = g.name("block")
     lines = [f"def {fn}(at):"]
     if names:
         lines.append(f"    {', '.join(names)}, = {unpack}(MEM, at)")
-    lines.append(f"    return ({', '.join(exprs)}{',' if len(exprs) == 1 else ''})")
+    if isinstance(shape, Make):
+        lines.append(f"    return {g.const(shape.make, 'make')}({', '.join(exprs)})")
+    else:
+        lines.append(f"    return ({', '.join(exprs)}{',' if len(exprs) == 1 else ''})")
     return g.define(fn, lines)
 
 
-def _compile_lift(codec: Codec, g: _Gen | None = None) -> Callable[[int], Any]:
+def _compile_lift(codec: Codec, g: _Gen | None = None, shape: Any = None) -> Callable[[int], Any]:
     """The lift of a Val at an address as one generated function; the
     codec's own ``lift`` for a type generated code does not read."""
     top = g is None
@@ -815,9 +882,9 @@ def _compile_lift(codec: Codec, g: _Gen | None = None) -> Callable[[int], Any]:
     try:
         pay, k = _payload(codec)
         v = [g.name("p") for _ in range(k)]
-        expr = _lift_expr(g, codec, v)
+        expr = _lift_expr(g, codec, v, shape)
     except _NotGenerated:
-        if not top:
+        if not top or shape is not None:
             raise
         return codec.lift
     unpack = g.const(struct.Struct("<" + pay).unpack_from, "unpack")
@@ -834,9 +901,12 @@ class _Lowering:
     """Statements of a generated lowering, and the values of the pack that
     writes a block of Vals (see _compile_lower)."""
 
-    def __init__(self, g: _Gen) -> None:
+    def __init__(self, g: _Gen, bound: int | None = None) -> None:
         self.g = g
         self.lines: list[str] = []
+        #: The longest text taken (``None``: any); how many texts there are.
+        self.bound = bound
+        self.texts = 0
 
     def emit(self, line: str) -> None:
         self.lines.append("    " + line)
@@ -865,6 +935,10 @@ class _Lowering:
             self.emit("    return None")
             self.emit(f"{n} = len({i})")
             self.emit(f"{p} = arena.copy({i})")
+        self.texts += 1
+        if self.bound is not None:
+            self.emit(f"if {n} > {self.bound}:")
+            self.emit("    return None")
         return n, p
 
     def val(self, codec: Codec, var: str, posts: list[tuple[int, str, str]], at: int) -> tuple[str, list[str]]:
@@ -900,14 +974,17 @@ class _Lowering:
             self.emit(f"if {var} is None:")
             self.emit(f"    {q} = 0")
             self.emit("else:")
-            inner = _Lowering(g)
+            inner = _Lowering(g, self.bound)
             inner_posts: list[tuple[int, str, str]] = []
             fmt, vals = inner.val(codec.inner, var, inner_posts, 0)
+            self.texts += inner.texts
+            posts += [(-1, "", "")] * len(inner_posts)  # counted: their sizes are not bounded here
             self.lines += ["    " + line for line in inner.lines]  # under the else
             self.emit(f"    {q} = arena.alloc({_VAL})")
             self.emit(f"    {g.const(struct.Struct('<' + fmt).pack_into, 'pack')}(MEM, {q}, {', '.join(vals)})")
             for off, c, v in inner_posts:
-                self.emit(f"    {c}.lower({v}, arena, {q} + {off})")
+                if c:
+                    self.emit(f"    {c}.lower({v}, arena, {q} + {off})")
             return "B7xQ16x", [str(_OPTION), q]
         if type(codec) in (_Record, _Tuple):
             fields = codec.fields if isinstance(codec, _Record) else codec.elems
@@ -931,7 +1008,9 @@ class _Lowering:
             self.emit(f"{e} = arena.alloc({size * k})")
             self.emit(f"{g.const(struct.Struct(fmt).pack_into, 'pack')}(MEM, {e}, {', '.join(vals)})")
             for off, c, v in inner_posts:
-                self.emit(f"{c}.lower({v}, arena, {e} + {off})")
+                if c:
+                    self.emit(f"{c}.lower({v}, arena, {e} + {off})")
+            posts += [(-1, "", "")] * len(inner_posts)  # counted: their sizes are not bounded here
             return "B7xQQ8x", [str(_RECORD if isinstance(codec, _Record) else _TUPLE), str(k), e]
         # bytes, lists, results, variants: their codec, after the pack.
         posts.append((at, g.const(codec, "codec"), var))
@@ -947,33 +1026,43 @@ def _encoded(value: str) -> bytes | None:
         return None
 
 
-def _compile_lower(params: Sequence[Codec]) -> Callable[[Sequence[Any], Arena], Any] | None:
-    """The lowering of an export's arguments into an arena's slots: the
-    result slot's kind zeroed and every parameter Val written with ONE pack.
-    Returns ``None`` (nothing to rely on) when an argument is not what the
-    fast path handles; the caller then lowers with the codecs, which raise
-    the errors."""
+def _compile_lower(params: Sequence[Codec]) -> tuple[Callable[[Sequence[Any], Arena], Any] | None, bool]:
+    """The lowering of an export's arguments into an arena's parameter
+    slots, every parameter Val written with ONE pack (the result slot
+    before them is left alone: it holds the last result, which wasmtime
+    drops when it assigns the next). The function returns ``None`` when an
+    argument is not what the fast path takes (the caller then lowers with
+    the codecs, which raise the errors) or a text is longer than
+    :data:`gak.limits.MAX_VALUE`.
+
+    Also returns whether the lowering bounds every size :func:`gak.limits.
+    oversized` would (no lists or bytes, few enough texts that their total
+    cannot pass :data:`gak.limits.MAX_TOTAL`): then a call it takes needs
+    no other size check."""
     n = len(params)
     if n > MAX_PARAMS:
-        return None
+        return None, False
     g = _Gen()
     g.ns["_encoded"] = _encoded
-    low = _Lowering(g)
+    low = _Lowering(g, MAX_VALUE)
     args = [g.name("a") for _ in range(n)]
     low.emit(f"if len(args) != {n}:")
     low.emit("    return None")
     if n:
         low.emit(f"{', '.join(args)}{',' if n == 1 else ''} = args")
-    fmt, vals, posts = "<B31x", ["0"], []
+    fmt, vals, posts = "<", [], []
     for i, (codec, a) in enumerate(zip(params, args)):
-        f, v = low.val(codec, a, posts, _VAL * (1 + i))
+        f, v = low.val(codec, a, posts, _VAL * i)
         fmt += f
         vals += v
-    low.emit(f"{g.const(struct.Struct(fmt).pack_into, 'pack')}(MEM, arena.slots, {', '.join(vals)})")
+    if vals:
+        low.emit(f"{g.const(struct.Struct(fmt).pack_into, 'pack')}(MEM, arena.slots + {_VAL}, {', '.join(vals)})")
     for off, c, v in posts:
-        low.emit(f"{c}.lower({v}, arena, arena.slots + {off})")
+        if c:
+            low.emit(f"{c}.lower({v}, arena, arena.slots + {_VAL + off})")
     low.emit("return True")
-    return g.define("lower", ["def lower(args, arena):"] + low.lines)
+    checks = not posts and low.texts * MAX_VALUE <= MAX_TOTAL
+    return g.define("lower", ["def lower(args, arena):"] + low.lines), checks
 
 
 # --- the store import's own types (0.3.0), specialised ---------------------
@@ -1372,7 +1461,7 @@ class FuncCodec:
 
     __slots__ = (
         "params", "result", "arity", "names", "ok_none", "c_ok_none", "c_arity", "lower_args", "lift_result",
-        "lift_arg", "lower_result",
+        "lift_arg", "lower_result", "checks_sizes",
     )  # fmt: skip
 
     def __init__(self, fty: Any) -> None:
@@ -1383,8 +1472,9 @@ class FuncCodec:
         self.result = codec_of(result) if result is not None else None
         self.arity = len(self.params)
         self.c_arity = c_size_t(self.arity)
-        #: An export's arguments into an arena's slots (None: the codecs).
-        self.lower_args = _compile_lower(self.params)
+        #: An export's arguments into an arena's slots (None: the codecs),
+        #: and whether what it takes is within every size limit.
+        self.lower_args, self.checks_sizes = _compile_lower(self.params)
         self.lift_result = _compile_lift(self.result) if self.result is not None else None
         #: A host function's one parameter (store.read, store.write).
         self.lift_arg = _compile_lift(self.params[0]) if self.arity == 1 else None
@@ -1401,6 +1491,17 @@ class FuncCodec:
             r.lower(OK_NONE, _CONSTANTS, self.ok_none)
             self.c_ok_none = c_void_p(self.ok_none)
 
+
+    def shaped(self, shape: Any) -> "FuncCodec":
+        """This codec with a result lift that builds what ``shape`` says
+        (:class:`Ok`, :class:`Make`, :class:`EnumAs`, :class:`Cases`,
+        applied where the type has them) instead of tuples and strings:
+        the API's dataclasses straight from the Vals."""
+        other = FuncCodec.__new__(FuncCodec)
+        for slot in FuncCodec.__slots__:
+            setattr(other, slot, getattr(self, slot))
+        other.lift_result = _compile_lift(self.result, shape=shape)  # type: ignore[arg-type]
+        return other
 
     def _lower_result(self, value: Any, arena: Arena) -> Any:
         self.result.lower(value, arena, arena.slots)  # type: ignore[union-attr]
@@ -1439,6 +1540,16 @@ def call_export(c_func: Any, c_context: Any, codec: FuncCodec, args: Sequence[An
         c_params = arena.c_params if codec.arity else None
     else:
         c_params = _lower_with_codecs(codec, args, arena)
+    return call_lowered(c_func, c_context, codec, c_params, arena)
+
+
+def call_lowered(c_func: Any, c_context: Any, codec: FuncCodec, c_params: Any, out: Arena) -> Any:
+    """Call an exported function whose arguments are lowered at
+    ``c_params``, its result assigned to ``out``'s result slot.
+
+    The slot keeps the result after it is lifted: wasmtime drops what the
+    slot holds when it assigns the next one (as a ``val_delete`` would, a
+    ctypes call fewer per call); :func:`release_result` frees the last."""
     # ctypes converts arguments fastest with no argtypes and every argument
     # a ctypes object made once (argtypes cost ~5,000 instructions a call).
     if codec.result is None:
@@ -1446,21 +1557,24 @@ def call_export(c_func: Any, c_context: Any, codec: FuncCodec, args: Sequence[An
         if err:
             raise Trap(_error(err))
         return None
-    err = _func_call(c_func, c_context, c_params, codec.c_arity, arena.c_out, _ONE)
+    err = _func_call(c_func, c_context, c_params, codec.c_arity, out.c_out, _ONE)
     if err:
         raise Trap(_error(err))
-    try:
-        return codec.lift_result(arena.slots)  # type: ignore[misc]
-    finally:
-        val_delete(arena.c_out)  # wasmtime's allocation
+    return codec.lift_result(out.slots)  # type: ignore[misc]
+
+
+def release_result(arena: Arena) -> None:
+    """Free the result an arena's slot keeps (see :func:`call_lowered`),
+    leaving the slot empty (a bool, which owns nothing)."""
+    if arena.slots:
+        val_delete(arena.c_out)
+        MEM[arena.slots] = 0
 
 
 def _lower_with_codecs(codec: FuncCodec, args: Sequence[Any], arena: Arena) -> Any:
     """Lower the arguments with the codec objects (what the generated code
-    declined: they raise the errors), into the arena's slots."""
+    declined: they raise the errors), into the arena's parameter slots."""
     arena.reset()
-    # wasmtime assigns the result (dropping what the slot held): zero it.
-    MEM[arena.slots : arena.slots + _VAL] = _ZERO_VAL
     n = codec.arity
     if not n:
         return None
@@ -1472,6 +1586,24 @@ def _lower_with_codecs(codec: FuncCodec, args: Sequence[Any], arena: Arena) -> A
     for i, c in enumerate(codec.params):
         c.lower(args[i], arena, params + i * _VAL)
     return c_params
+
+
+def lower_ahead(codec: FuncCodec, args: Sequence[Any]) -> Any:
+    """This thread's arena with ``args`` lowered into its parameter slots
+    when the generated lowering takes them and bounds their sizes, else
+    ``None`` (then sizes must be checked, and the arguments are lowered in
+    the call). For a call to lower once, before its transaction, what it
+    may send several times: wasmtime only reads the arguments, and nothing
+    else lowers into this thread's arena before the call (export calls of
+    workers use their own)."""
+    if not codec.checks_sizes:
+        return None
+    arena = _scratch.call
+    if arena.grown or arena.keep:
+        arena.reset()
+    else:
+        arena.pos = arena.first
+    return arena if codec.lower_args(args, arena) else None  # type: ignore[misc]
 
 
 #: A host function: receives the store context address and the lifted

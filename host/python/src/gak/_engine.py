@@ -129,6 +129,7 @@ class Compiled:
         shadow_random(self.engine, self.component, self.linker, path)
         self._exports = self.component.type.exports(self.engine)
         self._funcs: dict[str, tuple[Any, _abi.FuncCodec]] = {}
+        self._shaped: dict[str, _abi.FuncCodec] = {}
         self._lock = threading.Lock()
 
     def export(self, name: str) -> tuple[Any, _abi.FuncCodec]:
@@ -147,6 +148,18 @@ class Compiled:
             found = (index, _abi.FuncCodec(fty))
             self._funcs[name] = found
             return found
+
+    def shaped(self, name: str, shape: Any) -> _abi.FuncCodec:
+        """The codec of ``interface#function`` whose result lift builds
+        what ``shape`` says (gak._abi.FuncCodec.shaped), made once."""
+        found = self._shaped.get(name)
+        if found is None:
+            codec = self.export(name)[1]
+            with self._lock:
+                found = self._shaped.get(name)
+                if found is None:
+                    found = self._shaped[name] = codec.shaped(shape)
+        return found
 
 
 def check_version(engine: Engine, component: Component, path: Path) -> None:
@@ -264,20 +277,30 @@ class Worker:
         """Call export ``interface#function`` with wire-form arguments."""
         return self.call_with(name, args)
 
-    def call_with(self, name: str, args: Any) -> Any:
-        """:meth:`call` with the arguments as one sequence."""
-        f = self._funcs.get(name)
-        if f is None:
-            index, codec = self.compiled.export(name)
-            func = self.instance.get_func(self.store, index)
-            if func is None:
-                raise OpenError(f"{name} is not a function")
-            # The func is kept: its C handle is what the c_void_p names.
-            f = self._funcs[name] = (ctypes.c_void_p(_abi.func_address(func)), codec, func)
-        return _abi.call_export(f[0], self.c_context, f[1], args, self.arena)
+    def call_with(self, name: str, args: Any, codec: Optional[_abi.FuncCodec] = None) -> Any:
+        """:meth:`call` with the arguments as one sequence (and, given
+        ``codec``, the result lifted by it: one of Compiled.shaped)."""
+        f = self._funcs.get(name) or self._func(name)
+        return _abi.call_export(f[0], self.c_context, codec or f[1], args, self.arena)
+
+    def call_lowered(self, name: str, lowered: _abi.Arena, codec: _abi.FuncCodec) -> Any:
+        """:meth:`call_with`, the arguments lowered already (into
+        ``lowered``'s slots, by :func:`gak._abi.lower_ahead`)."""
+        f = self._funcs.get(name) or self._func(name)
+        return _abi.call_lowered(f[0], self.c_context, codec, lowered.c_params, self.arena)
+
+    def _func(self, name: str) -> tuple[Any, _abi.FuncCodec, Any]:
+        index, codec = self.compiled.export(name)
+        func = self.instance.get_func(self.store, index)
+        if func is None:
+            raise OpenError(f"{name} is not a function")
+        # The func is kept: its C handle is what the c_void_p names.
+        f = self._funcs[name] = (ctypes.c_void_p(_abi.func_address(func)), codec, func)
+        return f
 
     def close(self) -> None:
         _unregister(self.context)
+        _abi.release_result(self.arena)
         try:
             self.session.close()
         except Exception:  # noqa: BLE001 - closing is best effort

@@ -11,6 +11,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
+from ._abi import Cases, EnumAs, Make, Ok
 from .errors import Refused, StorageError
 from .types import (
     Acquired,
@@ -83,6 +84,29 @@ _new_task = maker(Task)
 _new_granted = maker(Granted)
 _new_replayed = maker(Replayed)
 _TASK_STATES: dict[str, TaskState] = {s.value: s for s in TaskState}
+
+_TASK = Make(_new_task, [None, None, None, EnumAs(TaskState)])
+
+#: Results the component's answers are lifted straight into (the lift
+#: builds these dataclasses from the Vals; see gak._abi.Make): what
+#: Kernel._call returns for these exports, where others return tuples.
+SHAPES: dict[str, Any] = {
+    "taskboard#claim": Ok(_TASK),
+    "taskboard#get": Ok(_TASK),
+    "taskboard#renew": Ok(_TASK),
+    "taskboard#claim-next": Ok(_TASK),
+    "sideeffect#acquire": Ok(
+        Cases(
+            {
+                "granted": (_new_granted, Make(_new_lease)),
+                "replayed": (_new_replayed, None),
+                "uncertain": (maker(Uncertain), None),
+                "in-flight": (maker(InFlight), None),
+                "contended": (maker(Contended), None),
+            }
+        )
+    ),
+}
 
 
 def _lease_out(w: tuple[Any, ...]) -> Lease:
@@ -173,7 +197,8 @@ class Sideeffect(_Interface):
 
     def acquire(self, action: Action, ttl: int) -> Acquired:
         """The single atomic decision for ``action``."""
-        return _acquired_out(self._kernel._call("sideeffect#acquire", _action_in(action), ttl))
+        acquired: Acquired = self._kernel._call("sideeffect#acquire", _action_in(action), ttl)  # built by SHAPES
+        return acquired
 
     def complete(self, action: Action, lease: Lease, result: bytes) -> bytes:
         """Record the key completed; returns the first recorded result."""
@@ -276,18 +301,22 @@ class Taskboard(_Interface):
         items, nxt = self._kernel._call("taskboard#list", _opt_enum(state), after, limit)
         return TaskPage([_task_out(t) for t in items], nxt)
 
+    # get, claim, claim_next, renew: the Task is built by SHAPES.
+
     def get(self, id: str) -> Task:
         """The task without its token, or ``not-found``."""
-        return _task_out(self._kernel._call("taskboard#get", id))
+        task: Task = self._kernel._call("taskboard#get", id)
+        return task
 
     def claim(self, id: str, agent: str, ttl: int) -> Task:
         """Claim a task; the returned task carries the token."""
-        return _task_out(self._kernel._call("taskboard#claim", id, agent, ttl))
+        task: Task = self._kernel._call("taskboard#claim", id, agent, ttl)
+        return task
 
     def claim_next(self, agent: str, ttl: int) -> Optional[Task]:
         """Claim the first-seeded ready task; ``None`` when none is ready."""
-        w = self._kernel._call("taskboard#claim-next", agent, ttl)
-        return None if w is None else _task_out(w)
+        task: Optional[Task] = self._kernel._call("taskboard#claim-next", agent, ttl)
+        return task
 
     def release(self, id: str, token: str) -> None:
         """Return a claimed task to open (only its current token)."""
@@ -299,7 +328,8 @@ class Taskboard(_Interface):
 
     def renew(self, id: str, token: str, ttl: int) -> Task:
         """Extend a live claim (qualification check, not a heartbeat)."""
-        return _task_out(self._kernel._call("taskboard#renew", id, token, ttl))
+        task: Task = self._kernel._call("taskboard#renew", id, token, ttl)
+        return task
 
 
 class Retention(_Interface):

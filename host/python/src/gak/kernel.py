@@ -23,7 +23,7 @@ from ._pool import CONNECTION_WAIT, MAX_CONNECTIONS, WorkerPool
 from .clock import Clock, SystemClock
 from .component import find_component
 from .errors import Refused, StorageError
-from .limits import MAX_VALUE, _flat_within, oversized
+from .limits import oversized
 from .stores import open_store
 from .stores.base import StoreConflict, StoreFailure
 
@@ -143,6 +143,9 @@ class Kernel:
         connection_wait: float = CONNECTION_WAIT,
     ) -> None:
         self._compiled = _engine.compiled(find_component(component))
+        #: Each export's codec by name, for lowering before a worker is
+        #: checked out.
+        self._codecs: dict[str, _abi.FuncCodec] = {}
         self.backend = backend
         self.clock: Clock = clock if clock is not None else SystemClock()
         compiled, clock_ = self._compiled, self.clock
@@ -315,10 +318,13 @@ class Kernel:
         commit: bool,
         name: str = "",
         args: Any = (),
+        lowered: Optional[_abi.Arena] = None,
+        codec: Optional[_abi.FuncCodec] = None,
     ) -> Any:
         """The attempts of one call: ``call(worker)``, or (``call`` None) the
         export ``name`` with ``args`` — what most calls are, without a
-        closure made for each."""
+        closure made for each — lowered already into ``lowered`` if given
+        (every attempt sends the same Vals: wasmtime only reads them)."""
         session = worker.session
         attempt = 0
         while True:
@@ -337,7 +343,12 @@ class Kernel:
             except StoreFailure as e:
                 raise StorageError(str(e)) from e
             try:
-                ok, value = worker.call_with(name, args) if call is None else call(worker)
+                if lowered is not None:
+                    ok, value = worker.call_lowered(name, lowered, codec)  # type: ignore[arg-type]
+                elif call is None:
+                    ok, value = worker.call_with(name, args, codec)
+                else:
+                    ok, value = call(worker)
             except _abi.Trap as e:
                 session.rollback()
                 worker.trapped = True
@@ -387,10 +398,18 @@ class Kernel:
 
     def _call(self, name: str, *args: Any) -> Any:
         """Call export ``name`` in a transaction: what most API calls are
-        (:meth:`_admit` and :meth:`_checked_out`, inline)."""
+        (:meth:`_admit` and :meth:`_checked_out`, inline).
+
+        The arguments are lowered here, before a worker is checked out or a
+        transaction opens, when the export's generated lowering takes them
+        and bounds every size (HOSTS.md rule 16: then they are within the
+        limits); else they are checked by :func:`gak.limits.oversized` and
+        lowered in the call, as :meth:`_admit` does."""
         if _RUNNING[0]:
             self._refuse_from_own_body()
-        if not _flat_within(args, MAX_VALUE):
+        codec = self._codecs.get(name) or self._codec(name)
+        lowered = _abi.lower_ahead(codec, args)
+        if lowered is None:
             why = oversized(args)
             if why is not None:
                 raise Refused("invalid-input", why)
@@ -399,7 +418,7 @@ class Kernel:
             pool = self._pool
             worker = pool.checkout()
             try:
-                return self._attempts(worker, None, True, name, args)
+                return self._attempts(worker, None, True, name, args, lowered, codec)
             finally:
                 if worker.trapped:
                     pool.discard(worker)
@@ -407,6 +426,17 @@ class Kernel:
                     pool.checkin(worker)
         finally:
             GATE.exit(me)
+
+    def _codec(self, name: str) -> _abi.FuncCodec:
+        # The API's results are built by the lift where interfaces.SHAPES
+        # says how (a Task, a Granted lease ...), else lifted as tuples.
+        shape = SHAPES.get(name)
+        if shape is None:
+            codec = self._compiled.export(name)[1]
+        else:
+            codec = self._compiled.shaped(name, shape)
+        self._codecs[name] = codec
+        return codec
 
     def _pure(self, name: str, *args: Any) -> Any:
         """Call an export that MUST NOT touch the store, without a transaction
@@ -446,4 +476,4 @@ class Kernel:
         return box[0]  # type: ignore[no-any-return]
 
 
-from .interfaces import Checkpoint, Commitgate, Retention, Sideeffect, Taskboard  # noqa: E402
+from .interfaces import SHAPES, Checkpoint, Commitgate, Retention, Sideeffect, Taskboard  # noqa: E402

@@ -18,7 +18,9 @@ from typing import Any, Iterator, Optional, Sequence
 
 from .base import TABLE_SET, TABLES, Answers, Change, Helpers, Key, Range, StoreFailure, checked_table
 
-_DELETED = object()
+#: What the overlay answers for a key this transaction did not write (it
+#: holds ``None`` for a key it deleted).
+_ABSENT = object()
 
 
 class _SortedKeys:
@@ -33,6 +35,7 @@ class _SortedKeys:
         self.maxes: list[str] = []
 
     def add(self, key: str) -> None:
+        """Insert ``key`` unless it is there."""
         if not self.chunks:
             self.chunks.append([key])
             self.maxes.append(key)
@@ -43,7 +46,11 @@ class _SortedKeys:
             self.chunks[i].append(key)
             self.maxes[i] = key
         else:
-            bisect.insort(self.chunks[i], key)
+            chunk = self.chunks[i]
+            j = bisect.bisect_left(chunk, key)
+            if j < len(chunk) and chunk[j] == key:
+                return
+            chunk.insert(j, key)
         chunk = self.chunks[i]
         if len(chunk) > 2 * _CHUNK:
             half = chunk[_CHUNK:]
@@ -53,9 +60,15 @@ class _SortedKeys:
             self.maxes.insert(i + 1, half[-1])
 
     def remove(self, key: str) -> None:
+        """Remove ``key`` if it is there."""
         i = bisect.bisect_left(self.maxes, key)
+        if i == len(self.maxes):
+            return
         chunk = self.chunks[i]
-        del chunk[bisect.bisect_left(chunk, key)]
+        j = bisect.bisect_left(chunk, key)
+        if j == len(chunk) or chunk[j] != key:
+            return
+        del chunk[j]
         if not chunk:
             del self.chunks[i]
             del self.maxes[i]
@@ -79,49 +92,37 @@ _CHUNK = 512
 
 class _Table:
     """A table's values and its keys in order. The order (:attr:`keys`)
-    lags behind :attr:`values` by :attr:`added` (keys it lacks) and
-    :attr:`removed` (keys it has that are gone); :meth:`ordered` catches
-    it up. So ``keys = (values - added) | removed``, ``added`` and
-    ``keys`` disjoint, ``removed`` and ``values`` disjoint."""
+    may lag behind :attr:`values` for the keys in :attr:`dirty` (put new or
+    deleted since the order was last caught up); :meth:`ordered` catches it
+    up from the values. Every other key is in both or in neither."""
 
-    __slots__ = ("values", "keys", "added", "removed")
+    __slots__ = ("values", "keys", "dirty")
 
     def __init__(self) -> None:
         self.values: dict[str, str] = {}
         self.keys = _SortedKeys()
-        self.added: set[str] = set()
-        self.removed: set[str] = set()
+        self.dirty: set[str] = set()
 
     def put(self, key: str, value: str) -> None:
         values = self.values
         if key not in values:
-            if key in self.removed:
-                self.removed.discard(key)  # still in the order
-            else:
-                self.added.add(key)
+            self.dirty.add(key)
         values[key] = value
 
     def delete(self, key: str) -> None:
-        values = self.values
-        if key in values:
-            del values[key]
-            if key in self.added:
-                self.added.discard(key)  # never reached the order
-            else:
-                self.removed.add(key)
+        if self.values.pop(key, _ABSENT) is not _ABSENT:
+            self.dirty.add(key)
 
     def ordered(self) -> _SortedKeys:
         """The keys in order, up to date."""
-        if self.removed:
-            remove = self.keys.remove
-            for key in self.removed:
-                remove(key)
-            self.removed.clear()
-        if self.added:
-            add = self.keys.add
-            for key in sorted(self.added):
-                add(key)
-            self.added.clear()
+        if self.dirty:
+            values, keys = self.values, self.keys
+            for key in sorted(self.dirty):
+                if key in values:
+                    keys.add(key)
+                else:
+                    keys.remove(key)
+            self.dirty.clear()
         return self.keys
 
 
@@ -180,11 +181,8 @@ class MemorySession(Helpers):
                 checked_table(t)  # raises
             # The overlay is empty at a call's first read (the component
             # writes once, at the end): skip the lookup then.
-            v = pending.get((t, k)) if pending else None
-            if v is None:
-                values.append(table.values.get(k))  # type: ignore[union-attr]
-            else:
-                values.append(None if v is _DELETED else v)
+            v = pending.get((t, k), _ABSENT) if pending else _ABSENT
+            values.append(table.values.get(k) if v is _ABSENT else v)  # type: ignore[union-attr]
         pages = [self._range(pending, t, prefix, after, limit) for t, prefix, after, limit in ranges] if ranges else []
         return values, pages, None
 
@@ -195,7 +193,7 @@ class MemorySession(Helpers):
         for t, k, v in changes:
             if t not in TABLE_SET:
                 checked_table(t)
-            pending[(t, k)] = _DELETED if v is None else v
+            pending[(t, k)] = v  # None: deleted
 
     def _range(
         self, pending: dict[tuple[str, str], Any], table: str, prefix: str, after: Optional[str], limit: int
@@ -209,7 +207,7 @@ class MemorySession(Helpers):
 
         # This transaction's writes in range (they win over committed data).
         mine = {k: v for (t, k), v in pending.items() if t == table and inside(k)}
-        deleted = sum(1 for v in mine.values() if v is _DELETED)
+        deleted = sum(1 for v in mine.values() if v is None)
         merged: dict[str, Any] = {}
         want = limit + deleted
         for k in tab.ordered().from_(lower, strict):
@@ -217,7 +215,7 @@ class MemorySession(Helpers):
                 break
             merged[k] = tab.values[k]
         merged.update(mine)
-        out = [(k, v) for k, v in sorted(merged.items()) if v is not _DELETED]
+        out = [(k, v) for k, v in sorted(merged.items()) if v is not None]
         return out[:limit]
 
     def commit(self) -> None:
@@ -227,19 +225,12 @@ class MemorySession(Helpers):
         for (t, k), v in pending.items():
             table = tables[t]
             values = table.values
-            if v is _DELETED:
-                if k in values:
-                    del values[k]
-                    if k in table.added:
-                        table.added.discard(k)
-                    else:
-                        table.removed.add(k)
+            if v is None:
+                if values.pop(k, _ABSENT) is not _ABSENT:
+                    table.dirty.add(k)
             else:
                 if k not in values:
-                    if k in table.removed:
-                        table.removed.discard(k)
-                    else:
-                        table.added.add(k)
+                    table.dirty.add(k)
                 values[k] = v
         self._end()
 
