@@ -105,21 +105,39 @@ func goOpt(has C.bool, v C.uint64_t) *uint64 {
 	return &n
 }
 
-// arena is C memory for one call's records and lists, freed at once.
+// arena is C memory for one call's records and lists, freed at once: a
+// bump allocator over calloc'd chunks, so a call with a list costs one
+// allocation (and one cgo call to free it), not one per string.
 type arena struct {
 	blocks []unsafe.Pointer
+	cur    unsafe.Pointer
+	used   int
+	size   int
 }
 
-// alloc returns n zeroed bytes of C memory.
+// arenaChunk is the size of an arena's usual (and first) chunk.
+const arenaChunk = 4096
+
+// alloc returns n zeroed bytes of C memory, 8-byte aligned.
 func (a *arena) alloc(n int) unsafe.Pointer {
+	n = (n + 7) &^ 7
 	if n == 0 {
-		n = 1
+		n = 8
 	}
-	p := C.calloc(1, C.size_t(n))
-	if p == nil {
-		panic("gak: out of C memory")
+	if a.cur == nil || a.used+n > a.size {
+		size := arenaChunk
+		if n > size {
+			size = n
+		}
+		p := C.calloc(1, C.size_t(size))
+		if p == nil {
+			panic("gak: out of C memory")
+		}
+		a.blocks = append(a.blocks, p)
+		a.cur, a.used, a.size = p, 0, size
 	}
-	a.blocks = append(a.blocks, p)
+	p := unsafe.Add(a.cur, a.used)
+	a.used += n
 	return p
 }
 
@@ -159,5 +177,5 @@ func (a *arena) free() {
 	for _, p := range a.blocks {
 		C.free(p)
 	}
-	a.blocks = nil
+	a.blocks, a.cur, a.used, a.size = nil, nil, 0, 0
 }

@@ -409,3 +409,42 @@ func TestCloseWaitsAndRefusesLaterCalls(t *testing.T) {
 	_, err = k.Taskboard().Get(ctx, "t")
 	wantCode(t, err, gak.CodeStorage)
 }
+
+// Lists and long strings cross the boundary intact (the arena that copies
+// them into C memory spans several chunks here).
+func TestLongListsRoundTrip(t *testing.T) {
+	k := open(t, "memory:")
+	var seeds []gak.TaskSeed
+	for i := 0; i < 2000; i++ {
+		seeds = append(seeds, gak.TaskSeed{
+			ID:    fmt.Sprintf("task-%05d", i),
+			Title: strings.Repeat("t", 100+i%50),
+			Deps:  []string{fmt.Sprintf("dep-%d", i), "shared"},
+		})
+	}
+	if err := k.Taskboard().Seed(ctx, seeds); err != nil {
+		t.Fatal(err)
+	}
+	page, err := k.Taskboard().List(ctx, "", "task-01000", 1000)
+	if err != nil || len(page.Items) != 999 || page.Next != "" {
+		t.Fatalf("%d items, next %q, %v", len(page.Items), page.Next, err)
+	}
+	last := page.Items[998]
+	if last.ID != "task-01999" || len(last.Title) != 100+1999%50 || last.Deps[0] != "dep-1999" || last.Deps[1] != "shared" {
+		t.Fatalf("%+v", last)
+	}
+	snap := gak.Snapshot{RunID: "r", Seq: 1, Status: "running", Fields: map[string]string{}}
+	for i := 0; i < 3000; i++ {
+		snap.Done = append(snap.Done, fmt.Sprintf("step-%04d", i))
+	}
+	for i := 0; i < 200; i++ {
+		snap.Fields[fmt.Sprintf("f%03d", i)] = strings.Repeat("v", i)
+	}
+	if err := k.Checkpoint().SaveIfNewer(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	got, err := k.Checkpoint().Load(ctx, "r")
+	if err != nil || len(got.Done) != 3000 || got.Done[2999] != "step-2999" || got.Fields["f199"] != strings.Repeat("v", 199) || len(got.Fields) != 200 {
+		t.Fatalf("%d done, %d fields, %v", len(got.Done), len(got.Fields), err)
+	}
+}
