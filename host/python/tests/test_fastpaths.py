@@ -225,15 +225,27 @@ def test_maker_builds_the_same_instances() -> None:
         maker(Checked)
 
 
-def test_memory_range_reads_see_the_order_after_any_commits() -> None:
-    """The memory binding brings a table's key order up to date only when a
-    range read needs it: interleaved puts, deletes (of keys that were put
-    since the last range read, and of older ones), rollbacks and range
+@pytest.mark.parametrize(
+    ("rebuild_min", "tidy_every", "added_max"),
+    [(1024, 256, 1024), (0, 4, 0), (10**9, 1 << 30, 10**9)],
+    ids=["defaults", "rebuild-and-tidy-often", "one-by-one-never-compacted"],
+)
+def test_memory_range_reads_see_the_order_after_any_commits(
+    rebuild_min: int, tidy_every: int, added_max: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The memory binding keeps a table's key order lazily (tombstones for
+    deleted keys, new keys caught up by a range read or a tidy, one by one
+    or by a rebuild): interleaved puts, deletes (of keys put since the last
+    range read, of older ones, and of keys put again), rollbacks and range
     reads answer what a sorted reference answers."""
     import random
 
+    from gak.stores import memory
     from gak.stores.memory import MemoryBackend
 
+    monkeypatch.setattr(memory, "_REBUILD_MIN", rebuild_min)
+    monkeypatch.setattr(memory, "_TIDY_EVERY", tidy_every)
+    monkeypatch.setattr(memory, "_ADDED_MAX", added_max)
     rnd = random.Random(7)
     backend = MemoryBackend()
     session = backend.session()
@@ -354,3 +366,61 @@ def test_results_lifted_into_dataclasses_equal_the_converted_tuples() -> None:
         assert "tuple" in seen and len(seen) >= 2, seen  # errors stay tuples
         if name == "sideeffect#acquire":
             assert {"Granted", "Replayed", "InFlight"} <= seen, seen
+
+
+def test_a_call_lowered_ahead_is_lowered_again_after_another_used_the_arena() -> None:
+    """A call lowered before its transaction sends its Vals only while no
+    other call lowered into the thread's arena since (one made from a
+    clock, a binding or a signal handler while it runs): a conflict's
+    re-run after such a call sends its own arguments."""
+    from gak import Kernel, ManualClock, TaskSeed
+    from gak.stores.base import StoreConflict
+    from gak.stores.memory import MemoryBackend, MemorySession
+
+    other = Kernel(MemoryBackend(), clock=ManualClock(1_000))
+    other.taskboard.seed([TaskSeed("elsewhere")])
+    armed: list[bool] = []
+    reads: list[Any] = []
+
+    class Once(MemoryBackend):
+        def session(self) -> MemorySession:
+            class S(MemorySession):
+                def read(self, keys: Any, ranges: Any, clock: bool = False) -> Any:
+                    reads.append(list(keys))
+                    if armed:
+                        armed.clear()
+                        assert other.taskboard.get("elsewhere").id == "elsewhere"  # lowers ahead here
+                        raise StoreConflict("busy")
+                    return super().read(keys, ranges, clock)
+
+            return S(self)
+
+    kernel = Kernel(Once(), clock=ManualClock(1_000))
+    kernel.taskboard.seed([TaskSeed("mine")])
+    reads.clear()
+    armed.append(True)
+    assert kernel.taskboard.claim("mine", "w", 1_000).id == "mine"  # the re-run sent its own id
+    assert reads == [[("tasks", "mine")]] * 2
+
+
+def test_memory_key_order_catches_up_without_range_reads() -> None:
+    """Commits without any range read leave a bounded number of keys
+    waiting to join the order, and of tombstones in it (a claim-only
+    workload would otherwise keep every key it ever added or deleted)."""
+    from gak.stores import memory
+
+    backend = memory.MemoryBackend()
+    session = backend.session()
+    n = 12 * memory._TIDY_EVERY
+    for i in range(n):
+        session.begin()
+        session.write([("indexes", f"q/{i:08d}", "{}"), ("indexes", f"q/{i - 1:08d}", None)])
+        session.commit()
+    table = backend._tables["indexes"]
+    assert len(table.added) <= memory._ADDED_MAX + memory._TIDY_EVERY
+    assert table.size <= 2 * len(table.values) + memory._REBUILD_MIN + memory._TIDY_EVERY
+    assert len(table.added) <= max(memory._ADDED_MAX, 2 * len(table.values)) + 2 * memory._TIDY_EVERY
+    assert table.size > 0  # the order was caught up along the way
+    session.begin()
+    assert session.scan("indexes", "q/", None, 10) == [(f"q/{n - 1:08d}", "{}")]
+    session.rollback()

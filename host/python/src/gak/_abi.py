@@ -213,13 +213,16 @@ class Arena:
 
     __slots__ = (
         "chunks", "pos", "end", "first", "size", "buf", "base", "start", "keep", "slots", "c_out", "c_params",
-        "answer", "c_answer", "grown",
+        "answer", "c_answer", "grown", "stamp",
     )  # fmt: skip
 
     def __init__(self, size: int = 4096, slots: bool = False, answer: bool = False) -> None:
         self.chunks: list[bytearray] = []
         #: Whether chunks beyond the first were taken (reset drops them).
         self.grown = False
+        #: Counts the calls lowered into the slots by lower_ahead: a call
+        #: that lowered ahead sends its Vals only while the stamp is its own.
+        self.stamp = 0
         self.pos = self.end = 0
         self._grow(size)
         #: The first chunk's address (``base`` is the current chunk's).
@@ -1593,9 +1596,11 @@ def lower_ahead(codec: FuncCodec, args: Sequence[Any]) -> Any:
     when the generated lowering takes them and bounds their sizes, else
     ``None`` (then sizes must be checked, and the arguments are lowered in
     the call). For a call to lower once, before its transaction, what it
-    may send several times: wasmtime only reads the arguments, and nothing
-    else lowers into this thread's arena before the call (export calls of
-    workers use their own)."""
+    may send several times: wasmtime only reads the arguments. Export calls
+    of workers lower into their own arenas; only another call lowering
+    ahead on this thread (one made from a signal handler, a clock or a
+    binding, while this one runs) lowers here, and it moves
+    :attr:`Arena.stamp`: compare it before each send."""
     if not codec.checks_sizes:
         return None
     arena = _scratch.call
@@ -1603,6 +1608,7 @@ def lower_ahead(codec: FuncCodec, args: Sequence[Any]) -> Any:
         arena.reset()
     else:
         arena.pos = arena.first
+    arena.stamp += 1
     return arena if codec.lower_args(args, arena) else None  # type: ignore[misc]
 
 

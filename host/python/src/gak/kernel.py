@@ -320,6 +320,7 @@ class Kernel:
         args: Any = (),
         lowered: Optional[_abi.Arena] = None,
         codec: Optional[_abi.FuncCodec] = None,
+        stamp: int = 0,
     ) -> Any:
         """The attempts of one call: ``call(worker)``, or (``call`` None) the
         export ``name`` with ``args`` — what most calls are, without a
@@ -343,6 +344,12 @@ class Kernel:
             except StoreFailure as e:
                 raise StorageError(str(e)) from e
             try:
+                if lowered is not None:
+                    if lowered.stamp != stamp:
+                        # Another call lowered into this thread's arena
+                        # since: lower again (the same checks pass).
+                        lowered = _abi.lower_ahead(codec, args)  # type: ignore[arg-type]
+                        stamp = lowered.stamp if lowered is not None else 0
                 if lowered is not None:
                     ok, value = worker.call_lowered(name, lowered, codec)  # type: ignore[arg-type]
                 elif call is None:
@@ -409,7 +416,10 @@ class Kernel:
             self._refuse_from_own_body()
         codec = self._codecs.get(name) or self._codec(name)
         lowered = _abi.lower_ahead(codec, args)
-        if lowered is None:
+        stamp = 0
+        if lowered is not None:
+            stamp = lowered.stamp
+        else:
             why = oversized(args)
             if why is not None:
                 raise Refused("invalid-input", why)
@@ -418,7 +428,7 @@ class Kernel:
             pool = self._pool
             worker = pool.checkout()
             try:
-                return self._attempts(worker, None, True, name, args, lowered, codec)
+                return self._attempts(worker, None, True, name, args, lowered, codec, stamp)
             finally:
                 if worker.trapped:
                     pool.discard(worker)

@@ -4,10 +4,12 @@ A transaction takes the store-wide lock at ``begin`` — one lock acquisition
 per call, held until ``commit`` or ``rollback`` — and keeps its writes in an
 overlay until ``commit``, so it is serializable and all-or-nothing. Keys are
 kept sorted per table (code point order = UTF-8 byte order) so a range read
-reads O(limit) entries; the order is brought up to date by the first range
-read of a table after commits added or removed keys (most calls read keys,
-never ranges: a claim's commit adds two index keys and removes two, and
-keeping the order at every commit was two thirds of its store work).
+reads O(limit) entries. The order is kept lazily (most calls read keys,
+never ranges; a claim's commit adds two index keys and removes two, and
+keeping the order at every commit was two thirds of its store work): a
+deleted key stays in it until it is compacted (range reads skip keys that
+are gone), and new keys join it at the first range read of the table, or
+once there are many of them.
 """
 
 from __future__ import annotations
@@ -34,12 +36,20 @@ class _SortedKeys:
         self.chunks: list[list[str]] = []
         self.maxes: list[str] = []
 
-    def add(self, key: str) -> None:
-        """Insert ``key`` unless it is there."""
+    @classmethod
+    def of_sorted(cls, keys: list[str]) -> "_SortedKeys":
+        """The order of ``keys`` (sorted, distinct)."""
+        order = cls()
+        order.chunks = [keys[i : i + _CHUNK] for i in range(0, len(keys), _CHUNK)]
+        order.maxes = [c[-1] for c in order.chunks]
+        return order
+
+    def add(self, key: str) -> bool:
+        """Insert ``key`` unless it is there; whether it was inserted."""
         if not self.chunks:
             self.chunks.append([key])
             self.maxes.append(key)
-            return
+            return True
         i = bisect.bisect_left(self.maxes, key)
         if i == len(self.maxes):
             i -= 1
@@ -49,7 +59,7 @@ class _SortedKeys:
             chunk = self.chunks[i]
             j = bisect.bisect_left(chunk, key)
             if j < len(chunk) and chunk[j] == key:
-                return
+                return False
             chunk.insert(j, key)
         chunk = self.chunks[i]
         if len(chunk) > 2 * _CHUNK:
@@ -58,6 +68,7 @@ class _SortedKeys:
             self.chunks.insert(i + 1, half)
             self.maxes[i] = chunk[-1]
             self.maxes.insert(i + 1, half[-1])
+        return True
 
     def remove(self, key: str) -> None:
         """Remove ``key`` if it is there."""
@@ -89,41 +100,78 @@ class _SortedKeys:
 
 _CHUNK = 512
 
+#: Every this many commits (a power of two) a session tidies the tables
+#: (_Table.tidy): new keys join the order once there are more than
+#: _ADDED_MAX of them and twice as many as the table has keys (a catch-up
+#: costs about the table's size, ~0.3 µs a key: rarer is cheaper, and
+#: memory stays proportional to the table).
+_TIDY_EVERY = 256
+_ADDED_MAX = 1024
+#: Below this many keys a catch-up inserts one by one, and tombstones are
+#: compacted only past this many over the live keys.
+_REBUILD_MIN = 1024
+
 
 class _Table:
     """A table's values and its keys in order. The order (:attr:`keys`)
-    may lag behind :attr:`values` for the keys in :attr:`dirty` (put new or
-    deleted since the order was last caught up); :meth:`ordered` catches it
-    up from the values. Every other key is in both or in neither."""
+    holds every key of :attr:`values` except those in :attr:`added` (put
+    new since it was caught up), and may hold keys that are gone
+    (tombstones: deleting costs the order nothing). :meth:`ordered` adds
+    the new keys, and compacts the order when tombstones are as many as
+    the live keys; :meth:`tidy` does so when new keys pile up, so neither
+    grows without bound in a workload that never reads a range."""
 
-    __slots__ = ("values", "keys", "dirty")
+    __slots__ = ("values", "keys", "added", "size")
 
     def __init__(self) -> None:
         self.values: dict[str, str] = {}
         self.keys = _SortedKeys()
-        self.dirty: set[str] = set()
+        self.added: set[str] = set()
+        #: Keys in the order, tombstones included.
+        self.size = 0
 
     def put(self, key: str, value: str) -> None:
         values = self.values
         if key not in values:
-            self.dirty.add(key)
+            self.added.add(key)
         values[key] = value
 
     def delete(self, key: str) -> None:
-        if self.values.pop(key, _ABSENT) is not _ABSENT:
-            self.dirty.add(key)
+        self.values.pop(key, None)
 
     def ordered(self) -> _SortedKeys:
-        """The keys in order, up to date."""
-        if self.dirty:
-            values, keys = self.values, self.keys
-            for key in sorted(self.dirty):
-                if key in values:
-                    keys.add(key)
-                else:
-                    keys.remove(key)
-            self.dirty.clear()
+        """The keys in order, every live key in it (tombstones may remain)."""
+        added = self.added
+        if added:
+            values = self.values
+            live = [k for k in added if k in values]
+            added.clear()
+            if len(live) * 16 > self.size + _REBUILD_MIN:
+                self._rebuild(live)
+            else:
+                add = self.keys.add
+                for key in sorted(live):
+                    self.size += add(key)
+        if self.size > 2 * len(self.values) + _REBUILD_MIN:
+            self._rebuild([])
         return self.keys
+
+    def _rebuild(self, new: list[str]) -> None:
+        # The live keys of the order are in order already and the new ones
+        # sorted: one sort of two runs (timsort merges them), then chunked.
+        values = self.values
+        keep = [k for chunk in self.keys.chunks for k in chunk if k in values]
+        have = set(keep) if new else ()
+        new.sort()
+        keep += [k for k in new if k not in have]
+        keep.sort()
+        self.keys = _SortedKeys.of_sorted(keep)
+        self.size = len(keep)
+
+    def tidy(self) -> None:
+        """Catch the order up if new keys or tombstones have piled up."""
+        if len(self.added) > max(_ADDED_MAX, 2 * len(self.values)) or self.size > 2 * len(self.values) + _REBUILD_MIN:
+            self.ordered()
 
 
 class MemoryBackend:
@@ -157,6 +205,7 @@ class MemorySession(Helpers):
         # Bound once: every call begins, reads and commits through them.
         self._lock = backend._lock
         self._tables = backend._tables
+        self._commits = 0
 
     def _pending(self) -> dict[tuple[str, str], Any]:
         if self._overlay is None:
@@ -210,10 +259,13 @@ class MemorySession(Helpers):
         deleted = sum(1 for v in mine.values() if v is None)
         merged: dict[str, Any] = {}
         want = limit + deleted
+        values = tab.values
         for k in tab.ordered().from_(lower, strict):
             if len(merged) >= want or not k.startswith(prefix):
                 break
-            merged[k] = tab.values[k]
+            v = values.get(k)
+            if v is not None:  # else a tombstone: deleted since
+                merged[k] = v
         merged.update(mine)
         out = [(k, v) for k, v in sorted(merged.items()) if v is not None]
         return out[:limit]
@@ -226,12 +278,15 @@ class MemorySession(Helpers):
             table = tables[t]
             values = table.values
             if v is None:
-                if values.pop(k, _ABSENT) is not _ABSENT:
-                    table.dirty.add(k)
+                values.pop(k, None)  # a tombstone in the order, if it was there
             else:
                 if k not in values:
-                    table.dirty.add(k)
+                    table.added.add(k)
                 values[k] = v
+        self._commits += 1
+        if not self._commits & (_TIDY_EVERY - 1):
+            for table in tables.values():
+                table.tidy()
         self._end()
 
     def rollback(self) -> None:
