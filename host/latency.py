@@ -1,25 +1,28 @@
 #!/usr/bin/env python3
 """Per-call latency of the hosts side by side, from one run.
 
-    python3 host/latency.py [N]        (or: just latency-hosts N)
+    python3 host/latency.py [N] [--passes P]        (or: just latency-hosts N)
 
 Runs, one after another on the same machine, the latency tool of each host:
 
-- Rust:       cargo run --release -p gak-examples --example latency -- N
+- Rust:       target/release/examples/latency N (cargo build --release -p gak-examples --example latency)
 - Python:     host/python/.venv/bin/python host/python/tools/latency.py N
 - JavaScript: node host/js/bench/latency.mjs N
-- Go:         go run ./cmd/gak-latency N (in host/go, cgo over target/release/libgak.a)
+- Go:         host/go/cmd/gak-latency N (go build, cgo over target/release/libgak.a)
 - C:          host/c/bench/latency.c, compiled by cc against target/release/libgak.a
 
 and prints one table of wall-clock microseconds per call, by operation and
 store, with each host's ratio to the Rust host. Every tool embeds the same
-component file and makes the same calls on the same stores (memory:, SQLite
-with synchronous=FULL and NORMAL; the Rust tool adds PostgreSQL and the async
-API; Go and C run the Rust host itself through libgak's C ABI). The Python
-and JavaScript environments are the ones `cargo test` creates
-(host/python/.venv, host/js/node_modules and host/js/gen); run the test
-command once first. libgak is built here (cargo build --release -p gak-c). A host whose tool cannot run is reported and left
-out, never guessed.
+component and makes the same calls on the same stores (memory:, SQLite with
+synchronous=FULL and NORMAL, PostgreSQL when it answers; the Rust tool adds
+the async API). Go and C run the Rust host itself through libgak's C ABI, so
+the Rust, Go and C tools run in turn, P times (default 3), and each of their
+figures is the median of its passes: drift of a busy machine moves all three
+alike. The Python and JavaScript environments are the ones `cargo test`
+creates (host/python/.venv, host/js/node_modules and host/js/gen); run the
+test command once first. libgak is built here (cargo build --release -p
+gak-c). A host whose tool cannot run is reported and left out, never
+guessed.
 
 Speed is measured here, never asserted: run it on a quiet machine.
 """
@@ -100,17 +103,45 @@ def build_c(lib: Path | None) -> list[str] | None:
     return [str(exe)]
 
 
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if len(ordered) % 2 else (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
+
+
 def main() -> int:
-    n = sys.argv[1] if len(sys.argv) > 1 else "5000"
-    if not n.isdigit():
-        print("usage: host/latency.py [N]", file=sys.stderr)
+    args = sys.argv[1:]
+    passes = 3
+    if len(args) >= 2 and args[-2] == "--passes" and args[-1].isdigit():
+        passes, args = max(1, int(args[-1])), args[:-2]
+    n = args[0] if args else "5000"
+    if not n.isdigit() or len(args) > 1:
+        print("usage: host/latency.py [N] [--passes P]", file=sys.stderr)
         return 2
     # The Rust build also writes target/component/gak.wasm, the file the
-    # other two hosts load (host/HOSTS.md).
+    # Python and JavaScript hosts load (host/HOSTS.md).
     target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
     component = str(target / "component" / "gak.wasm")
-    hosts = {
-        "Rust": run("Rust", ["cargo", "run", "--release", "-q", "-p", "gak-examples", "--example", "latency", "--", n]),
+    print("[Rust] cargo build --release -p gak-examples --example latency", file=sys.stderr, flush=True)
+    built = subprocess.run(
+        ["cargo", "build", "--release", "-q", "-p", "gak-examples", "--example", "latency"], cwd=ROOT, check=False
+    )
+    rust_tool = [str(target / "release" / "examples" / "latency")] if built.returncode == 0 else None
+    lib = build_libgak(target)
+    c_tool = build_c(lib)
+    go_tool = None
+    if lib is not None:
+        exe = target / "release" / "gak-latency-go"
+        go_env = {"CGO_LDFLAGS": f"-L{lib}", "CGO_ENABLED": "1", "GOFLAGS": "-mod=readonly", "GOPROXY": "off"}
+        print("[Go] go build ./cmd/gak-latency", file=sys.stderr, flush=True)
+        made = subprocess.run(
+            ["go", "build", "-o", str(exe), "./cmd/gak-latency"],
+            cwd=ROOT / "host" / "go",
+            env={**os.environ, **go_env},
+            check=False,
+        )
+        go_tool = [str(exe)] if made.returncode == 0 else None
+    hosts: dict[str, dict[tuple[str, str], float]] = {
+        "Rust": {},
         "Python": run(
             "Python",
             [str(ROOT / "host/python/.venv/bin/python"), "host/python/tools/latency.py", n],
@@ -121,12 +152,22 @@ def main() -> int:
             ["node", "host/js/bench/latency.mjs", n],
             {"GAK_COMPONENT": component},
         ),
+        "Go": {},
+        "C": {},
     }
-    lib = build_libgak(target)
-    go_env = {"CGO_LDFLAGS": f"-L{lib}", "CGO_ENABLED": "1", "GOFLAGS": "-mod=readonly", "GOPROXY": "off"}
-    hosts["Go"] = run("Go", ["go", "run", "./cmd/gak-latency", n], go_env, ROOT / "host" / "go") if lib else {}
-    c_tool = build_c(lib)
-    hosts["C"] = run("C", [*c_tool, n]) if c_tool else {}
+    # The three tools that embed the same Rust core run in turn, `passes`
+    # times, and each figure is their median: a machine that speeds up or
+    # slows down during the run moves all three alike.
+    tools = {"Rust": rust_tool, "Go": go_tool, "C": c_tool}
+    samples: dict[str, dict[tuple[str, str], list[float]]] = {h: {} for h in tools}
+    for _ in range(passes):
+        for name, tool in tools.items():
+            if tool is None:
+                continue
+            for key, us in run(name, [*tool, n]).items():
+                samples[name].setdefault(key, []).append(us)
+    for name in tools:
+        hosts[name] = {key: median(values) for key, values in samples[name].items()}
     rows: list[tuple[str, str]] = []
     for figures in hosts.values():
         rows.extend(key for key in figures if key not in rows)
@@ -136,9 +177,8 @@ def main() -> int:
     head = f"{'operation':<40} {'store':<14}" + "".join(f"{h + ' µs':>11}" for h in names)
     head += "".join(f"{h + '/Rust':>12}" for h in names[1:])
     print(
-        f"per-call wall time, N={n}, one run of each tool "
-        "(Rust, Go, C: one round after N/10 warm-up calls; Python: best of 3 rounds; "
-        "JS: median of 3 rounds after 5,000 warm-up calls)"
+        f"per-call wall time, N={n}, one run (Rust, Go, C: median of {passes} passes run in turn, each one "
+        "round after N/10 warm-up calls; Python: best of 3 rounds; JS: median of 3 rounds after 5,000 warm-up calls)"
     )
     print(head)
     for label, store in rows:
@@ -146,7 +186,7 @@ def main() -> int:
         line = f"{label:<40} {store:<14}" + "".join(f"{c:>11.1f}" if c is not None else f"{'-':>11}" for c in cells)
         rust = cells[0]
         for c in cells[1:]:
-            line += f"{c / rust:>11.1f}x" if c is not None and rust else f"{'-':>12}"
+            line += f"{c / rust:>11.2f}x" if c is not None and rust else f"{'-':>12}"
         print(line)
     missing = [h for h, f in hosts.items() if not f]
     if missing:
