@@ -914,6 +914,15 @@ class _Lowering:
     def emit(self, line: str) -> None:
         self.lines.append("    " + line)
 
+    def alloc(self, name: str, n: int, indent: str = "") -> None:
+        """``name = arena.alloc(n)``, inline while the chunk has room."""
+        n = (n + 7) & ~7
+        self.emit(f"{indent}{name} = arena.pos")
+        self.emit(f"{indent}if {name} + {n} > arena.end:")
+        self.emit(f"{indent}    {name} = arena.alloc({n})")
+        self.emit(f"{indent}else:")
+        self.emit(f"{indent}    arena.pos = {name} + {n}")
+
     def text(self, var: str) -> tuple[str, str]:
         """Statements putting ``var``'s UTF-8 (length, address) in two names;
         ``return None`` (the slow path) for anything but a ``str``."""
@@ -983,7 +992,7 @@ class _Lowering:
             self.texts += inner.texts
             posts += [(-1, "", "")] * len(inner_posts)  # counted: their sizes are not bounded here
             self.lines += ["    " + line for line in inner.lines]  # under the else
-            self.emit(f"    {q} = arena.alloc({_VAL})")
+            self.alloc(q, _VAL, "    ")
             self.emit(f"    {g.const(struct.Struct('<' + fmt).pack_into, 'pack')}(MEM, {q}, {', '.join(vals)})")
             for off, c, v in inner_posts:
                 if c:
@@ -1008,7 +1017,7 @@ class _Lowering:
                 fmt += ffmt
                 vals += fvals
             e = g.name("e")
-            self.emit(f"{e} = arena.alloc({size * k})")
+            self.alloc(e, size * k)
             self.emit(f"{g.const(struct.Struct(fmt).pack_into, 'pack')}(MEM, {e}, {', '.join(vals)})")
             for off, c, v in inner_posts:
                 if c:
