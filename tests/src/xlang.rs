@@ -27,7 +27,7 @@ pub struct Params {
 /// One worker program: `program args… --store URL --worker NAME --index N …`.
 #[derive(Debug, Clone)]
 pub struct WorkerCmd {
-    /// What its lines say in `lang` (`rust`, `python`, `js`).
+    /// What its lines say in `lang` (`rust`, `python`, `js`, `go`).
     pub lang: String,
     /// The executable.
     pub program: PathBuf,

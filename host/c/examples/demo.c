@@ -1,5 +1,5 @@
 /*
- * The reference-runtime story (host/rust/src/demo.rs) through gak.h alone:
+ * The reference-runtime story (host/rust/cli/src/demo.rs) through gak.h alone:
  * the proof that a language with nothing but a C FFI can embed gak.
  *
  *   cargo build -p gak-c

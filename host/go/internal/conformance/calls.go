@@ -15,7 +15,7 @@ import (
 
 // Vector calls → the Go package's typed calls, and answers → the vectors'
 // JSON, exactly as the Rust runner maps them
-// (host/rust/src/conformance/calls.rs).
+// (host/rust/cli/src/conformance/calls.rs).
 
 // invalid is a value no caller should send (unknown enum string, number
 // out of range): the call's answer is invalid-input.
