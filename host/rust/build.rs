@@ -11,13 +11,16 @@
 //!   `component/gak.wasm`; nothing is built, nothing is installed.
 //!
 //! The inner build uses its own target dir (an outer `--release` build would
-//! otherwise wait forever on the outer target dir's lock) and a clean
-//! environment (outer RUSTFLAGS / target settings must not leak into it).
+//! otherwise wait forever on the outer target dir's lock), the root
+//! workspace's `component` profile and lock file, and a clean environment
+//! (outer RUSTFLAGS / target settings must not leak into it).
 use std::env;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-const TARGET: &str = "wasm32-wasip2";
+#[path = "guest_build.rs"]
+mod guest_build;
+use guest_build::TARGET;
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
@@ -46,46 +49,21 @@ fn build_from_source(root: &Path) {
         "guest/Cargo.toml",
         "guest/component/src",
         "guest/component/Cargo.toml",
-        "guest/component/Cargo.lock",
+        // The component is a member of the root workspace: its lock file and
+        // the `component` profile live there.
+        "Cargo.toml",
+        "Cargo.lock",
+        "host/rust/guest_build.rs",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
-    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     ensure_target();
     let target_root = env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
     let target_dir = target_root.join("guest");
-    let mut build = Command::new(&cargo);
-    build
-        .args(["build", "--release", "--target", TARGET, "--manifest-path"])
-        .arg(root.join("guest/component/Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target_dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for var in [
-        "RUSTFLAGS",
-        "CARGO_BUILD_TARGET",
-        "CARGO_BUILD_RUSTFLAGS",
-        "CARGO_TARGET_DIR",
-        "CARGO_MAKEFLAGS",
-        "CARGO_PRIMARY_PACKAGE",
-    ] {
-        build.env_remove(var);
-    }
-    // Reproducible bytes wherever the checkout and the cargo home live.
-    let mut remap = vec![format!("--remap-path-prefix={}=/gak", root.display())];
-    if let Some(home) = env::var_os("CARGO_HOME") {
-        remap.push(format!(
-            "--remap-path-prefix={}=/cargo",
-            Path::new(&home).display()
-        ));
-    } else if let Some(home) = env::var_os("HOME") {
-        let home = Path::new(&home).join(".cargo");
-        remap.push(format!("--remap-path-prefix={}=/cargo", home.display()));
-    }
-    build.env("CARGO_ENCODED_RUSTFLAGS", remap.join("\u{1f}"));
+    let mut build = guest_build::command(cargo.as_ref(), root, &target_dir);
     let out = build
         .output()
         .expect("cannot run cargo for the guest build");
@@ -96,7 +74,7 @@ fn build_from_source(root: &Path) {
     if !out.status.success() {
         panic!("building the gak component failed:\n{stderr}");
     }
-    let wasm = target_dir.join(TARGET).join("release/gak_component.wasm");
+    let wasm = guest_build::output(&target_dir);
     assert!(wasm.exists(), "guest build produced no {}", wasm.display());
     println!("cargo:rustc-env=GAK_COMPONENT_WASM={}", wasm.display());
     // The documented place where hosts in other languages find the

@@ -9,6 +9,9 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
+#[path = "../../host/rust/guest_build.rs"]
+mod guest_build;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -37,11 +40,12 @@ fn sources(root: &Path) -> Vec<PathBuf> {
         walk(&root.join(dir), &mut files);
     }
     for file in [
-        // The guest inherits its version, edition and lints from here.
+        // The guest inherits its version, edition and lints from here, and
+        // the component its build profile and (as a member) its lock file.
         "Cargo.toml",
+        "Cargo.lock",
         "guest/Cargo.toml",
         "guest/component/Cargo.toml",
-        "guest/component/Cargo.lock",
         "rust-toolchain.toml",
     ] {
         files.push(root.join(file));
@@ -102,6 +106,59 @@ fn the_committed_component_matches_its_sources() {
     );
 }
 
+/// The component's bytes do not depend on where the checkout lives: the
+/// sources, copied to another directory (another path, another length),
+/// build the same bytes as here. (CI once failed the test above by one
+/// byte: cargo hashed the absolute path of `guest/`, then outside the
+/// component's own workspace, into gak-rules' symbol names.)
+#[test]
+fn the_component_does_not_depend_on_where_the_checkout_lives() {
+    /// Removes the copy however the test ends.
+    struct Scratch(PathBuf);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let root = root();
+    let scratch =
+        Scratch(std::env::temp_dir().join(format!("gak-relocated-{}", std::process::id())));
+    let elsewhere = scratch.0.join("a/checkout/somewhere/else");
+    let listed = Command::new("git")
+        .args(["ls-files", "-z", "--cached"])
+        .current_dir(&root)
+        .output()
+        .expect("git lists the checkout's files");
+    assert!(listed.status.success(), "git ls-files failed");
+    for name in listed.stdout.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+        let name = std::str::from_utf8(name).expect("utf-8 path");
+        let from = root.join(name);
+        if !from.is_file() {
+            continue; // deleted in the work tree
+        }
+        let to = elsewhere.join(name);
+        std::fs::create_dir_all(to.parent().unwrap()).expect("mkdir");
+        std::fs::copy(&from, &to).expect("copy");
+    }
+    let target_dir = elsewhere.join("target/guest");
+    let out = guest_build::command(env!("CARGO").as_ref(), &elsewhere, &target_dir)
+        .output()
+        .expect("run cargo for the relocated component");
+    assert!(
+        out.status.success(),
+        "the relocated component did not build:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let relocated = std::fs::read(guest_build::output(&target_dir)).expect("relocated bytes");
+    assert!(
+        relocated == gak::COMPONENT_WASM,
+        "built in {} the component has {} bytes, built here {}: a path leaks into its bytes",
+        elsewhere.display(),
+        relocated.len(),
+        gak::COMPONENT_WASM.len()
+    );
+}
+
 fn package_list(package: &str) -> Vec<String> {
     let out = Command::new(env!("CARGO"))
         .args(["package", "--list", "--allow-dirty", "-p", package])
@@ -137,6 +194,7 @@ fn the_packages_carry_what_they_build_from() {
     let gak = package_list("gak");
     let mut required: Vec<String> = [
         "build.rs",
+        "guest_build.rs",
         "Cargo.toml",
         "README.md",
         "LICENSE",
