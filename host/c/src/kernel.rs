@@ -238,7 +238,7 @@ pub unsafe extern "C" fn gak_postgres_drop_schema(url: gak_str) -> *mut gak_erro
     guard(|| {
         // SAFETY: forwarded to the caller's promise.
         let url = unsafe { url.text("url")? };
-        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        if gak_host::store::facts::store_kind(url) != Some("postgres") {
             return Err(Error::InvalidInput("not a postgres:// URL".into()));
         }
         let backend = gak_host::store::postgres::PostgresBackend::parse(url).map_err(open_error)?;

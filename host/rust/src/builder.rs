@@ -174,9 +174,7 @@ impl Builder {
         use store::postgres::PostgresBackend;
         let pg = match (self.postgres.take(), self.url.as_deref()) {
             (Some((config, schema)), _) => Some(PostgresBackend::from_config(config, &schema)?),
-            (None, Some(url))
-                if url.starts_with("postgres://") || url.starts_with("postgresql://") =>
-            {
+            (None, Some(url)) if store::facts::store_kind(url) == Some("postgres") => {
                 Some(PostgresBackend::parse(url)?)
             }
             (None, Some(url)) => return store::open(url).await,

@@ -37,15 +37,17 @@ import { MemoryBackend } from './memory.js';
 import { SqliteBackend } from './sqlite.js';
 import { StoreFailure } from './errors.js';
 import { hidePassword } from './secrets.js';
+import { SQLITE_SCHEME, storeKind } from './facts.js';
 
 export { MemoryBackend } from './memory.js';
 export { SqliteBackend } from './sqlite.js';
 export { StoreConflict, StoreFailure } from './errors.js';
-export { TABLES, compareKeys, prefixEnd } from './keys.js';
+export { compareKeys } from './keys.js';
+export { TABLES, prefixEnd } from './facts.js';
 export { hidePassword } from './secrets.js';
 
 /** A URL that names a PostgreSQL server (bound by the Rust and Python hosts). */
-export const isPostgresUrl = (url) => /^postgres(ql)?:\/\//i.test(url);
+export const isPostgresUrl = (url) => storeKind(url) === 'postgres';
 
 /**
  * Open a binding from a store URL: `memory:`, `sqlite:PATH[?synchronous=normal]`
@@ -54,14 +56,17 @@ export const isPostgresUrl = (url) => /^postgres(ql)?:\/\//i.test(url);
  */
 export function openStore(url, options = {}) {
   if (typeof url !== 'string') throw new StoreFailure('a store URL must be a string');
-  if (url === 'memory' || url === 'memory:') return new MemoryBackend();
-  if (url.startsWith('sqlite:')) return new SqliteBackend(url.slice('sqlite:'.length), options);
-  if (isPostgresUrl(url)) {
+  const kind = storeKind(url);
+  if (kind === 'memory') return new MemoryBackend();
+  if (kind === 'sqlite' && url.startsWith(SQLITE_SCHEME)) {
+    return new SqliteBackend(url.slice(SQLITE_SCHEME.length), options);
+  }
+  if (kind === 'postgres') {
     throw new StoreFailure(
       `cannot open ${JSON.stringify(hidePassword(url))}: the JavaScript host has no PostgreSQL binding ` +
         '(the Rust and Python hosts have one)',
     );
   }
-  if (!url.includes('://') && (url.endsWith('.db') || url.endsWith('.sqlite'))) return new SqliteBackend(url, options);
+  if (kind === 'sqlite' && !url.includes('://')) return new SqliteBackend(url, options);
   throw new StoreFailure(`unknown store ${JSON.stringify(hidePassword(url))}: expected memory: or sqlite:PATH`);
 }

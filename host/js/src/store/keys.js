@@ -1,21 +1,12 @@
-// What every binding shares: the fixed table set and key order.
+// What every binding shares: the fixed table set (generated into facts.js
+// from the WIT and host/sql/store.json) and key order.
 
 /**
- * The tables a binding provides: the kernel's eight (WIT `store.table`), plus
+ * The tables a binding provides: the kernel's (WIT `store.table`), plus
  * `downstream`, the key-value space fenced sink bodies write in the sink's
- * transaction. Same names and order as the Rust host (FORMAT.md).
+ * transaction. Same names and order as every host.
  */
-export const TABLES = Object.freeze([
-  'snapshots',
-  'outcomes',
-  'actions',
-  'resources',
-  'sinks',
-  'tasks',
-  'indexes',
-  'meta',
-  'downstream',
-]);
+export { TABLES, prefixEnd } from './facts.js';
 
 /**
  * Compare two strings by the bytes of their UTF-8 encoding, the order of
@@ -39,22 +30,4 @@ export function compareKeys(a, b) {
     }
   }
   return a.length < b.length ? -1 : a.length > b.length ? 1 : 0;
-}
-
-/**
- * The smallest string above every string that starts with `prefix`, for a
- * range read `prefix <= key < end`; undefined when none exists (the empty
- * prefix, or one made only of U+10FFFF). Same rule as the Rust host's
- * `prefix_end`: increment the last code point, skipping the surrogates.
- */
-export function prefixEnd(prefix) {
-  const points = Array.from(prefix, (c) => c.codePointAt(0));
-  while (points.length > 0) {
-    const last = points.pop();
-    if (last < 0x10ffff) {
-      points.push(last === 0xd7ff ? 0xe000 : last + 1);
-      return String.fromCodePoint(...points);
-    }
-  }
-  return undefined;
 }

@@ -12,12 +12,20 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { StoreConflict, StoreFailure } from './errors.js';
-import { TABLES, compareKeys, prefixEnd } from './keys.js';
+import {
+  SQLITE_BUSY_TIMEOUT_MS,
+  SQLITE_JOURNAL_MODE,
+  SQLITE_SCHEMA,
+  SQLITE_TABLE_PREFIX,
+  TABLES,
+  prefixEnd,
+} from './facts.js';
+import { compareKeys } from './keys.js';
 import { LentConnection } from './lent.js';
 import { hidePassword } from './secrets.js';
 
 /** How long one BEGIN IMMEDIATE waits for another writer (ms), as in Rust. */
-export const BUSY_TIMEOUT_MS = 5000;
+export const BUSY_TIMEOUT_MS = SQLITE_BUSY_TIMEOUT_MS;
 
 /** A SQLite error as the kernel sees it: busy/locked is a conflict. */
 export function storeFault(e) {
@@ -29,13 +37,7 @@ export function storeFault(e) {
   return new StoreFailure(code ? `${code}: ${e.message}` : String(e?.message ?? e), { cause: e });
 }
 
-const DDL =
-  'BEGIN IMMEDIATE;' +
-  TABLES.map(
-    (t) =>
-      `CREATE TABLE IF NOT EXISTS gak_${t} (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;`,
-  ).join('') +
-  'COMMIT;';
+const DDL = `BEGIN IMMEDIATE;${SQLITE_SCHEMA}COMMIT;`;
 
 /**
  * Parse `PATH[?synchronous=full|normal]` (the part after `sqlite:`), as the
@@ -80,7 +82,7 @@ export class SqliteBackend {
     let db;
     try {
       db = new Database(this.path, { timeout: this.busyTimeout });
-      db.pragma('journal_mode = WAL');
+      db.pragma(`journal_mode = ${SQLITE_JOURNAL_MODE}`);
       db.pragma(`synchronous = ${this.synchronous}`);
       return db;
     } catch (e) {
@@ -101,7 +103,7 @@ function ensureTables(db) {
   const present = db
     .prepare(`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN (${TABLES.map(() => '?').join(', ')})`)
     .pluck()
-    .get(...TABLES.map((t) => `gak_${t}`));
+    .get(...TABLES.map((t) => `${SQLITE_TABLE_PREFIX}${t}`));
   if (present === TABLES.length) return;
   // Busy can be returned without waiting (WAL recovery): a few more tries.
   for (let attempt = 0; ; attempt++) {
@@ -119,7 +121,7 @@ function ensureTables(db) {
 
 /** Prepared statements of one table. Table names come only from TABLES. */
 function statements(db, table) {
-  const t = `gak_${table}`;
+  const t = `${SQLITE_TABLE_PREFIX}${table}`;
   return {
     get: db.prepare(`SELECT value FROM ${t} WHERE key = ?`).pluck(),
     put: db.prepare(

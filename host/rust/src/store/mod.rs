@@ -26,26 +26,17 @@ use std::sync::Arc;
 
 pub use gak_rules::StoreFault;
 
+pub mod facts;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
-/// The tables a binding must provide: the kernel's eight, plus
-/// `downstream`, a key-value space sink bodies may write in the sink's
-/// transaction.
-pub const TABLES: [&str; 9] = [
-    "snapshots",
-    "outcomes",
-    "actions",
-    "resources",
-    "sinks",
-    "tasks",
-    "indexes",
-    "meta",
-    "downstream",
-];
+/// The tables a binding must provide (generated from the WIT and
+/// `host/sql/store.json`): the kernel's, plus `downstream`, a key-value
+/// space sink bodies may write in the sink's transaction.
+pub use facts::{TABLES, prefix_end};
 
 /// `text` with the password of every store URL in it (and every
 /// `password=` option) replaced by `***`: how a store may be named in a
@@ -55,25 +46,6 @@ pub fn hide_password(text: &str) -> String {
     crate::without_password(text)
 }
 
-/// The smallest string above every string that starts with `prefix`, for
-/// a range read `prefix <= key < end`; none when no such string exists (the
-/// empty prefix, or one made only of U+10FFFF). Incrementing the last code
-/// point works because UTF-8 byte order is code point order and no
-/// encoding is a prefix of another.
-pub fn prefix_end(prefix: &str) -> Option<String> {
-    let mut chars: Vec<char> = prefix.chars().collect();
-    while let Some(last) = chars.pop() {
-        let next = match last {
-            '\u{D7FF}' => Some('\u{E000}'),
-            c => char::from_u32(c as u32 + 1),
-        };
-        if let Some(next) = next {
-            chars.push(next);
-            return Some(chars.into_iter().collect());
-        }
-    }
-    None
-}
 
 /// The transaction-control keyword `sql` starts with (after whitespace and
 /// comments), if any: what a sink body may not run on the kernel's
@@ -339,29 +311,27 @@ pub async fn get_one(
 /// Open a backend from a store URL: `memory:`, `sqlite:PATH` (or a bare
 /// path ending in `.db`), `postgres://user@host:port/db?schema=NAME&clock=db`.
 pub async fn open(url: &str) -> Result<Arc<dyn Backend>, crate::OpenError> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        #[cfg(feature = "postgres")]
-        return Ok(Arc::new(postgres::PostgresBackend::open(url).await?));
-        #[cfg(not(feature = "postgres"))]
-        return Err(crate::OpenError::BadOption(
-            "this build of gak has no PostgreSQL binding (cargo feature `postgres`)".into(),
-        ));
+    match facts::store_kind(url) {
+        Some("postgres") => {
+            #[cfg(feature = "postgres")]
+            return Ok(Arc::new(postgres::PostgresBackend::open(url).await?));
+            #[cfg(not(feature = "postgres"))]
+            return Err(crate::OpenError::BadOption(
+                "this build of gak has no PostgreSQL binding (cargo feature `postgres`)".into(),
+            ));
+        }
+        Some("memory") => Ok(Arc::new(memory::MemoryBackend::default())),
+        Some("sqlite") => {
+            let path = url.strip_prefix(facts::SQLITE_SCHEME).unwrap_or(url);
+            #[cfg(feature = "sqlite")]
+            return Ok(Arc::new(sqlite::SqliteBackend::open(path)?));
+            #[cfg(not(feature = "sqlite"))]
+            return Err(crate::OpenError::BadOption(format!(
+                "this build of gak has no SQLite binding (cargo feature `sqlite`) for {path}"
+            )));
+        }
+        _ => Err(crate::OpenError::UnknownStore(url.to_owned())),
     }
-    if url == "memory" || url == "memory:" {
-        return Ok(Arc::new(memory::MemoryBackend::default()));
-    }
-    let sqlite_path = url
-        .strip_prefix("sqlite:")
-        .or((url.ends_with(".db") || url.ends_with(".sqlite")).then_some(url));
-    if let Some(path) = sqlite_path {
-        #[cfg(feature = "sqlite")]
-        return Ok(Arc::new(sqlite::SqliteBackend::open(path)?));
-        #[cfg(not(feature = "sqlite"))]
-        return Err(crate::OpenError::BadOption(format!(
-            "this build of gak has no SQLite binding (cargo feature `sqlite`) for {path}"
-        )));
-    }
-    Err(crate::OpenError::UnknownStore(url.to_owned()))
 }
 
 #[cfg(test)]

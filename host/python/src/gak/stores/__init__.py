@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import OpenError
+from ._facts import SQLITE_SCHEME, USAGE, store_kind
 from .base import TABLES, Backend, Session, StoreConflict, StoreFailure
 from .memory import MemoryBackend
 from .sqlite import SqliteBackend
@@ -26,17 +27,16 @@ def open_store(url: str) -> Any:
 
 
 def _open(url: str) -> Any:
-    if url.startswith(("postgres://", "postgresql://")):
+    kind = store_kind(url)
+    if kind == "postgres":
         from .postgres import PostgresBackend  # psycopg is only needed here
 
         return PostgresBackend(url)
-    if url in ("memory", "memory:"):
+    if kind == "memory":
         return MemoryBackend()
-    if url.startswith("sqlite:"):
-        return SqliteBackend(url[len("sqlite:") :])
-    if url.endswith((".db", ".sqlite")):
-        return SqliteBackend(url)
-    raise OpenError(f"unknown store {shown(url)!r} (expected memory:, sqlite:PATH or postgres://…)")
+    if kind == "sqlite":
+        return SqliteBackend(url[len(SQLITE_SCHEME) :] if url.startswith(SQLITE_SCHEME) else url)
+    raise OpenError(f"unknown store {shown(url)!r} (expected {USAGE})")
 
 
 __all__ = [

@@ -33,19 +33,11 @@ Change = tuple[str, str, Optional[str]]
 #: clock was asked for and the binding judges expiry by its database's clock.
 Answers = tuple[list[Optional[str]], list[list[tuple[str, str]]], Optional[int]]
 
-#: The kernel's eight tables, plus ``downstream``: a key-value space fenced
-#: sink bodies may write in the sink's transaction.
-TABLES: tuple[str, ...] = (
-    "snapshots",
-    "outcomes",
-    "actions",
-    "resources",
-    "sinks",
-    "tasks",
-    "indexes",
-    "meta",
-    "downstream",
-)
+from ._facts import TABLES, prefix_end
+
+#: The kernel's tables, plus ``downstream``: a key-value space fenced sink
+#: bodies may write in the sink's transaction (:data:`TABLES` is generated
+#: from the WIT and ``host/sql/store.json``).
 TABLE_SET = frozenset(TABLES)
 
 
@@ -62,23 +54,6 @@ def checked_table(table: str) -> str:
     if table not in TABLE_SET:
         raise StoreFailure(f"unknown table {table!r}")
     return table
-
-
-def prefix_end(prefix: str) -> Optional[str]:
-    """The smallest string above every string starting with ``prefix``, for a
-    range read ``prefix <= key < end``; ``None`` when there is none (the empty
-    prefix, or one made only of U+10FFFF). Code point order is UTF-8 byte
-    order, so this bounds the same keys in every binding."""
-    chars = list(prefix)
-    while chars:
-        last = ord(chars.pop())
-        if last == 0xD7FF:
-            chars.append("\ue000")
-            return "".join(chars)
-        if last < 0x10FFFF:
-            chars.append(chr(last + 1))
-            return "".join(chars)
-    return None
 
 
 class Session(Protocol):

@@ -31,7 +31,6 @@ A claim is four statements: ``BEGIN`` + ``gak_read_v1`` (one round trip),
 
 from __future__ import annotations
 
-import re
 import threading
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -43,6 +42,7 @@ from psycopg import pq
 from psycopg.pq import TransactionStatus
 
 from ..errors import OpenError
+from ._facts import POSTGRES_DEFAULT_SCHEMA, POSTGRES_SETUP_LOCK, valid_schema
 from .base import TABLES, Answers, Change, Helpers, Key, Range, StoreConflict, StoreFailure, checked_table, prefix_end
 from .pg_body import BodyCursor
 from .urls import scrub, shown
@@ -50,12 +50,11 @@ from .urls import scrub, shown
 #: How long connecting may take before the binding gives up (seconds).
 CONNECT_TIMEOUT = 5
 
-_SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}\Z")
 #: The shared DDL and server functions (a copy of ``host/sql/postgres.sql``;
 #: ``tests/test_wheel.py`` checks they are the same bytes).
 SQL_FILE = Path(__file__).with_name("postgres.sql")
 #: Serializes concurrent set-ups of any schema, in every host.
-_SETUP_LOCK = "SELECT pg_advisory_xact_lock(7135862);"
+_SETUP_LOCK = f"SELECT pg_advisory_xact_lock({POSTGRES_SETUP_LOCK});"
 _BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
 
 
@@ -69,12 +68,6 @@ def setup_sql(schema: str) -> str:
     except OSError as e:
         raise OpenError(f"cannot read {SQL_FILE}: {e}") from e
     return text.replace("@schema@", schema)
-
-
-def valid_schema(name: str) -> bool:
-    """A plain lowercase identifier, so it can be quoted safely and can never
-    name another schema through punctuation (same rule as the Rust host)."""
-    return bool(_SCHEMA.match(name)) and not name.startswith("pg_")
 
 
 def column_type(table: str) -> str:
@@ -108,7 +101,7 @@ class PostgresBackend:
     def _parse(self, url: str) -> None:
         self._url = url
         base, _, query = url.partition("?")
-        self.schema = "gak"
+        self.schema = POSTGRES_DEFAULT_SCHEMA
         self.database_clock = False
         passthrough: list[tuple[str, str]] = []
         for k, v in parse_qsl(query, keep_blank_values=True):

@@ -29,12 +29,13 @@ from typing import Any, Optional, Sequence
 
 from .._fork import GATE, QUIET
 from ..errors import OpenError
+from ._facts import SQLITE_BUSY_TIMEOUT_MS, SQLITE_JOURNAL_MODE, SQLITE_SCHEMA
 from .base import TABLES, Answers, Change, Helpers, Key, Range, StoreConflict, StoreFailure, checked_table, prefix_end
 from .sqlite_body import LentConnection, is_refusal
 
 #: How long one ``BEGIN IMMEDIATE`` waits for another writer (seconds) before
 #: the binding reports a conflict (the kernel then retries with backoff).
-BUSY_TIMEOUT = 5.0
+BUSY_TIMEOUT = SQLITE_BUSY_TIMEOUT_MS / 1000
 
 _BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 
@@ -98,11 +99,7 @@ class SqliteBackend:
                 os.makedirs(parent, exist_ok=True)
             conn = self._connect()
             try:
-                ddl = "".join(
-                    f"CREATE TABLE IF NOT EXISTS gak_{t} (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;"
-                    for t in TABLES
-                )
-                _with_busy_retry(lambda: conn.executescript(f"BEGIN IMMEDIATE;{ddl}COMMIT;"))
+                _with_busy_retry(lambda: conn.executescript(f"BEGIN IMMEDIATE;{SQLITE_SCHEMA}COMMIT;"))
             finally:
                 conn.close()
         except (OSError, sqlite3.Error) as e:
@@ -119,7 +116,7 @@ class SqliteBackend:
         conn = sqlite3.connect(
             self.path, timeout=0, isolation_level=None, check_same_thread=False, cached_statements=64
         )
-        _with_busy_retry(lambda: conn.execute("PRAGMA journal_mode=WAL"))
+        _with_busy_retry(lambda: conn.execute(f"PRAGMA journal_mode={SQLITE_JOURNAL_MODE}"))
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
         return conn
 

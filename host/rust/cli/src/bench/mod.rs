@@ -162,14 +162,10 @@ impl StoreKind {
     /// The kind of `url`, as [`gak::store::open`] reads it; `None` for
     /// a URL no binding takes.
     pub fn of(url: &str) -> Option<StoreKind> {
-        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Some(StoreKind::Postgres)
-        } else if url == "memory" || url == "memory:" {
-            Some(StoreKind::Memory)
-        } else if url.starts_with("sqlite:") || url.ends_with(".db") || url.ends_with(".sqlite") {
-            Some(StoreKind::Sqlite)
-        } else {
-            None
+        match gak::store::facts::store_kind(url)? {
+            "postgres" => Some(StoreKind::Postgres),
+            "memory" => Some(StoreKind::Memory),
+            _ => Some(StoreKind::Sqlite),
         }
     }
 }

@@ -38,7 +38,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Config, NoTls};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::{Backend, Session, StoreFuture};
+use super::{Backend, Session, StoreFuture, facts};
 use crate::OpenError;
 
 mod session;
@@ -85,13 +85,7 @@ impl std::fmt::Debug for PostgresBackend {
 
 /// A schema name: a plain lowercase identifier, so it can be quoted safely
 /// and can never name another schema through punctuation.
-pub fn valid_schema(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some('a'..='z' | '_'))
-        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '_'))
-        && name.len() <= 63
-        && !name.starts_with("pg_")
-}
+pub use crate::store::facts::valid_schema;
 
 pub(crate) fn fault(e: tokio_postgres::Error) -> StoreFault {
     match e.code() {
@@ -122,7 +116,7 @@ impl PostgresBackend {
     /// `sslmode` and `sslrootcert` as in libpq (see the `tls` module).
     pub fn parse(url: &str) -> Result<Self, OpenError> {
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
-        let mut schema = "gak".to_owned();
+        let mut schema = facts::POSTGRES_DEFAULT_SCHEMA.to_owned();
         let mut clock = ClockSource::Host;
         let mut statement_timeout = None;
         let (mut sslmode, mut rootcert) = (None, None);
@@ -276,8 +270,9 @@ impl PostgresBackend {
     pub async fn ensure_schema(&self) -> Result<(), StoreFault> {
         // The schema name is validated (`valid_schema`): an identifier, never data.
         let ddl = SCHEMA_SQL.replace("@schema@", &self.schema);
+        let lock = facts::POSTGRES_SETUP_LOCK;
         self.admin(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock(7135862); {ddl} COMMIT;"
+            "BEGIN; SELECT pg_advisory_xact_lock({lock}); {ddl} COMMIT;"
         ))
         .await
     }

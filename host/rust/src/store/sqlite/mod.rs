@@ -18,7 +18,7 @@ use std::time::Duration;
 use gak_rules::StoreFault;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
-use super::{Backend, Session, StoreFuture, TABLES, ready};
+use super::{Backend, Session, StoreFuture, TABLES, facts, ready};
 
 mod group;
 mod session;
@@ -29,7 +29,7 @@ pub use session::SqliteSession;
 
 /// How long one `BEGIN IMMEDIATE` waits for another writer before the
 /// binding reports a conflict (the kernel then retries, with backoff).
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+const BUSY_TIMEOUT: Duration = Duration::from_millis(facts::SQLITE_BUSY_TIMEOUT_MS);
 
 /// Durability of commits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,13 +135,7 @@ fn connect(path: &Path, synchronous: Synchronous) -> Result<Connection, StoreFau
 }
 
 fn ensure_tables(conn: &Connection) -> Result<(), StoreFault> {
-    let mut ddl = String::from("BEGIN IMMEDIATE;");
-    for t in TABLES {
-        ddl.push_str(&format!(
-            "CREATE TABLE IF NOT EXISTS gak_{t} (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;"
-        ));
-    }
-    ddl.push_str("COMMIT;");
+    let ddl = format!("BEGIN IMMEDIATE;{}COMMIT;", facts::SQLITE_SCHEMA);
     with_busy_retry(|| conn.execute_batch(&ddl)).map_err(fault)
 }
 

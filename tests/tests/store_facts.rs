@@ -1,0 +1,68 @@
+//! The store facts every binding shares (`host/sql/store.json`, generated
+//! into each host by gak-gen) answer the shared cases of
+//! `tests/store-facts/cases.json` in the Rust host; the Python and
+//! JavaScript suites replay the same file.
+use gak::store::facts;
+use serde_json::Value;
+
+fn cases(kind: &str) -> Vec<(Value, Value)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/store-facts/cases.json");
+    let all: Value = serde_json::from_str(&std::fs::read_to_string(path).expect("the cases"))
+        .expect("the cases are JSON");
+    let list = all[kind].as_array().expect("a list of cases");
+    assert!(!list.is_empty(), "no {kind} cases");
+    list.iter()
+        .map(|c| (c[0].clone(), c[1].clone()))
+        .collect()
+}
+
+#[test]
+fn prefix_end_answers_the_shared_cases() {
+    for (prefix, end) in cases("prefix-end") {
+        let prefix = prefix.as_str().expect("a prefix");
+        assert_eq!(
+            facts::prefix_end(prefix).as_deref(),
+            end.as_str(),
+            "prefix_end({prefix:?})"
+        );
+    }
+}
+
+#[test]
+fn store_kind_answers_the_shared_cases() {
+    for (url, kind) in cases("store-kind") {
+        let url = url.as_str().expect("a URL");
+        assert_eq!(facts::store_kind(url), kind.as_str(), "store_kind({url:?})");
+    }
+}
+
+#[test]
+fn valid_schema_answers_the_shared_cases() {
+    for (name, valid) in cases("valid-schema") {
+        let name = name.as_str().expect("a name");
+        assert_eq!(
+            facts::valid_schema(name),
+            valid.as_bool().expect("a bool"),
+            "valid_schema({name:?})"
+        );
+    }
+}
+
+/// Every table the binding creates is one the facts list, and the
+/// SQLite schema creates exactly those.
+#[test]
+fn the_sqlite_schema_creates_every_table() {
+    for t in facts::TABLES {
+        assert!(
+            facts::SQLITE_SCHEMA.contains(&format!(
+                "CREATE TABLE IF NOT EXISTS {}{t} (",
+                facts::SQLITE_TABLE_PREFIX
+            )),
+            "{t} is missing from the SQLite schema"
+        );
+    }
+    assert_eq!(
+        facts::SQLITE_SCHEMA.matches("CREATE TABLE").count(),
+        facts::TABLES.len()
+    );
+}
