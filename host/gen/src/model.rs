@@ -352,8 +352,15 @@ fn ty(resolve: &Resolve, t: &Type) -> Result<Ty, String> {
                         .collect::<Result<_, _>>()?,
                 ),
                 TypeDefKind::Result(r) => Ty::Result(
-                    r.ok.as_ref().map(|x| ty(resolve, x)).transpose()?.map(Box::new),
-                    r.err.as_ref().map(|x| ty(resolve, x)).transpose()?.map(Box::new),
+                    r.ok.as_ref()
+                        .map(|x| ty(resolve, x))
+                        .transpose()?
+                        .map(Box::new),
+                    r.err
+                        .as_ref()
+                        .map(|x| ty(resolve, x))
+                        .transpose()?
+                        .map(Box::new),
                 ),
                 TypeDefKind::Type(inner) => ty(resolve, inner)?,
                 other => return Err(format!("anonymous {other:?} is not supported")),

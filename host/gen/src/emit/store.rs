@@ -81,7 +81,9 @@ fn load(c: &Contract, root: &Path) -> Result<Facts, String> {
         .as_array()
         .ok_or("host/sql/store.json: /tables/extra is not a list")?
     {
-        let name = extra["name"].as_str().ok_or("an extra table without a name")?;
+        let name = extra["name"]
+            .as_str()
+            .ok_or("an extra table without a name")?;
         let docs = extra["docs"].as_str().unwrap_or_default();
         if tables.iter().any(|(t, _)| t == name) {
             return Err(format!("table {name} is both in the WIT and extra"));
@@ -89,10 +91,7 @@ fn load(c: &Contract, root: &Path) -> Result<Facts, String> {
         tables.push((name.to_owned(), docs.to_owned()));
     }
     for (name, _) in &tables {
-        if !name
-            .chars()
-            .all(|ch| ch.is_ascii_lowercase() || ch == '_')
-        {
+        if !name.chars().all(|ch| ch.is_ascii_lowercase() || ch == '_') {
             return Err(format!(
                 "table {name}: names are spliced into SQL, so only a-z and _"
             ));
