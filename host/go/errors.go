@@ -10,29 +10,8 @@ import (
 	"fmt"
 )
 
-// The contract's error codes (Refused.Code), kebab-case as in the WIT.
-const (
-	CodeNotFound           = "not-found"
-	CodeStaleSeq           = "stale-seq"
-	CodeTerminal           = "terminal"
-	CodeInvalidPlan        = "invalid-plan"
-	CodeFenceStale         = "fence-stale"
-	CodeAlreadyCommitted   = "already-committed"
-	CodeNotHolder          = "not-holder"
-	CodeResourceMismatch   = "resource-mismatch"
-	CodeLeaseExpired       = "lease-expired"
-	CodeReconcileTaken     = "reconcile-taken"
-	CodeNotUncertain       = "not-uncertain"
-	CodeUnsafeNotRetryable = "unsafe-not-retryable"
-	CodeKeyReused          = "key-reused"
-	CodeWriteFailed        = "write-failed"
-	CodeTaken              = "taken"
-	CodeDepsPending        = "deps-pending"
-	CodeLeaseLost          = "lease-lost"
-	CodeInvalidInput       = "invalid-input"
-	// CodeStorage is what a *StorageError reports from Code.
-	CodeStorage = "storage"
-)
+// The contract's error codes (CodeNotFound … CodeStorage, and Codes) are
+// generated from the WIT into codes_gen.go.
 
 // Refused is the kernel's refusal: a contract outcome (the store is
 // unchanged), never a storage failure. Code is the contract's kebab-case
