@@ -31,7 +31,7 @@ pub struct WorkerCmd {
     pub lang: String,
     /// The executable.
     pub program: PathBuf,
-    /// Arguments before the protocol's (e.g. `-m gak.xworker`).
+    /// Arguments before the protocol's (e.g. the Python worker's script).
     pub args: Vec<String>,
     /// Extra environment.
     pub env: Vec<(String, String)>,

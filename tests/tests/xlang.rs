@@ -41,7 +41,8 @@ const POSTGRES: Params = Params {
 /// language starts all of its workers first.
 fn workers(r: &Ready) -> Vec<WorkerCmd> {
     let rust = WorkerCmd::new("rust", env!("CARGO_BIN_EXE_gak-xworker"), &[]);
-    let mut python = WorkerCmd::new("python", &r.python, &["-m", "gak.xworker"]);
+    let worker = pyenv::package_dir().join("tests").join("xworker.py");
+    let mut python = WorkerCmd::new("python", &r.python, &[&worker.display().to_string()]);
     python
         .env
         .push(("GAK_COMPONENT".into(), r.component.display().to_string()));

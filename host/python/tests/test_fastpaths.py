@@ -3,7 +3,7 @@ gak._abi generates per export (arguments lowered with one pack, results
 lifted with one unpack per record, texts handed over in place) with the
 codec objects, the read answer's one-pack lowering with the generic
 codec, the admission fast path with the full walk of gak.limits, and
-types.maker with the dataclasses' own constructors."""
+gak._maker.maker with the dataclasses' own constructors."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import pytest
 from gak import _abi, _engine
 from gak.component import find_component
 from gak.limits import MAX_TOTAL, MAX_VALUE, _flat_within, _walk, oversized
-from gak.types import Granted, KeyInfo, KeyState, Lease, Replayed, RetrySafety, Task, TaskState, maker
+from gak._maker import maker
+from gak.types import Granted, KeyInfo, KeyState, Lease, Replayed, RetrySafety, Task, TaskState
 
 _TEXTS = ["", "t1", "".join(["run", "-", "7"]), "é", "\U0001f600 x", "k" * 5000, "ünïcödé" * 300]
 
@@ -336,20 +337,32 @@ def test_a_workers_last_result_is_freed_when_it_closes() -> None:
 
 
 def test_results_lifted_into_dataclasses_equal_the_converted_tuples() -> None:
-    """interfaces.SHAPES: the shaped lift builds what lifting tuples and
-    converting them with the interfaces' functions builds."""
-    from gak.interfaces import SHAPES, _acquired_out, _task_out
+    """_wire.SHAPES: the shaped lift builds what lifting tuples and
+    converting them with the generated ``lift_*`` functions builds, for
+    every export whose answer has a shape."""
+    from gak import _wire
 
     compiled = _engine.compiled(find_component())
-    convert = {
-        "taskboard#claim": _task_out,
-        "taskboard#get": _task_out,
-        "taskboard#renew": _task_out,
-        "taskboard#claim-next": lambda w: None if w is None else _task_out(w),
-        "sideeffect#acquire": _acquired_out,
+    lift = {
+        "checkpoint#load": _wire.lift_snapshot,
+        "checkpoint#build-plan": _wire.lift_plan,
+        "commitgate#commit": _wire.lift_outcome,
+        "commitgate#read": _wire.lift_outcome,
+        "sideeffect#acquire": _wire.lift_acquired,
+        "sideeffect#renew": _wire.lift_lease,
+        "sideeffect#begin-reconcile": _wire.lift_reconcile_claim,
+        "sideeffect#resolve-uncertain": _wire.lift_resolved,
+        "sideeffect#list": _wire.lift_key_page,
+        "sideeffect#get": _wire.lift_key_info,
+        "taskboard#list": _wire.lift_task_page,
+        "taskboard#get": _wire.lift_task,
+        "taskboard#claim": _wire.lift_task,
+        "taskboard#claim-next": lambda w: None if w is None else _wire.lift_task(w),
+        "taskboard#renew": _wire.lift_task,
+        "retention#prune": _wire.lift_pruned,
     }
-    assert set(SHAPES) == set(convert)
-    for name, shape in SHAPES.items():
+    assert set(_wire.SHAPES) == set(lift)
+    for name, shape in _wire.SHAPES.items():
         codec = compiled.export(name)[1]
         shaped = compiled.shaped(name, shape)
         assert shaped.lower_args is codec.lower_args  # only the result differs
@@ -361,11 +374,26 @@ def test_results_lifted_into_dataclasses_equal_the_converted_tuples() -> None:
             codec.result.lower(value, arena, at)  # type: ignore[union-attr]
             ok, wire = codec.lift_result(at)  # type: ignore[misc]
             got = shaped.lift_result(at)  # type: ignore[misc]
-            assert got == (ok, convert[name](wire) if ok else wire)
+            assert got == (ok, lift[name](wire) if ok else wire)
             seen.add(type(got[1]).__name__)
         assert "tuple" in seen and len(seen) >= 2, seen  # errors stay tuples
         if name == "sideeffect#acquire":
             assert {"Granted", "Replayed", "InFlight"} <= seen, seen
+
+
+def test_a_shape_matches_the_components_fields_by_name() -> None:
+    """A shape naming its fields gets each where its make expects it, in
+    whatever order the component's record has them, and refuses a record
+    whose names differ (a component of another contract), never lifting
+    into the wrong fields."""
+    codec = _abi._Record(["b", "a"], [_abi._String(), _abi._U64Codec()])
+    arena = _abi.Arena()
+    at = arena.alloc(_abi._VAL)
+    codec.lower(("text", 7), arena, at)
+    ordered = _abi._compile_lift(codec, shape=_abi.Make(lambda a, b: (a, b), [], ("a", "b")))
+    assert ordered(at) == (7, "text")
+    with pytest.raises(TypeError, match="regenerate"):
+        _abi._compile_lift(codec, shape=_abi.Make(lambda a, c: (a, c), [], ("a", "c")))
 
 
 def test_a_call_lowered_ahead_is_lowered_again_after_another_used_the_arena() -> None:

@@ -1,9 +1,435 @@
-//! Generated files for python.
+//! Python (`host/python/src/gak`): what the package derives from the WIT.
+//!
+//! - `_contract.py`: the package name, version and error codes;
+//! - `types.py`: the records of the exported interfaces as dataclasses, the
+//!   enums as `str` enums, the variants as unions of one dataclass per case;
+//! - `_wire.py`: how each of them crosses the component boundary, by field
+//!   name — the tuple a dataclass lowers to, the dataclass a lifted tuple
+//!   becomes, and the shapes `gak._abi` lifts answers straight into;
+//! - `conformance/_calls.py`: the vectors' JSON to and from those types,
+//!   and one vector call per exported function.
+//!
+//! What Python's API adds to the WIT (defaults, which records a caller may
+//! edit, keyword-only fields) is in the tables below: the one place a
+//! maintainer edits when the WIT gains a field a caller should not have to
+//! pass. A field added to the WIT with no entry here gets its type's zero
+//! as default when the fields before it have defaults.
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::{Contract, Output};
+use crate::model::{Case, Kind, Named, Ty};
+use crate::names::{camel, snake, type_name};
+use crate::{Contract, Output, banner};
 
-pub fn emit(c: &Contract, root: &Path) -> Result<Vec<Output>, String> {
-    let _ = (c, root);
-    Ok(Vec::new())
+mod calls;
+mod types;
+mod wire;
+
+/// Records a caller edits between calls (`Committer` replaces a snapshot's
+/// fields); every other dataclass is frozen.
+const MUTABLE: &[&str] = &["snapshot"];
+
+/// Input records by how many of their leading fields a caller must pass;
+/// the others have defaults (their type's zero unless [`DEFAULTS`] says).
+/// A record not listed has no defaults.
+const REQUIRED: &[(&str, usize)] = &[
+    ("step-def", 1),
+    ("snapshot", 2),
+    ("outcome", 1),
+    ("action", 2),
+    ("resolution", 1),
+    ("task-seed", 1),
+];
+
+/// Defaults other than the type's zero, as Python expressions.
+const DEFAULTS: &[(&str, &str, &str)] = &[("snapshot", "status", "\"running\"")];
+
+/// Fields callers pass by keyword only: added to the WIT before fields that
+/// callers of 0.1 already passed by position (`Snapshot(run_id, seq,
+/// status, ...)`).
+const KEYWORD_ONLY: &[(&str, &str)] = &[("snapshot", "fence")];
+
+/// The field holding a variant case's payload, where the payload is not a
+/// record (a record payload is named after its type: `Granted.lease`).
+const PAYLOADS: &[(&str, &str)] = &[
+    ("replayed", "result"),
+    ("uncertain", "reason"),
+    ("contended", "until"),
+];
+
+/// The vectors' name of a parameter, where it is not the WIT's
+/// (`host/gen/README.md`).
+const VECTOR_ARGS: &[(&str, &str)] = &[("snap", "snapshot")];
+
+/// Exported functions a vector reaches only through a host-level call,
+/// written by hand (`sink.write-fenced` runs the fence compare with a body).
+const HOST_LEVEL: &[&str] = &["sideeffect.sink-advance"];
+
+/// Variant cases whose answer wraps the payload in an object under this
+/// key (`{"contended": {"until": N}}`).
+const WRAPPED: &[(&str, &str)] = &[("contended", "until")];
+
+pub fn emit(c: &Contract, _root: &Path) -> Result<Vec<Output>, String> {
+    let api = Api::new(c)?;
+    let dir = "host/python/src/gak";
+    Ok(vec![
+        Output {
+            path: format!("{dir}/_contract.py").into(),
+            text: contract(c),
+        },
+        Output {
+            path: format!("{dir}/types.py").into(),
+            text: types::emit(&api)?,
+        },
+        Output {
+            path: format!("{dir}/_wire.py").into(),
+            text: wire::emit(&api)?,
+        },
+        Output {
+            path: format!("{dir}/conformance/_calls.py").into(),
+            text: calls::emit(&api)?,
+        },
+    ])
+}
+
+/// The contract as the exported interfaces use it from Python.
+struct Api<'a> {
+    c: &'a Contract,
+    /// The named types (no aliases, not `error`) the exported functions
+    /// reach, interface by interface, in declaration order.
+    types: Vec<&'a Named>,
+    /// The named types reachable from the exports' parameters.
+    inputs: BTreeSet<String>,
+    /// The named types reachable from the exports' answers (`ok` types).
+    outputs: BTreeSet<String>,
+    /// The variants' case classes, each once (a case shared by two
+    /// variants with the same payload is one class: `Replayed`).
+    cases: Vec<CaseClass<'a>>,
+}
+
+/// The dataclass of a variant case.
+struct CaseClass<'a> {
+    /// The variant that first has it.
+    variant: &'a str,
+    case: &'a Case,
+    /// `Granted`.
+    class: String,
+    /// The payload's field (`lease`), if the case has a payload.
+    field: Option<String>,
+}
+
+impl<'a> Api<'a> {
+    fn new(c: &'a Contract) -> Result<Api<'a>, String> {
+        let mut inputs = BTreeSet::new();
+        let mut outputs = BTreeSet::new();
+        for f in c.exported_functions() {
+            for p in &f.params {
+                reach(c, &p.ty, &mut inputs);
+            }
+            if let Some(ok) = f.ok() {
+                reach(c, ok, &mut outputs);
+            }
+        }
+        let mut types = Vec::new();
+        for i in &c.interfaces {
+            for t in &c.types {
+                let used = inputs.contains(&t.name) || outputs.contains(&t.name);
+                if t.interface == i.name && used && !matches!(t.kind, Kind::Alias(_)) {
+                    types.push(t);
+                }
+            }
+        }
+        let mut cases: Vec<CaseClass<'a>> = Vec::new();
+        let mut classes: BTreeSet<String> = types.iter().map(|t| class_name(t)).collect();
+        for t in &types {
+            let Kind::Variant(vc) = &t.kind else { continue };
+            for case in vc {
+                let class = camel(&case.name);
+                if let Some(seen) = cases.iter().find(|k| k.class == class) {
+                    if seen.case.ty != case.ty {
+                        return Err(format!(
+                            "variant cases {}.{} and {}.{} make one Python class {class} \
+                             but carry different payloads",
+                            seen.variant, case.name, t.name, case.name
+                        ));
+                    }
+                    continue;
+                }
+                if !classes.insert(class.clone()) {
+                    return Err(format!(
+                        "case {}.{}: its class {class} is also a type's name",
+                        t.name, case.name
+                    ));
+                }
+                let field = case.ty.as_ref().map(|ty| payload_field(&case.name, ty));
+                cases.push(CaseClass {
+                    variant: &t.name,
+                    case,
+                    class,
+                    field,
+                });
+            }
+        }
+        Ok(Api {
+            c,
+            types,
+            inputs,
+            outputs,
+            cases,
+        })
+    }
+
+    /// The case class of `case` (found in [`Api::cases`]).
+    fn case(&self, case: &Case) -> &CaseClass<'a> {
+        self.cases
+            .iter()
+            .find(|k| k.class == camel(&case.name))
+            .expect("every case has a class")
+    }
+
+    /// `ty` without aliases.
+    fn resolve<'b>(&'b self, ty: &'b Ty) -> &'b Ty {
+        self.c.resolve(ty)
+    }
+
+    /// The named type `ty` is, if it is one (after aliases).
+    fn named(&self, ty: &Ty) -> Option<&'a Named> {
+        match self.resolve(ty) {
+            Ty::Named(n) => Some(self.c.named(n)),
+            _ => None,
+        }
+    }
+}
+
+fn reach(c: &Contract, ty: &Ty, seen: &mut BTreeSet<String>) {
+    match ty {
+        Ty::List(t) | Ty::Option(t) => reach(c, t, seen),
+        Ty::Tuple(ts) => ts.iter().for_each(|t| reach(c, t, seen)),
+        Ty::Result(ok, err) => {
+            for t in [ok, err].into_iter().flatten() {
+                reach(c, t, seen);
+            }
+        }
+        Ty::Named(n) if n == "error" => {}
+        Ty::Named(n) => {
+            if !seen.insert(n.clone()) {
+                return;
+            }
+            match &c.named(n).kind {
+                Kind::Record(fields) => fields.iter().for_each(|f| reach(c, &f.ty, seen)),
+                Kind::Variant(cases) => cases
+                    .iter()
+                    .filter_map(|k| k.ty.as_ref())
+                    .for_each(|t| reach(c, t, seen)),
+                Kind::Alias(t) => reach(c, t, seen),
+                Kind::Enum(_) => {}
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The field a case's payload is held in.
+fn payload_field(case: &str, ty: &Ty) -> String {
+    if let Some((_, f)) = PAYLOADS.iter().find(|(k, _)| *k == case) {
+        return (*f).to_owned();
+    }
+    match ty {
+        Ty::Named(n) => ident(n),
+        _ => "value".to_owned(),
+    }
+}
+
+/// The Python class of a named type (`TaskState`, `StepDef`); a variant's
+/// is the name of its union.
+fn class_name(t: &Named) -> String {
+    type_name(&t.name)
+}
+
+/// Python's spelling of a WIT name: snake_case, with `_` after a keyword.
+fn ident(kebab: &str) -> String {
+    const KEYWORDS: &[&str] = &[
+        "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class",
+        "continue", "def", "del", "elif", "else", "except", "finally", "for", "from", "global",
+        "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return",
+        "try", "while", "with", "yield",
+    ];
+    let s = snake(kebab);
+    if KEYWORDS.contains(&s.as_str()) {
+        s + "_"
+    } else {
+        s
+    }
+}
+
+/// The snake_case of a type's class (`TaskState` → `task_state`), for the
+/// functions that convert it.
+fn fn_name(t: &Named) -> String {
+    let mut o = String::new();
+    for (i, ch) in class_name(t).chars().enumerate() {
+        if ch.is_ascii_uppercase() {
+            if i > 0 {
+                o.push('_');
+            }
+            o.push(ch.to_ascii_lowercase());
+        } else {
+            o.push(ch);
+        }
+    }
+    o
+}
+
+/// A module-level constant's name for a type (`TASK_STATE`).
+fn constant(t: &Named) -> String {
+    fn_name(t).to_uppercase()
+}
+
+/// A local variable for field `name` that no generated expression's own
+/// names shadow (`list`, `dict`, the comprehension variables).
+fn local(name: &str) -> String {
+    let id = ident(name);
+    let taken = [
+        "dict", "list", "w", "v", "case", "payload", "out", "k", "a", "r",
+    ];
+    if taken.contains(&id.as_str()) || (id.starts_with('e') && id[1..].parse::<u32>().is_ok()) {
+        id + "_"
+    } else {
+        id
+    }
+}
+
+/// `func(args)` at `indent`, one argument a line when it would pass 100
+/// columns (as `black` breaks it).
+fn call(indent: &str, prefix: &str, func: &str, args: &[String], suffix: &str) -> String {
+    let one = format!("{indent}{prefix}{func}({}){suffix}", args.join(", "));
+    if one.len() <= 100 || args.is_empty() {
+        return one + "\n";
+    }
+    let mut o = format!("{indent}{prefix}{func}(\n");
+    for a in args {
+        let _ = writeln!(o, "{indent}    {a},");
+    }
+    let _ = writeln!(o, "{indent})");
+    o
+}
+
+/// "A" or "An", as English writes it before `name`.
+fn article(name: &str) -> &'static str {
+    if name.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "An"
+    } else {
+        "A"
+    }
+}
+
+/// A string literal.
+fn lit(s: &str) -> String {
+    format!("{s:?}")
+}
+
+/// `list<tuple<string, string>>`: a map given as key-sorted pairs, a
+/// `dict` in the API (`snapshot.fields`).
+fn is_pairs(ty: &Ty) -> bool {
+    matches!(ty, Ty::List(t) if **t == Ty::Tuple(vec![Ty::String, Ty::String]))
+}
+
+/// The annotation of a value of `ty` in the API.
+fn annotation(api: &Api, ty: &Ty) -> Result<String, String> {
+    Ok(match api.resolve(ty) {
+        Ty::Bool => "bool".into(),
+        Ty::U8 | Ty::U32 | Ty::U64 => "int".into(),
+        Ty::String => "str".into(),
+        Ty::List(t) if **t == Ty::U8 => "bytes".into(),
+        t if is_pairs(t) => "dict[str, str]".into(),
+        Ty::List(t) => format!("list[{}]", annotation(api, t)?),
+        Ty::Option(t) => format!("Optional[{}]", annotation(api, t)?),
+        Ty::Tuple(ts) => format!(
+            "tuple[{}]",
+            ts.iter()
+                .map(|t| annotation(api, t))
+                .collect::<Result<Vec<_>, _>>()?
+                .join(", ")
+        ),
+        Ty::Named(n) => class_name(api.c.named(n)),
+        Ty::Result(..) => return Err("a result inside a value is not supported".into()),
+    })
+}
+
+/// WIT docs as reStructuredText: `code` is ``code``.
+fn rst(docs: &str) -> String {
+    docs.replace('\\', "\\\\").replace('`', "``")
+}
+
+/// A docstring at `indent` (the fallback when the WIT has no docs).
+fn docstring(docs: &str, fallback: &str, indent: &str) -> String {
+    let text = if docs.trim().is_empty() {
+        fallback.to_owned()
+    } else {
+        rst(docs)
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let mut o = String::new();
+    for (i, line) in lines.iter().enumerate() {
+        let open = if i == 0 { "\"\"\"" } else { "" };
+        let close = if i + 1 == lines.len() { "\"\"\"" } else { "" };
+        if line.is_empty() && i > 0 {
+            o.push('\n');
+        } else {
+            let _ = writeln!(o, "{indent}{open}{line}{close}");
+        }
+    }
+    o
+}
+
+/// `#:` doc comments at `indent` (Sphinx's attribute docs).
+fn attr_docs(docs: &str, indent: &str) -> String {
+    super::comment(&rst(docs), indent, "#: ")
+}
+
+/// The first line of every generated Python file.
+fn head(c: &Contract, docstring: &str) -> String {
+    format!(
+        "# {}\n\"\"\"{docstring}\"\"\"\n\nfrom __future__ import annotations\n",
+        banner(c)
+    )
+}
+
+/// `# --- name ---` to column 76, as the hand-written modules mark sections.
+fn section(name: &str) -> String {
+    let mut s = format!("# --- {name} ");
+    while s.len() < 76 {
+        s.push('-');
+    }
+    s + "\n"
+}
+
+/// `_contract.py`.
+fn contract(c: &Contract) -> String {
+    let mut o = head(
+        c,
+        "The contract this package implements: its WIT package, its version and\n\
+         its error codes (WIT ``types.error``).",
+    );
+    let _ = write!(
+        o,
+        "\n#: The WIT package.\nPACKAGE = {}\n\
+         #: The contract version this host implements; a component of another one\n\
+         #: is refused when it is opened (wit/world.wit, \"Compatibility\").\n\
+         VERSION = {}\n\n\
+         #: Every refusal code of the contract (WIT ``types.error``), except ``storage``,\n\
+         #: which is raised as :class:`~gak.StorageError`.\n\
+         CODES: frozenset[str] = frozenset(\n    {{\n",
+        lit(&c.package),
+        lit(&c.version)
+    );
+    for e in c.error_codes() {
+        if e.name == "storage" {
+            continue;
+        }
+        o.push_str(&super::comment(&rst(&e.docs), "        ", "# "));
+        let _ = writeln!(o, "        {},", lit(&e.name));
+    }
+    o.push_str("    }\n)\n");
+    o
 }

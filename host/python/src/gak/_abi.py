@@ -735,11 +735,21 @@ class _NotGenerated(Exception):
 class Make:
     """Shape (see :meth:`FuncCodec.shaped`) of a record: built by
     ``make(*fields)`` instead of as a tuple, each field shaped by
-    ``fields[i]`` when given."""
+    ``fields[i]`` when given.
 
-    def __init__(self, make: Callable[..., Any], fields: Sequence[Any] = ()) -> None:
+    With ``names`` (the record's WIT field names, in the order ``make``
+    and ``fields`` take them; what :mod:`gak._wire` passes) the fields are
+    matched by name when the lift is generated: whatever order the
+    component's record has, ``make`` gets each field where it expects it,
+    and a record whose names differ is refused then, never lifted into the
+    wrong fields."""
+
+    def __init__(
+        self, make: Callable[..., Any], fields: Sequence[Any] = (), names: Sequence[str] | None = None
+    ) -> None:
         self.make = make
         self.fields = list(fields)
+        self.names = None if names is None else [n.encode("utf-8") for n in names]
 
 
 class EnumAs:
@@ -778,6 +788,19 @@ class _Members(dict):  # type: ignore[type-arg]
 
 def _field(shape: Any, i: int) -> Any:
     return shape.fields[i] if isinstance(shape, Make) and i < len(shape.fields) else None
+
+
+def _make_order(codec: Any, shape: Any) -> list[int]:
+    """For each argument of ``shape.make``, the index of the record's field
+    it is: by name when the shape names its fields, else by position."""
+    n = len(codec.fields)
+    if not isinstance(shape, Make) or shape.names is None:
+        return list(range(n))
+    if sorted(shape.names) != sorted(codec.names):
+        have = ", ".join(b.decode() for b in codec.names)
+        want = ", ".join(b.decode() for b in shape.names)
+        raise TypeError(f"the component's record has fields ({have}), this package's ({want}): regenerate it")
+    return [codec.names.index(name) for name in shape.names]
 
 
 def _lift_expr(g: _Gen, codec: Codec, v: list[str], shape: Any = None) -> str:
@@ -856,13 +879,17 @@ def _compile_block(g: _Gen, codec: Any, shape: Any = None) -> Callable[[int], An
     record = type(codec) is _Record
     fields = codec.fields if record else codec.elems
     skip = "24x" if record else "8x"  # entry: name, then the Val's kind; Val: kind
-    fmt, names, exprs = "<", [], []
-    for i, f in enumerate(fields):
+    # The field each argument of the shape's make is (by name where the
+    # shape names them), and each field's place among them.
+    order = _make_order(codec, shape) if record else list(range(len(fields)))
+    place = {j: i for i, j in enumerate(order)}
+    fmt, names, exprs = "<", [], [""] * len(fields)
+    for j, f in enumerate(fields):
         pay, k = _payload(f)
         fmt += skip + pay
         v = [g.name("f") for _ in range(k)]
         names += v
-        exprs.append(_lift_expr(g, f, v, _field(shape, i)))
+        exprs[place[j]] = _lift_expr(g, f, v, _field(shape, place[j]))
     unpack = g.const(struct.Struct(fmt).unpack_from, "unpack")
     fn = g.name("block")
     lines = [f"def {fn}(at):"]

@@ -35,15 +35,14 @@ from wasmtime import Engine, Store, WasiConfig
 from wasmtime.component import Component, Linker
 
 from . import _abi
+from ._contract import PACKAGE, VERSION
 from ._fork import FORKS
 from .clock import Clock
 from .errors import OpenError
 from .stores.base import StoreConflict, StoreFailure
 
-PACKAGE = "gak:kernel"
-#: The contract version this host implements; a component of another one
-#: is refused when it is opened (wit/world.wit, "Compatibility").
-VERSION = "0.3.0"
+#: ``gak:kernel@0.3.0``: the contract this host implements (a component of
+#: another one is refused when it is opened).
 CONTRACT = f"{PACKAGE}@{VERSION}"
 #: Integers the contract accepts stay below 2**53 (every host language
 #: represents them exactly); a clock past that is broken.

@@ -8,30 +8,9 @@ component that trapped) is a :class:`StorageError`: never a contract outcome.
 
 from __future__ import annotations
 
-#: Every refusal code of the contract (WIT ``types.error``), except ``storage``,
-#: which is raised as :class:`StorageError`.
-CODES: frozenset[str] = frozenset(
-    {
-        "not-found",
-        "stale-seq",
-        "terminal",
-        "invalid-plan",
-        "fence-stale",
-        "already-committed",
-        "not-holder",
-        "resource-mismatch",
-        "lease-expired",
-        "reconcile-taken",
-        "not-uncertain",
-        "unsafe-not-retryable",
-        "key-reused",
-        "write-failed",
-        "taken",
-        "deps-pending",
-        "lease-lost",
-        "invalid-input",
-    }
-)
+from ._contract import CODES
+
+__all__ = ["CODES", "GakError", "OpenError", "Refused", "StorageError"]
 
 
 class GakError(Exception):

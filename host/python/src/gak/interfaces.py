@@ -1,25 +1,33 @@
 """The five WIT interfaces as Python classes (``kernel.checkpoint`` …), with
 snake_case methods mirroring the Rust host's ``api.rs``.
 
-Each method maps dataclasses to the wire form of :mod:`gak._abi` (tuples in
-WIT declaration order), runs one export in one transaction, and maps the
-answer back. Nothing here decides anything: every rule is the component's.
+Each method lowers its dataclasses to the wire form of :mod:`gak._abi` with
+the functions :mod:`gak._wire` generates from the WIT (by field name), runs
+one export in one transaction, and returns the answer the lift built
+(:data:`gak._wire.SHAPES`). Nothing here decides anything: every rule is the
+component's.
 """
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
-from ._abi import Cases, EnumAs, Make, Ok
-from .errors import Refused, StorageError
+from ._wire import (
+    lift_plan,
+    lift_pruned,
+    lower_action,
+    lower_lease,
+    lower_outcome,
+    lower_resolution,
+    lower_snapshot,
+    lower_step_def_list,
+    lower_task_seed_list,
+    opt_enum_name,
+)
+from .errors import Refused
 from .types import (
     Acquired,
     Action,
-    Cleared,
-    Contended,
-    Granted,
-    InFlight,
     KeyInfo,
     KeyPage,
     KeyState,
@@ -28,120 +36,18 @@ from .types import (
     Plan,
     Pruned,
     ReconcileClaim,
-    Replayed,
     Resolution,
     Resolved,
-    RetrySafety,
     Snapshot,
-    Status,
     StepDef,
     Task,
     TaskPage,
     TaskSeed,
     TaskState,
-    Uncertain,
-    maker,
 )
 
 if TYPE_CHECKING:
     from .kernel import Downstream, Kernel
-
-
-def _enum(v: Any) -> Any:
-    return v.value if isinstance(v, Enum) else v
-
-
-def _opt_enum(v: Any) -> Any:
-    return None if v is None else _enum(v)
-
-
-# --- wire conversions (field order = WIT declaration order) ----------------
-
-
-def _snapshot_in(s: Snapshot) -> tuple[Any, ...]:
-    fields = sorted(s.fields.items()) if isinstance(s.fields, dict) else list(s.fields)
-    return (s.run_id, s.seq, s.fence, s.status, list(s.done), fields)
-
-
-def _snapshot_out(w: tuple[Any, ...]) -> Snapshot:
-    run_id, seq, fence, status, done, fields = w
-    return Snapshot(run_id=run_id, seq=seq, fence=fence, status=status, done=done, fields=dict(fields))
-
-
-def _action_in(a: Action) -> tuple[Any, ...]:
-    return (a.key, a.resource, _enum(a.retry_safety), a.fingerprint)
-
-
-def _lease_in(l: Lease) -> tuple[Any, ...]:
-    return (l.key, l.resource, l.fence, l.holder, l.until)
-
-
-# The results every call returns, built without their dataclasses'
-# __init__ (see types.maker), and the enums by value without the Enum
-# call's lookup machinery (an unknown value still raises ValueError).
-_new_lease = maker(Lease)
-_new_task = maker(Task)
-_new_granted = maker(Granted)
-_new_replayed = maker(Replayed)
-_TASK_STATES: dict[str, TaskState] = {s.value: s for s in TaskState}
-
-_TASK = Make(_new_task, [None, None, None, EnumAs(TaskState)])
-
-#: Results the component's answers are lifted straight into (the lift
-#: builds these dataclasses from the Vals; see gak._abi.Make): what
-#: Kernel._call returns for these exports, where others return tuples.
-SHAPES: dict[str, Any] = {
-    "taskboard#claim": Ok(_TASK),
-    "taskboard#get": Ok(_TASK),
-    "taskboard#renew": Ok(_TASK),
-    "taskboard#claim-next": Ok(_TASK),
-    "sideeffect#acquire": Ok(
-        Cases(
-            {
-                "granted": (_new_granted, Make(_new_lease)),
-                "replayed": (_new_replayed, None),
-                "uncertain": (maker(Uncertain), None),
-                "in-flight": (maker(InFlight), None),
-                "contended": (maker(Contended), None),
-            }
-        )
-    ),
-}
-
-
-def _lease_out(w: tuple[Any, ...]) -> Lease:
-    return _new_lease(*w)  # type: ignore[no-any-return]
-
-
-def _acquired_out(w: tuple[str, Any]) -> Acquired:
-    case, payload = w
-    if case == "granted":
-        return _new_granted(_new_lease(*payload))  # type: ignore[no-any-return]
-    if case == "replayed":
-        return _new_replayed(payload)  # type: ignore[no-any-return]
-    if case == "uncertain":
-        return Uncertain(payload)
-    if case == "in-flight":
-        return InFlight()
-    if case == "contended":
-        return Contended(payload)
-    raise StorageError(f"the component answered acquire with an unknown case {case!r}")
-
-
-def _task_out(w: tuple[Any, ...]) -> Task:
-    id, title, deps, state, owner, token, until, fence = w
-    return _new_task(id, title, deps, _TASK_STATES.get(state) or TaskState(state), owner, token, until, fence)  # type: ignore[no-any-return]
-
-
-def _key_info_out(w: tuple[Any, ...]) -> KeyInfo:
-    key, state, safety, fingerprint, resource, until, reason, completed_at, reconciling = w
-    return KeyInfo(
-        key, KeyState(state), RetrySafety(safety), fingerprint, resource, until, reason, completed_at, reconciling
-    )
-
-
-def _outcome_out(w: tuple[Any, ...]) -> Outcome:
-    return Outcome(Status(w[0]), w[1])
 
 
 class _Interface:
@@ -159,19 +65,19 @@ class Checkpoint(_Interface):
     def save_if_newer(self, snap: Snapshot) -> None:
         """Write ``snap`` only if newer: refusals ``invalid-input``,
         ``terminal``, ``fence-stale``, ``stale-seq`` (checked in that order)."""
-        self._kernel._call("checkpoint#save-if-newer", _snapshot_in(snap))
+        self._kernel._call("checkpoint#save-if-newer", lower_snapshot(snap))
 
     def load(self, run_id: str) -> Snapshot:
         """The persisted snapshot, or ``not-found``."""
-        return _snapshot_out(self._kernel._call("checkpoint#load", run_id))
+        snap: Snapshot = self._kernel._call("checkpoint#load", run_id)  # built by SHAPES
+        return snap
 
     def build_plan(self, steps: Sequence[StepDef], snap: Optional[Snapshot] = None) -> Plan:
         """Validate the DAG and plan a resume. Pure: no store transaction."""
-        wire = [(s.id, list(s.depends_on)) for s in steps]
-        skip, run, untrusted = self._kernel._pure(
-            "checkpoint#build-plan", wire, None if snap is None else _snapshot_in(snap)
+        wire = self._kernel._pure(
+            "checkpoint#build-plan", lower_step_def_list(steps), None if snap is None else lower_snapshot(snap)
         )
-        return Plan(skip, run, untrusted)
+        return lift_plan(wire)
 
 
 class Commitgate(_Interface):
@@ -182,12 +88,13 @@ class Commitgate(_Interface):
     def commit(self, run_id: str, step: Optional[str], fence: int, outcome: Outcome) -> Outcome:
         """Commit the terminal outcome of ``(run_id, step)`` (``None`` = the
         run); returns the outcome as recorded."""
-        w = self._kernel._call("commitgate#commit", run_id, step, fence, (_enum(outcome.status), outcome.result))
-        return _outcome_out(w)
+        recorded: Outcome = self._kernel._call("commitgate#commit", run_id, step, fence, lower_outcome(outcome))
+        return recorded
 
     def read(self, run_id: str, step: Optional[str] = None) -> Outcome:
         """The recorded outcome, or ``not-found``."""
-        return _outcome_out(self._kernel._call("commitgate#read", run_id, step))
+        recorded: Outcome = self._kernel._call("commitgate#read", run_id, step)
+        return recorded
 
 
 class Sideeffect(_Interface):
@@ -197,42 +104,42 @@ class Sideeffect(_Interface):
 
     def acquire(self, action: Action, ttl: int) -> Acquired:
         """The single atomic decision for ``action``."""
-        acquired: Acquired = self._kernel._call("sideeffect#acquire", _action_in(action), ttl)  # built by SHAPES
+        acquired: Acquired = self._kernel._call("sideeffect#acquire", lower_action(action), ttl)
         return acquired
 
     def complete(self, action: Action, lease: Lease, result: bytes) -> bytes:
         """Record the key completed; returns the first recorded result."""
-        out: bytes = self._kernel._call("sideeffect#complete", _action_in(action), _lease_in(lease), result)
+        out: bytes = self._kernel._call("sideeffect#complete", lower_action(action), lower_lease(lease), result)
         return out
 
     def release(self, action: Action, lease: Lease) -> None:
         """Release the resource hold; the key's intent stays."""
-        self._kernel._call("sideeffect#release", _action_in(action), _lease_in(lease))
+        self._kernel._call("sideeffect#release", lower_action(action), lower_lease(lease))
 
     def abandon(self, action: Action, lease: Lease, reason: str) -> None:
         """The attempt definitely did not apply: the key may be granted again."""
-        self._kernel._call("sideeffect#abandon", _action_in(action), _lease_in(lease), reason)
+        self._kernel._call("sideeffect#abandon", lower_action(action), lower_lease(lease), reason)
 
     def renew(self, action: Action, lease: Lease, ttl: int) -> Lease:
         """Qualification check and extension of hold and intent."""
-        return _lease_out(self._kernel._call("sideeffect#renew", _action_in(action), _lease_in(lease), ttl))
+        renewed: Lease = self._kernel._call("sideeffect#renew", lower_action(action), lower_lease(lease), ttl)
+        return renewed
 
     def mark_uncertain(self, action: Action, lease: Lease, reason: str) -> None:
         """Mark the key uncertain (the hold stays: call ``release``)."""
-        self._kernel._call("sideeffect#mark-uncertain", _action_in(action), _lease_in(lease), reason)
+        self._kernel._call("sideeffect#mark-uncertain", lower_action(action), lower_lease(lease), reason)
 
     def begin_reconcile(self, action: Action, ttl: int) -> ReconcileClaim:
         """Claim the right to reconcile an uncertain key."""
-        claim, until = self._kernel._call("sideeffect#begin-reconcile", _action_in(action), ttl)
-        return ReconcileClaim(claim, until)
+        claim: ReconcileClaim = self._kernel._call("sideeffect#begin-reconcile", lower_action(action), ttl)
+        return claim
 
     def resolve_uncertain(self, action: Action, resolution: Resolution) -> Resolved:
         """Record a reconciler's verdict (first verdict wins)."""
-        r = resolution
-        case, payload = self._kernel._call(
-            "sideeffect#resolve-uncertain", _action_in(action), (r.applied, r.result, r.force_retryable, r.claim)
+        resolved: Resolved = self._kernel._call(
+            "sideeffect#resolve-uncertain", lower_action(action), lower_resolution(resolution)
         )
-        return Replayed(payload) if case == "replayed" else Cleared()
+        return resolved
 
     def write_fenced(self, resource: str, presented: int, body: Callable[["Downstream"], None]) -> None:
         """A fenced downstream write: ``body`` runs in the same transaction as
@@ -278,12 +185,13 @@ class Sideeffect(_Interface):
     def list(self, state: Optional[Union[KeyState, str]] = None, after: Optional[str] = None, limit: int = 100) -> KeyPage:
         """One page of keys ordered by key (byte order), optionally of one
         state, strictly after ``after``, at most ``limit`` (1-1000)."""
-        items, nxt = self._kernel._call("sideeffect#list", _opt_enum(state), after, limit)
-        return KeyPage([_key_info_out(i) for i in items], nxt)
+        page: KeyPage = self._kernel._call("sideeffect#list", opt_enum_name(state), after, limit)
+        return page
 
     def get(self, key: str) -> KeyInfo:
         """The key as ``list`` shows it, or ``not-found``."""
-        return _key_info_out(self._kernel._call("sideeffect#get", key))
+        info: KeyInfo = self._kernel._call("sideeffect#get", key)
+        return info
 
 
 class Taskboard(_Interface):
@@ -293,15 +201,12 @@ class Taskboard(_Interface):
 
     def seed(self, tasks: Sequence[TaskSeed]) -> None:
         """Load topology (re-seeding an id overwrites it and clears its lease)."""
-        wire = [(t.id, t.title, list(t.deps), _opt_enum(t.state)) for t in tasks]
-        self._kernel._call("taskboard#seed", wire)
+        self._kernel._call("taskboard#seed", lower_task_seed_list(tasks))
 
     def list(self, state: Optional[Union[TaskState, str]] = None, after: Optional[str] = None, limit: int = 100) -> TaskPage:
         """One page of the board ordered by id, without tokens."""
-        items, nxt = self._kernel._call("taskboard#list", _opt_enum(state), after, limit)
-        return TaskPage([_task_out(t) for t in items], nxt)
-
-    # get, claim, claim_next, renew: the Task is built by SHAPES.
+        page: TaskPage = self._kernel._call("taskboard#list", opt_enum_name(state), after, limit)
+        return page
 
     def get(self, id: str) -> Task:
         """The task without its token, or ``not-found``."""
@@ -340,12 +245,13 @@ class Retention(_Interface):
 
     def prune(self, before: int, limit: int) -> Pruned:
         """Remove at most ``limit`` (1-1000) records finished before ``before``."""
-        return Pruned(*self._kernel._call("retention#prune", before, limit))
+        pruned: Pruned = self._kernel._call("retention#prune", before, limit)
+        return pruned
 
     def prune_dry_run(self, before: int, limit: int) -> Pruned:
         """What :meth:`prune` would remove now, without removing it."""
         self._kernel._admit((before, limit))
-        return Pruned(*self._kernel._transact(lambda w: w.call("retention#prune", before, limit), commit=False))
+        return lift_pruned(self._kernel._transact(lambda w: w.call("retention#prune", before, limit), commit=False))
 
 
 __all__ = ["Checkpoint", "Commitgate", "Refused", "Retention", "Sideeffect", "Taskboard"]

@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 from . import _abi, _engine
 from ._fork import FORKS, GATE
 from ._pool import CONNECTION_WAIT, MAX_CONNECTIONS, WorkerPool
+from ._wire import SHAPES
 from .clock import Clock, SystemClock
 from .component import find_component
 from .errors import Refused, StorageError
@@ -438,7 +439,7 @@ class Kernel:
             GATE.exit(me)
 
     def _codec(self, name: str) -> _abi.FuncCodec:
-        # The API's results are built by the lift where interfaces.SHAPES
+        # The API's results are built by the lift where _wire.SHAPES
         # says how (a Task, a Granted lease ...), else lifted as tuples.
         shape = SHAPES.get(name)
         if shape is None:
@@ -486,4 +487,4 @@ class Kernel:
         return box[0]  # type: ignore[no-any-return]
 
 
-from .interfaces import SHAPES, Checkpoint, Commitgate, Retention, Sideeffect, Taskboard  # noqa: E402
+from .interfaces import Checkpoint, Commitgate, Retention, Sideeffect, Taskboard  # noqa: E402

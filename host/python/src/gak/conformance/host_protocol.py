@@ -27,7 +27,9 @@ from ..kernel import Downstream, Kernel
 from ..runner import Applied, BodyFailed, NotApplied, Runner
 from ..types import Contended, InFlight, Replayed, Uncertain
 from . import calls
+from ._calls import action_arg
 from .scripted import BadFault, ScriptedBackend
+from . import values
 from .vectors import Malformed, _call_step, _step
 
 #: Every store a case may name; this host has a binding for each.
@@ -104,8 +106,8 @@ def expand_repeats(v: Any) -> Any:
 
 
 def _sink_body(kernel: Kernel, a: Any, inner: list[str]) -> Callable[[Downstream], None]:
-    resource = calls._string_or_empty(a, "resource")
-    fail = calls._boolean(a, "fail")
+    resource = values.string(values.field(a, "resource"), "resource")
+    fail = values.boolean(values.field(a, "fail"), "fail")
     kind = a.get("body", "append") if isinstance(a, dict) else "append"
 
     def append(down: Downstream) -> None:
@@ -164,8 +166,9 @@ def _sink_body(kernel: Kernel, a: Any, inner: list[str]) -> Callable[[Downstream
 
 def _write_fenced(inner: list[str]) -> calls.Call:
     def call(kernel: Kernel, a: Any) -> None:
-        fence = calls._number(a, "fence")
-        kernel.sideeffect.write_fenced(calls._string_or_empty(a, "resource"), fence, _sink_body(kernel, a, inner))
+        fence = values.u64(values.require(values.field(a, "fence"), "fence"), "fence")
+        resource = values.string(values.field(a, "resource"), "resource")
+        kernel.sideeffect.write_fenced(resource, fence, _sink_body(kernel, a, inner))
 
     return call
 
@@ -247,10 +250,10 @@ def _run(kernel: Kernel, clock: Clock, step: dict[str, Any], binds: dict[str, An
     spec = step["run"]
     if not isinstance(spec, dict):
         raise Malformed("run: expected an object")
-    action = calls._action(spec)
-    ttl = calls._number(spec, "ttl")
+    action = action_arg(values.field(spec, "action"), "action")
+    ttl = values.u64(values.require(values.field(spec, "ttl"), "ttl"), "ttl")
     kind = spec.get("body")
-    result = calls._bytes(spec, "result")
+    result = values.data(values.field(spec, "result"), "result")
     called = 0
     trouble: list[str] = []  # what went wrong inside the body, reported first
 

@@ -1,6 +1,7 @@
-"""The cross-language worker (protocol v1, ``host/HOSTS.md``):
+"""The cross-language worker (protocol v1, ``host/HOSTS.md``), a test tool
+outside the installed package:
 
-    python -m gak.xworker --store URL --worker NAME --index N --tasks T \\
+    python host/python/tests/xworker.py --store URL --worker NAME --index N --tasks T \\
         --rounds R --keys K --sink-rounds S \\
         [--barrier DIR --parties P] [--hold-ms H]
 
@@ -19,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from .errors import GakError, Refused
-from .kernel import Downstream, Kernel
-from .types import Action, Contended, Granted, InFlight, Replayed, RetrySafety
+from gak.errors import GakError, Refused
+from gak.kernel import Downstream, Kernel
+from gak.types import Action, Contended, Granted, InFlight, Replayed, RetrySafety
 
 LEASE = 60_000
 MAX_TRIES = 2000
@@ -115,7 +116,7 @@ def barrier(folder: str, phase: str, index: int, parties: int) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gak.xworker")
+    p = argparse.ArgumentParser(prog="xworker.py")
     p.add_argument("--store", required=True)
     p.add_argument("--worker", required=True)
     p.add_argument("--index", type=int, required=True)
