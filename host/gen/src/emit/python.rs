@@ -23,6 +23,7 @@ use crate::names::{camel, snake, type_name};
 use crate::{Contract, Output, banner};
 
 mod calls;
+mod shapes;
 mod types;
 mod wire;
 
@@ -433,3 +434,6 @@ fn contract(c: &Contract) -> String {
     o.push_str("    }\n)\n");
     o
 }
+
+#[cfg(test)]
+mod tests;
