@@ -21,6 +21,7 @@ def test_wheel_carries_the_component(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "gak/gak.wasm" in names and "gak/py.typed" in names
     assert "gak/stores/postgres.sql" in names  # the PostgreSQL binding's schema and functions
+    assert not any("xworker" in n for n in names)  # a test tool (tests/xworker.py), not the package's
     assert not (HERE / "src" / "gak" / "gak.wasm").exists()  # the copy is not left behind
     target = tmp_path / "site"
     subprocess.run(
