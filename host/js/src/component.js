@@ -13,6 +13,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 import { GakError } from './errors.js';
+import { CONTRACT, CONTRACT_VERSION } from './contract.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 /** The package folder, `host/js`. */
@@ -139,9 +140,9 @@ function rewriteTrampoline(whole, name, params, body, fnName) {
   return `const ${name} = function(${params}) {\n${out}\n  }\n  ${name}.fnName = '${fnName}';\n  ${name}.gakDirect = true;`;
 }
 
-/** The contract this host implements (`wit/world.wit`). */
-export const CONTRACT_VERSION = '0.3.0';
-export const CONTRACT = `gak:kernel@${CONTRACT_VERSION}`;
+// The contract this host implements (`wit/world.wit`): CONTRACT,
+// CONTRACT_VERSION, generated from the WIT (contract.js).
+export { CONTRACT, CONTRACT_VERSION };
 
 /**
  * The names a component imports and exports at its top level, read from

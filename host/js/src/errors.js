@@ -1,29 +1,8 @@
 // The one error type of the API: every refusal of the contract, and every
 // store failure, is a `GakError` whose `code` is the WIT variant's
-// kebab-case name (`taken`, `fence-stale`, `storage`, ...).
-
-/** Every error variant of WIT `types.error`, in declaration order. */
-export const ERROR_CODES = Object.freeze([
-  'not-found',
-  'stale-seq',
-  'terminal',
-  'invalid-plan',
-  'fence-stale',
-  'already-committed',
-  'not-holder',
-  'resource-mismatch',
-  'lease-expired',
-  'reconcile-taken',
-  'not-uncertain',
-  'unsafe-not-retryable',
-  'key-reused',
-  'write-failed',
-  'taken',
-  'deps-pending',
-  'lease-lost',
-  'invalid-input',
-  'storage',
-]);
+// kebab-case name (`taken`, `fence-stale`, `storage`, ...): ERROR_CODES,
+// generated from the WIT (contract.js).
+import { ERROR_CODES } from './contract.js';
 
 const CODES = new Set(ERROR_CODES);
 

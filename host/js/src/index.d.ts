@@ -1,31 +1,23 @@
-// Types of the `gak` package (hand-written; the generated jco types of the
-// component stay in the ignored gen/ folder). Every u64 of the WIT is a
-// `bigint`, in and out; byte payloads are `Uint8Array` out, and
-// `Uint8Array | string` (UTF-8) in.
+// Types of the `gak` package. The contract's records, enums, variants and
+// the exported interfaces' methods are generated from the WIT
+// (contract.d.ts, re-exported here); this file holds the API around them,
+// written by hand. Every u64 of the WIT is a `bigint`, in and out; byte
+// payloads are `Uint8Array` out, and `Uint8Array | string` (UTF-8) in.
+import type {
+  Action,
+  Bytes,
+  Checkpoint,
+  Commitgate,
+  ErrorCode,
+  Lease,
+  Pruned,
+  Retention,
+  Sideeffect,
+  Snapshot,
+  Taskboard,
+} from './contract.js';
 
-/** Every error variant of WIT `types.error`, kebab-case. */
-export type ErrorCode =
-  | 'not-found'
-  | 'stale-seq'
-  | 'terminal'
-  | 'invalid-plan'
-  | 'fence-stale'
-  | 'already-committed'
-  | 'not-holder'
-  | 'resource-mismatch'
-  | 'lease-expired'
-  | 'reconcile-taken'
-  | 'not-uncertain'
-  | 'unsafe-not-retryable'
-  | 'key-reused'
-  | 'write-failed'
-  | 'taken'
-  | 'deps-pending'
-  | 'lease-lost'
-  | 'invalid-input'
-  | 'storage';
-
-export declare const ERROR_CODES: readonly ErrorCode[];
+export * from './contract.js';
 
 /** Every refusal of the contract and every store failure. Branch on `code`. */
 export declare class GakError extends Error {
@@ -41,8 +33,6 @@ export declare class GakError extends Error {
 export declare class NotApplied extends Error {
   constructor(message?: string, options?: { cause?: unknown });
 }
-
-export type Bytes = Uint8Array | string;
 
 /**
  * Integer milliseconds since the Unix epoch, below 2^53; MUST NOT move
@@ -64,116 +54,6 @@ export declare class ManualClock implements Clock {
   /** Set the time; throws RangeError when asked to move backwards. */
   set(to: bigint | number): void;
   advance(ms: bigint | number): void;
-}
-
-// checkpoint
-
-export interface StepDef {
-  id: string;
-  dependsOn?: string[];
-}
-
-export interface Snapshot {
-  runId: string;
-  /** Strictly increasing per run; 0 is never a real commit. */
-  seq: bigint;
-  /** The writer's takeover generation; absent counts as 0. */
-  fence?: bigint;
-  status: string;
-  done: string[];
-  /** Sorted by key (byte order), no duplicates. A plain object is accepted as input. */
-  fields: Array<[string, string]>;
-}
-
-export type SnapshotInput = Omit<Snapshot, 'fields'> & { fields?: Array<[string, string]> | Record<string, string> };
-
-export interface Plan {
-  skip: string[];
-  run: string[];
-  untrusted: string[];
-}
-
-// commitgate
-
-export interface Outcome {
-  status: 'succeeded' | 'failed';
-  result: Uint8Array;
-}
-
-export interface OutcomeInput {
-  status: 'succeeded' | 'failed';
-  result?: Bytes;
-}
-
-// sideeffect
-
-export type RetrySafety = 'safe' | 'unsafe';
-
-export interface Action {
-  /** The idempotency key. */
-  key: string;
-  resource: string;
-  /** Default `safe`. */
-  retrySafety?: RetrySafety;
-  /** A digest of the action's parameters; a different one later is `key-reused`. */
-  fingerprint?: string;
-}
-
-export interface Lease {
-  key: string;
-  resource: string;
-  fence: bigint;
-  holder: string;
-  until: bigint;
-}
-
-export type Acquired =
-  | { tag: 'granted'; lease: Lease }
-  | { tag: 'replayed'; result: Uint8Array }
-  | { tag: 'uncertain'; reason: string }
-  | { tag: 'in-flight' }
-  | { tag: 'contended'; until: bigint };
-
-export interface Resolution {
-  applied: boolean;
-  result?: Bytes;
-  forceRetryable?: boolean;
-  /** The reconcile claim the verdict was reached under. */
-  claim?: string;
-}
-
-export type Resolved = { tag: 'replayed'; result: Uint8Array } | { tag: 'cleared' };
-
-export interface ReconcileClaim {
-  claim: string;
-  until: bigint;
-}
-
-export type KeyState = 'cleared' | 'in-flight' | 'uncertain' | 'completed';
-
-export interface KeyInfo {
-  key: string;
-  state: KeyState;
-  retrySafety: RetrySafety;
-  fingerprint?: string;
-  resource: string;
-  until?: bigint;
-  reason?: string;
-  completedAt?: bigint;
-  reconcilingUntil?: bigint;
-}
-
-export interface Page<T> {
-  items: T[];
-  /** The cursor of the next page; absent when no more items follow. */
-  next?: string;
-}
-
-export interface PageOptions<S> {
-  state?: S;
-  after?: string;
-  /** 1 to 1000. */
-  limit: number;
 }
 
 /**
@@ -222,89 +102,22 @@ export interface SqliteStatement {
   bind(...params: unknown[]): this;
 }
 
-// taskboard
+// the calls the API adds to the exported interfaces (contract.d.ts)
 
-export type TaskState = 'open' | 'claimed' | 'done' | 'failed';
-
-export interface Task {
-  id: string;
-  title: string;
-  deps: string[];
-  state: TaskState;
-  owner?: string;
-  /** A capability: only `claim`, `claimNext` and `renew` return it. */
-  token?: string;
-  until?: bigint;
-  /** Takeover generation: strictly increasing per task. */
-  fence: bigint;
-}
-
-export interface TaskSeed {
-  id: string;
-  title?: string;
-  deps?: string[];
-  /** Default `open`; `claimed` is `invalid-input`. */
-  state?: Exclude<TaskState, 'claimed'>;
-}
-
-// retention
-
-export interface Pruned {
-  removedKeys: number;
-  removedTasks: number;
-  removedRuns: number;
-  more: boolean;
-}
-
-// the API
-
-export declare class Checkpoint {
-  saveIfNewer(snap: SnapshotInput): void;
-  load(runId: string): Snapshot;
-  /** Pure: no store transaction. */
-  buildPlan(steps: StepDef[], snap?: SnapshotInput): Plan;
-}
-
-export declare class Commitgate {
-  /** `step` undefined: the run's terminal outcome. */
-  commit(runId: string, step: string | undefined, fence: bigint, outcome: OutcomeInput): Outcome;
-  read(runId: string, step?: string): Outcome;
-}
-
-export declare class Sideeffect {
-  acquire(action: Action, ttl: bigint): Acquired;
-  complete(action: Action, lease: Lease, result: Bytes): Uint8Array;
-  release(action: Action, lease: Lease): void;
-  abandon(action: Action, lease: Lease, reason: string): void;
-  renew(action: Action, lease: Lease, ttl: bigint): Lease;
-  markUncertain(action: Action, lease: Lease, reason: string): void;
-  beginReconcile(action: Action, ttl: bigint): ReconcileClaim;
-  resolveUncertain(action: Action, resolution: Resolution): Resolved;
+/** What `kernel.sideeffect` adds to the WIT's calls: fenced downstream writes. */
+export interface SideeffectHost {
   /**
-   * `body` runs in the fence compare's transaction; it must be synchronous
+   * A fenced downstream write: `body` runs in the fence compare's
+   * transaction (`sink-advance`), after it passed; it must be synchronous
    * and may run more than once on a store conflict. Throws `fence-stale`
    * (body not run) or `write-failed` (body threw; `cause` is its error).
    */
   writeFenced(resource: string, presented: bigint, body: (down: Downstream) => void): void;
-  sinkSeen(resource: string): bigint;
-  list(options: PageOptions<KeyState>): Page<KeyInfo>;
-  get(key: string): KeyInfo;
 }
 
-export declare class Taskboard {
-  seed(tasks: TaskSeed[]): void;
-  list(options: PageOptions<TaskState>): Page<Task>;
-  get(id: string): Task;
-  claim(id: string, agent: string, ttl: bigint): Task;
-  /** The first-seeded ready task, claimed; `undefined` when none is ready. */
-  claimNext(agent: string, ttl: bigint): Task | undefined;
-  release(id: string, token: string): void;
-  complete(id: string, token: string): void;
-  renew(id: string, token: string, ttl: bigint): Task;
-}
-
-export declare class Retention {
-  prune(before: bigint, limit: number): Pruned;
+/** What `kernel.retention` adds to the WIT's calls. */
+export interface RetentionHost {
+  /** What `prune` would remove now, without removing it. */
   pruneDryRun(before: bigint, limit: number): Pruned;
 }
 
@@ -377,8 +190,8 @@ export interface OpenOptions {
   clock?: Clock;
   /**
    * gak.wasm; default `$GAK_COMPONENT`, else the repository's build output.
-   * A component of another contract version than gak:kernel@0.3.0 is
-   * refused (`storage`, naming both versions).
+   * A component of another contract version than this host's (`CONTRACT`)
+   * is refused (`storage`, naming both versions).
    */
   component?: string;
   /** SQLite: how long one BEGIN IMMEDIATE waits for another writer (ms, default 5000). */

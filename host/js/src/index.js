@@ -9,7 +9,8 @@
 //   kernel.taskboard.seed([{ id: 'send-invoice' }]);
 //   const task = kernel.taskboard.claim('send-invoice', 'worker-1', 30_000n);
 export { openKernel, Kernel } from './kernel.js';
-export { GakError, ERROR_CODES } from './errors.js';
+export { GakError } from './errors.js';
+export * from './contract.js';
 export { Heartbeat, NotApplied, Runner, runEffect } from './effects.js';
 export { Committer } from './committer.js';
 export { SystemClock, ManualClock } from './clock.js';

@@ -1,11 +1,14 @@
 // `openKernel` and `Kernel`: the typed API over the component, one property
 // per WIT interface (`kernel.taskboard.claim(…)`), camelCase, u64 as bigint.
+// The interfaces' calls are generated from the WIT (interfaces.js); the
+// calls the API adds around them (`writeFenced`, `pruneDryRun`) are here.
 import { loadComponent } from './component.js';
 import { SystemClock } from './clock.js';
 import { GakError } from './errors.js';
 import { Rollback, prepare, pure, transact } from './engine.js';
 import { openStore } from './store/index.js';
 import { runEffect } from './effects.js';
+import * as calls from './interfaces.js';
 import * as v from './values.js';
 import { StoreConflict, StoreFailure } from './store/errors.js';
 
@@ -40,10 +43,10 @@ export class Kernel {
     this.#backend = backend;
     this.#session = backend.session();
     this.#clock = clock;
-    this.checkpoint = new Checkpoint(this);
-    this.commitgate = new Commitgate(this);
+    this.checkpoint = new calls.Checkpoint(this);
+    this.commitgate = new calls.Commitgate(this);
     this.sideeffect = new Sideeffect(this);
-    this.taskboard = new Taskboard(this);
+    this.taskboard = new calls.Taskboard(this);
     this.retention = new Retention(this);
   }
 
@@ -191,97 +194,19 @@ function callBody(fn, host, sink = true) {
   return out;
 }
 
-class Interface {
-  constructor(kernel) {
-    this.kernel = kernel;
-  }
-}
-
-/** Checkpoint: snapshots and resume plans (SPEC 3). */
-class Checkpoint extends Interface {
-  saveIfNewer(snap) {
-    const s = v.snapshot(snap);
-    this.kernel._call([s], (x) => x.checkpoint.saveIfNewer(s));
-  }
-
-  load(runId) {
-    const id = v.str('runId', runId);
-    return this.kernel._call([id], (x) => x.checkpoint.load(id));
-  }
-
-  /** Validate the DAG and plan a resume. Pure: no store transaction. */
-  buildPlan(steps, snap) {
-    const s = v.stepDefs(steps);
-    const sn = snap === undefined || snap === null ? undefined : v.snapshot(snap);
-    return this.kernel._pure([s, sn], (x) => x.checkpoint.buildPlan(s, sn));
-  }
-}
-
-/** Commitgate: terminal outcomes (SPEC 4). */
-class Commitgate extends Interface {
-  commit(runId, step, fence, outcome) {
-    const a = [v.str('runId', runId), v.optStr('step', step), v.u64('fence', fence), v.outcome(outcome)];
-    return this.kernel._call(a, (x) => x.commitgate.commit(...a));
-  }
-
-  read(runId, step) {
-    const a = [v.str('runId', runId), v.optStr('step', step)];
-    return this.kernel._call(a, (x) => x.commitgate.read(...a));
-  }
-}
-
-/** Side effects: the idempotency gate and fenced sinks (SPEC 5). */
-class Sideeffect extends Interface {
-  acquire(action, ttl) {
-    const a = [v.action(action), v.u64('ttl', ttl)];
-    return v.acquiredOut(this.kernel._call(a, (x) => x.sideeffect.acquire(...a)));
-  }
-
-  complete(action, lease, result) {
-    const a = [v.action(action), v.lease(lease), v.bytes('result', result)];
-    return this.kernel._call(a, (x) => x.sideeffect.complete(...a));
-  }
-
-  release(action, lease) {
-    const a = [v.action(action), v.lease(lease)];
-    this.kernel._call(a, (x) => x.sideeffect.release(...a));
-  }
-
-  abandon(action, lease, reason) {
-    const a = [v.action(action), v.lease(lease), v.str('reason', reason)];
-    this.kernel._call(a, (x) => x.sideeffect.abandon(...a));
-  }
-
-  renew(action, lease, ttl) {
-    const a = [v.action(action), v.lease(lease), v.u64('ttl', ttl)];
-    return this.kernel._call(a, (x) => x.sideeffect.renew(...a));
-  }
-
-  markUncertain(action, lease, reason) {
-    const a = [v.action(action), v.lease(lease), v.str('reason', reason)];
-    this.kernel._call(a, (x) => x.sideeffect.markUncertain(...a));
-  }
-
-  beginReconcile(action, ttl) {
-    const a = [v.action(action), v.u64('ttl', ttl)];
-    return this.kernel._call(a, (x) => x.sideeffect.beginReconcile(...a));
-  }
-
-  resolveUncertain(action, resolution) {
-    const a = [v.action(action), v.resolution(resolution)];
-    return v.resolvedOut(this.kernel._call(a, (x) => x.sideeffect.resolveUncertain(...a)));
-  }
-
+/** The side-effect calls, and fenced downstream writes. */
+class Sideeffect extends calls.Sideeffect {
   /**
    * A fenced downstream write: `body(downstream)` runs in the same
-   * transaction as the fence compare, after it passed. `presented` below the
-   * highest fence the sink has seen is `fence-stale` and the body does not
-   * run; a body that throws rolls everything back (seen fence included) and
-   * the call throws `write-failed` with the body's error as `cause`. A
-   * store error the body met ends the call with `storage` even if the body
-   * caught it, and the body cannot end the transaction (HOSTS.md 12). The
-   * body must be synchronous, and may run more than once if the store
-   * reports a conflict (only the last run's writes can commit).
+   * transaction as the fence compare (`sink-advance`), after it passed.
+   * `presented` below the highest fence the sink has seen is `fence-stale`
+   * and the body does not run; a body that throws rolls everything back
+   * (seen fence included) and the call throws `write-failed` with the
+   * body's error as `cause`. A store error the body met ends the call with
+   * `storage` even if the body caught it, and the body cannot end the
+   * transaction (HOSTS.md 12). The body must be synchronous, and may run
+   * more than once if the store reports a conflict (only the last run's
+   * writes can commit).
    */
   writeFenced(resource, presented, body) {
     const r = v.str('resource', resource);
@@ -292,84 +217,10 @@ class Sideeffect extends Interface {
       callBody(body, host);
     });
   }
-
-  /** The highest fence the sink has seen (0n when never written). */
-  sinkSeen(resource) {
-    const r = v.str('resource', resource);
-    return this.kernel._call([r], (x) => x.sideeffect.sinkSeen(r));
-  }
-
-  /** One page of keys by key, optionally of one state: `{state?, after?, limit}`. */
-  list(options) {
-    const { after, limit } = v.page('options', options);
-    const state = v.keyState('options.state', options?.state);
-    return this.kernel._call([state, after], (x) => x.sideeffect.list(state, after, limit));
-  }
-
-  /** The key as `list` shows it, or `not-found`. */
-  get(key) {
-    const k = v.str('key', key);
-    return this.kernel._call([k], (x) => x.sideeffect.get(k));
-  }
 }
 
-/** Taskboard: claims by token (SPEC 6, 9). */
-class Taskboard extends Interface {
-  seed(tasks) {
-    const t = v.taskSeeds(tasks);
-    this.kernel._call([t], (x) => x.taskboard.seed(t));
-  }
-
-  /** One page of the board by id, optionally of one state: `{state?, after?, limit}`. */
-  list(options) {
-    const { after, limit } = v.page('options', options);
-    const state = v.taskState('options.state', options?.state);
-    return this.kernel._call([state, after], (x) => x.taskboard.list(state, after, limit));
-  }
-
-  get(id) {
-    const i = v.str('id', id);
-    return this.kernel._call([i], (x) => x.taskboard.get(i));
-  }
-
-  claim(id, agent, ttl) {
-    const a = [v.str('id', id), v.str('agent', agent), v.u64('ttl', ttl)];
-    return this.kernel._call(a, (x) => x.taskboard.claim(...a));
-  }
-
-  /** Claim the first-seeded ready task; `undefined` when none is ready. */
-  claimNext(agent, ttl) {
-    const a = [v.str('agent', agent), v.u64('ttl', ttl)];
-    return this.kernel._call(a, (x) => x.taskboard.claimNext(...a)) ?? undefined;
-  }
-
-  release(id, token) {
-    const a = [v.str('id', id), v.str('token', token)];
-    this.kernel._call(a, (x) => x.taskboard.release(...a));
-  }
-
-  complete(id, token) {
-    const a = [v.str('id', id), v.str('token', token)];
-    this.kernel._call(a, (x) => x.taskboard.complete(...a));
-  }
-
-  renew(id, token, ttl) {
-    const a = [v.str('id', id), v.str('token', token), v.u64('ttl', ttl)];
-    return this.kernel._call(a, (x) => x.taskboard.renew(...a));
-  }
-}
-
-/** Retention: bounded pruning of finished records (SPEC 9). */
-class Retention extends Interface {
-  /**
-   * Remove at most `limit` (1-1000) records finished before `before`.
-   * A retry of a pruned key runs its body again; a pruned run id starts over.
-   */
-  prune(before, limit) {
-    const a = [v.u64('before', before), v.u32('limit', limit)];
-    return this.kernel._call(a, (x) => x.retention.prune(...a));
-  }
-
+/** The retention calls, and a dry run of `prune`. */
+class Retention extends calls.Retention {
   /** What `prune` would remove now, without removing it. */
   pruneDryRun(before, limit) {
     const a = [v.u64('before', before), v.u32('limit', limit)];

@@ -1,4 +1,6 @@
-// Checking arguments before they reach the component, and shaping results.
+// Checking arguments before they reach the component: the checks of
+// values, which the generated checks of the contract's records
+// (checks.js) and calls (interfaces.js) are made of.
 //
 // jco's glue converts silently where it should refuse: `u64` arguments go
 // through `BigInt.asUintN(64, …)` (2^64 + 5 becomes 5: a ttl of 5 ms) and
@@ -85,14 +87,13 @@ export function str(what, v) {
   return v;
 }
 
-export function optStr(what, v) {
-  return v === undefined || v === null ? undefined : str(what, v);
+/** Is `v` left out (`undefined`, or `null`)? */
+export function absent(v) {
+  return v === undefined || v === null;
 }
 
-export function strList(what, v) {
-  if (v === undefined || v === null) return [];
-  if (!Array.isArray(v)) throw invalidInput(`${what}: expected an array of strings`);
-  return v.map((s, i) => str(`${what}[${i}]`, s));
+export function optStr(what, v) {
+  return absent(v) ? undefined : str(what, v);
 }
 
 /** A u64: a bigint in 0..2^64-1 (the component then checks < 2^53). */
@@ -103,7 +104,7 @@ export function u64(what, v) {
 }
 
 export function optU64(what, v) {
-  return v === undefined || v === null ? undefined : u64(what, v);
+  return absent(v) ? undefined : u64(what, v);
 }
 
 /** A u32 (page limits): an integer number in 0..2^32-1. */
@@ -114,8 +115,9 @@ export function u32(what, v) {
   return v;
 }
 
+/** A bool; left out is false. */
 export function bool(what, v) {
-  if (v === undefined || v === null) return false;
+  if (absent(v)) return false;
   if (typeof v !== 'boolean') throw invalidInput(`${what}: expected a boolean`);
   return v;
 }
@@ -133,145 +135,57 @@ export function bytes(what, v) {
   throw invalidInput(`${what}: expected a Uint8Array or a string`);
 }
 
-function oneOf(what, v, allowed) {
+/** A case of an enum: one of `allowed`, by name. */
+export function oneOf(what, v, allowed) {
   if (typeof v !== 'string' || !allowed.includes(v)) {
     throw invalidInput(`${what}: unknown value ${JSON.stringify(v)} (expected ${allowed.join(' | ')})`);
   }
   return v;
 }
 
-function object(what, v) {
+/** A record: a plain object (not an array). */
+export function object(what, v) {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) throw invalidInput(`${what}: expected an object`);
   return v;
 }
 
-export const TASK_STATES = ['open', 'claimed', 'done', 'failed'];
-export const KEY_STATES = ['cleared', 'in-flight', 'uncertain', 'completed'];
-
-export function taskState(what, v) {
-  return v === undefined || v === null ? undefined : oneOf(what, v, TASK_STATES);
+/** A list: an array, each item checked by `item(what, value)`. */
+export function list(what, v, item) {
+  if (!Array.isArray(v)) throw invalidInput(`${what}: expected an array`);
+  return v.map((x, i) => item(`${what}[${i}]`, x));
 }
 
-export function keyState(what, v) {
-  return v === undefined || v === null ? undefined : oneOf(what, v, KEY_STATES);
-}
-
-export function action(v) {
-  object('action', v);
-  return {
-    key: str('action.key', v.key),
-    resource: str('action.resource', v.resource),
-    retrySafety:
-      v.retrySafety === undefined || v.retrySafety === null
-        ? 'safe'
-        : oneOf('action.retrySafety', v.retrySafety, ['safe', 'unsafe']),
-    fingerprint: optStr('action.fingerprint', v.fingerprint),
-  };
-}
-
-export function lease(v) {
-  object('lease', v);
-  return {
-    key: str('lease.key', v.key),
-    resource: str('lease.resource', v.resource),
-    fence: u64('lease.fence', v.fence),
-    holder: str('lease.holder', v.holder),
-    until: u64('lease.until', v.until),
-  };
-}
-
-export function fields(v) {
-  if (v === undefined || v === null) return [];
+/**
+ * A map given as pairs sorted by key (`snapshot.fields`): `[key, value]`
+ * pairs, or a plain object, whose entries are taken in byte order of the
+ * keys (the WIT wants pairs sorted by key).
+ */
+export function pairs(what, v) {
   if (Array.isArray(v)) {
     return v.map((pair, i) => {
-      if (!Array.isArray(pair) || pair.length !== 2) throw invalidInput(`snapshot.fields[${i}]: expected a [key, value] pair`);
-      return [str(`snapshot.fields[${i}][0]`, pair[0]), str(`snapshot.fields[${i}][1]`, pair[1])];
+      if (!Array.isArray(pair) || pair.length !== 2) throw invalidInput(`${what}[${i}]: expected a [key, value] pair`);
+      return [str(`${what}[${i}][0]`, pair[0]), str(`${what}[${i}][1]`, pair[1])];
     });
   }
-  // A plain object: its entries in byte order of the keys (the WIT wants
-  // pairs sorted by key).
-  object('snapshot.fields', v);
+  object(what, v);
   return Object.keys(v)
-    .map((k) => [str('snapshot.fields key', k), str(`snapshot.fields.${k}`, v[k])])
+    .map((k) => [str(`${what} key`, k), str(`${what}.${k}`, v[k])])
     .sort(([a], [b]) => compareKeys(a, b));
 }
 
-export function snapshot(v) {
-  object('snapshot', v);
-  return {
-    runId: str('snapshot.runId', v.runId),
-    seq: u64('snapshot.seq', v.seq),
-    fence: optU64('snapshot.fence', v.fence),
-    status: str('snapshot.status', v.status),
-    done: strList('snapshot.done', v.done),
-    fields: fields(v.fields),
-  };
+/** The options object of a call that takes one (`list({ limit })`); left out is `{}`. */
+export function options(what, v) {
+  return object(what, v ?? {});
 }
 
-export function stepDefs(v) {
-  if (!Array.isArray(v)) throw invalidInput('steps: expected an array');
-  return v.map((s, i) => {
-    object(`steps[${i}]`, s);
-    return { id: str(`steps[${i}].id`, s.id), dependsOn: strList(`steps[${i}].dependsOn`, s.dependsOn) };
-  });
+// Results: the generated shapes (checks.js) use these.
+
+/** `f(v)`, or undefined when `v` is left out. */
+export function maybe(v, f) {
+  return absent(v) ? undefined : f(v);
 }
 
-export function outcome(v) {
-  object('outcome', v);
-  return {
-    status: oneOf('outcome.status', v.status, ['succeeded', 'failed']),
-    result: bytes('outcome.result', v.result ?? new Uint8Array()),
-  };
-}
-
-export function resolution(v) {
-  object('resolution', v);
-  return {
-    applied: bool('resolution.applied', v.applied),
-    result: v.result === undefined || v.result === null ? undefined : bytes('resolution.result', v.result),
-    forceRetryable: bool('resolution.forceRetryable', v.forceRetryable),
-    claim: optStr('resolution.claim', v.claim),
-  };
-}
-
-export function taskSeeds(v) {
-  if (!Array.isArray(v)) throw invalidInput('tasks: expected an array');
-  return v.map((t, i) => {
-    object(`tasks[${i}]`, t);
-    return {
-      id: str(`tasks[${i}].id`, t.id),
-      title: optStr(`tasks[${i}].title`, t.title),
-      deps: strList(`tasks[${i}].deps`, t.deps),
-      state: taskState(`tasks[${i}].state`, t.state),
-    };
-  });
-}
-
-export function page(what, v) {
-  object(what, v ?? {});
-  return { after: optStr(`${what}.after`, v?.after), limit: u32(`${what}.limit`, v?.limit) };
-}
-
-// Results: jco's `{tag, val}` variants become named fields.
-
-export function acquiredOut(a) {
-  switch (a.tag) {
-    case 'granted':
-      return { tag: 'granted', lease: a.val };
-    case 'replayed':
-      return { tag: 'replayed', result: a.val };
-    case 'uncertain':
-      return { tag: 'uncertain', reason: a.val };
-    case 'in-flight':
-      return { tag: 'in-flight' };
-    case 'contended':
-      return { tag: 'contended', until: a.val };
-    default:
-      // An answer this host does not know: never treat it as a grant.
-      throw new GakError('storage', `acquire answered ${JSON.stringify(a?.tag)}, which this host does not know`);
-  }
-}
-
-export function resolvedOut(r) {
-  return r.tag === 'replayed' ? { tag: 'replayed', result: r.val } : { tag: 'cleared' };
+/** A variant answer with a case this host does not know: never guessed at. */
+export function unknownCase(variant, v) {
+  return new GakError('storage', `the ${variant} answer ${JSON.stringify(v?.tag)} is one this host does not know`);
 }

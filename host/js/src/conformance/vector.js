@@ -1,7 +1,7 @@
 // Parsing, substitution, matching and binding for vector scenarios
 // (VECTORS.md), as the Rust runner (`host/rust/cli/src/conformance/vector.rs`).
 import { ManualClock } from '../clock.js';
-import { ERROR_CODES } from '../errors.js';
+import { ERROR_CODES } from '../contract.js';
 import { dispatch } from './calls.js';
 
 const RESERVED = ['any', 'none', 'hex128'];
