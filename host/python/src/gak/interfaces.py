@@ -69,7 +69,7 @@ class Checkpoint(_Interface):
 
     def load(self, run_id: str) -> Snapshot:
         """The persisted snapshot, or ``not-found``."""
-        snap: Snapshot = self._kernel._call("checkpoint#load", run_id)  # built by SHAPES
+        snap: Snapshot = self._kernel._call("checkpoint#load", run_id)
         return snap
 
     def build_plan(self, steps: Sequence[StepDef], snap: Optional[Snapshot] = None) -> Plan:
