@@ -14,55 +14,9 @@ use std::ops::Bound;
 
 use crate::{StoreFault, Table, Txn};
 
-/// A bounded range read (WIT `store.range`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Range {
-    /// The table read.
-    pub table: Table,
-    /// Keys starting with this (empty: every key).
-    pub prefix: String,
-    /// Keys strictly after this, if given.
-    pub after: Option<String>,
-    /// At most this many entries.
-    pub limit: u32,
-}
-
-/// What one decision reads together (WIT `store.reads`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Reads {
-    /// Point reads, serialized against writers of the keys.
-    pub keys: Vec<(Table, String)>,
-    /// Range reads (snapshot reads).
-    pub ranges: Vec<Range>,
-    /// Read the clock after the reads.
-    pub clock: bool,
-    /// Bytes of fresh randomness wanted.
-    pub entropy: u8,
-}
-
-/// The answers to one [`Reads`], in the order asked (WIT `store.answers`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Answers {
-    /// One per key.
-    pub values: Vec<Option<String>>,
-    /// One page per range.
-    pub pages: Vec<Vec<(String, String)>>,
-    /// The clock, when asked.
-    pub now: Option<u64>,
-    /// Exactly the bytes asked.
-    pub entropy: Vec<u8>,
-}
-
-/// One entry of a write set: `Some` puts, `None` deletes (WIT `store.change`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Change {
-    /// The table written.
-    pub table: Table,
-    /// The key.
-    pub key: String,
-    /// The new value, or `None` to remove the key.
-    pub value: Option<String>,
-}
+/// The store crossing's records (WIT `store.range`, `reads`, `answers`,
+/// `change`), generated from the WIT.
+pub use crate::contract::store::{Answers, Change, Range, Reads};
 
 /// What the store import offers one call.
 pub trait Store {

@@ -18,6 +18,7 @@
 pub mod buffer;
 pub mod checkpoint;
 pub mod commitgate;
+mod contract;
 mod error;
 pub mod format;
 pub mod input;
@@ -31,6 +32,7 @@ pub mod taskboard;
 pub mod testing;
 mod txn;
 
-pub use error::{Error, StorageError};
-pub use model::*;
-pub use txn::{StoreFault, Table, Txn};
+pub use contract::store::{StoreFault, Table};
+pub use contract::*;
+pub use error::StorageError;
+pub use txn::Txn;

@@ -1,52 +1,6 @@
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::Error;
-
-/// The fixed set of tables (WIT `store.table`). Data can never name another.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Table {
-    /// Checkpoint snapshots by run-id.
-    Snapshots,
-    /// Commitgate outcomes by run-id and step.
-    Outcomes,
-    /// Side-effect keys.
-    Actions,
-    /// Side-effect resources.
-    Resources,
-    /// Fenced sinks' seen fences.
-    Sinks,
-    /// Taskboard tasks.
-    Tasks,
-    /// Secondary indexes kept in the same transactions as their records.
-    Indexes,
-    /// Board-wide records (seed order counter, fence floor).
-    Meta,
-}
-
-impl Table {
-    /// A stable lowercase name (used for SQL table names by the host).
-    pub fn name(self) -> &'static str {
-        match self {
-            Table::Snapshots => "snapshots",
-            Table::Outcomes => "outcomes",
-            Table::Actions => "actions",
-            Table::Resources => "resources",
-            Table::Sinks => "sinks",
-            Table::Tasks => "tasks",
-            Table::Indexes => "indexes",
-            Table::Meta => "meta",
-        }
-    }
-}
-
-/// A store failure, as reported by the binding.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StoreFault {
-    /// Busy / serialization conflict: the host re-runs the whole call.
-    Conflict(String),
-    /// Anything else.
-    Failure(String),
-}
+use crate::{Error, StoreFault, Table};
 
 impl std::fmt::Display for StoreFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -29,46 +29,14 @@ struct Host;
 
 impl Store for Host {
     fn read(&mut self, reads: Reads) -> Result<Answers, rules::StoreFault> {
-        let keys: Vec<(store::Table, String)> = reads
-            .keys
-            .into_iter()
-            .map(|(t, k)| (convert::table(t), k))
-            .collect();
-        let ranges: Vec<store::Range> = reads
-            .ranges
-            .into_iter()
-            .map(|r| store::Range {
-                table: convert::table(r.table),
-                prefix: r.prefix,
-                after: r.after,
-                limit: r.limit,
-            })
-            .collect();
-        let answers = store::read(&store::Reads {
-            keys,
-            ranges,
-            clock: reads.clock,
-            entropy: reads.entropy,
-        })
-        .map_err(convert::fault)?;
-        Ok(Answers {
-            values: answers.values,
-            pages: answers.pages,
-            now: answers.now,
-            entropy: answers.entropy,
-        })
+        store::read(&convert::reads_out(reads))
+            .map(convert::answers_in)
+            .map_err(convert::store_error_in)
     }
 
     fn write(&mut self, changes: Vec<Change>) -> Result<(), rules::StoreFault> {
-        let changes: Vec<store::Change> = changes
-            .into_iter()
-            .map(|c| store::Change {
-                table: convert::table(c.table),
-                key: c.key,
-                value: c.value,
-            })
-            .collect();
-        store::write(&changes).map_err(convert::fault)
+        let changes: Vec<store::Change> = changes.into_iter().map(convert::change_out).collect();
+        store::write(&changes).map_err(convert::store_error_in)
     }
 }
 
@@ -81,7 +49,7 @@ fn call_minting<T>(
     Buffered::new(Host)
         .minting(tokens)
         .decide(f)
-        .map_err(convert::error)
+        .map_err(convert::error_out)
 }
 
 /// Run one exported call that mints nothing.
@@ -100,21 +68,11 @@ impl checkpoint::Guest for Component {
         steps: Vec<checkpoint::StepDef>,
         snap: Option<checkpoint::Snapshot>,
     ) -> Result<checkpoint::Plan, Error> {
-        let steps: Vec<rules::StepDef> = steps
-            .into_iter()
-            .map(|s| rules::StepDef {
-                id: s.id,
-                depends_on: s.depends_on,
-            })
-            .collect();
+        let steps: Vec<rules::StepDef> = steps.into_iter().map(convert::step_def_in).collect();
         let snap = snap.map(convert::snapshot_in);
         rules::plan::build_plan(&steps, snap.as_ref())
-            .map(|p| checkpoint::Plan {
-                skip: p.skip,
-                run: p.run,
-                untrusted: p.untrusted,
-            })
-            .map_err(convert::error)
+            .map(convert::plan_out)
+            .map_err(convert::error_out)
     }
 }
 
@@ -181,28 +139,17 @@ impl sideeffect::Guest for Component {
         ttl: u64,
     ) -> Result<sideeffect::ReconcileClaim, Error> {
         let action = convert::action_in(action);
-        call_minting(1, |tx| rules::sideeffect::begin_reconcile(tx, &action, ttl)).map(|c| {
-            sideeffect::ReconcileClaim {
-                claim: c.claim,
-                until: c.until,
-            }
-        })
+        call_minting(1, |tx| rules::sideeffect::begin_reconcile(tx, &action, ttl))
+            .map(convert::reconcile_claim_out)
     }
     fn resolve_uncertain(
         action: sideeffect::Action,
         resolution: sideeffect::Resolution,
     ) -> Result<sideeffect::Resolved, Error> {
         let action = convert::action_in(action);
-        let resolution = rules::Resolution {
-            applied: resolution.applied,
-            result: resolution.result,
-            force_retryable: resolution.force_retryable,
-            claim: resolution.claim,
-        };
-        call(|tx| rules::sideeffect::resolve_uncertain(tx, &action, &resolution)).map(|r| match r {
-            rules::Resolved::Replayed(bytes) => sideeffect::Resolved::Replayed(bytes),
-            rules::Resolved::Cleared => sideeffect::Resolved::Cleared,
-        })
+        let resolution = convert::resolution_in(resolution);
+        call(|tx| rules::sideeffect::resolve_uncertain(tx, &action, &resolution))
+            .map(convert::resolved_out)
     }
     fn sink_advance(resource: String, presented: u64) -> Result<(), Error> {
         call(|tx| rules::sideeffect::sink_advance(tx, &resource, presented))
@@ -216,12 +163,8 @@ impl sideeffect::Guest for Component {
         limit: u32,
     ) -> Result<sideeffect::KeyPage, Error> {
         let state = state.map(convert::key_state_in);
-        call(|tx| rules::sideeffect::list(tx, state, after.as_deref(), limit)).map(|page| {
-            sideeffect::KeyPage {
-                items: page.items.into_iter().map(convert::key_info_out).collect(),
-                next: page.next,
-            }
-        })
+        call(|tx| rules::sideeffect::list(tx, state, after.as_deref(), limit))
+            .map(convert::key_page_out)
     }
     fn get(key: String) -> Result<sideeffect::KeyInfo, Error> {
         call(|tx| rules::sideeffect::get(tx, &key)).map(convert::key_info_out)
@@ -230,7 +173,7 @@ impl sideeffect::Guest for Component {
 
 impl taskboard::Guest for Component {
     fn seed(tasks: Vec<taskboard::TaskSeed>) -> Result<(), Error> {
-        let tasks: Vec<rules::TaskSeed> = tasks.into_iter().map(convert::seed_in).collect();
+        let tasks: Vec<rules::TaskSeed> = tasks.into_iter().map(convert::task_seed_in).collect();
         call(|tx| rules::taskboard::seed(tx, &tasks))
     }
     fn list(
@@ -239,12 +182,8 @@ impl taskboard::Guest for Component {
         limit: u32,
     ) -> Result<taskboard::TaskPage, Error> {
         let state = state.map(convert::state_in);
-        call(|tx| rules::taskboard::list(tx, state, after.as_deref(), limit)).map(|page| {
-            taskboard::TaskPage {
-                items: page.items.into_iter().map(convert::task_out).collect(),
-                next: page.next,
-            }
-        })
+        call(|tx| rules::taskboard::list(tx, state, after.as_deref(), limit))
+            .map(convert::task_page_out)
     }
     fn get(id: String) -> Result<taskboard::Task, Error> {
         call(|tx| rules::taskboard::get(tx, &id)).map(convert::task_out)
@@ -269,11 +208,6 @@ impl taskboard::Guest for Component {
 
 impl retention::Guest for Component {
     fn prune(before: u64, limit: u32) -> Result<retention::Pruned, Error> {
-        call(|tx| rules::retention::prune(tx, before, limit)).map(|p| retention::Pruned {
-            removed_keys: p.removed_keys,
-            removed_tasks: p.removed_tasks,
-            removed_runs: p.removed_runs,
-            more: p.more,
-        })
+        call(|tx| rules::retention::prune(tx, before, limit)).map(convert::pruned_out)
     }
 }

@@ -3,6 +3,8 @@ use std::ffi::{CStr, CString, c_char};
 
 use gak_host::Error;
 
+use crate::codes::CODES;
+
 /// Why a call did not succeed: the contract's kebab-case code
 /// (`taken`, `fence-stale`, …, `invalid-input`, `storage`) and a message.
 /// Every function that can fail returns one (NULL on success); it is the
@@ -12,29 +14,6 @@ pub struct gak_error {
     code: &'static CStr,
     message: CString,
 }
-
-/// The contract's codes as C strings, in `Error::NAMES` order.
-const CODES: [&CStr; 19] = [
-    c"not-found",
-    c"stale-seq",
-    c"terminal",
-    c"invalid-plan",
-    c"fence-stale",
-    c"already-committed",
-    c"not-holder",
-    c"resource-mismatch",
-    c"lease-expired",
-    c"reconcile-taken",
-    c"not-uncertain",
-    c"unsafe-not-retryable",
-    c"key-reused",
-    c"write-failed",
-    c"taken",
-    c"deps-pending",
-    c"lease-lost",
-    c"invalid-input",
-    c"storage",
-];
 
 impl gak_error {
     /// `code` with `message`, boxed for the caller.

@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 
 pub mod abi;
+mod codes;
 pub mod error;
 pub mod kernel;
 #[cfg(feature = "json-call-probe")]

@@ -12,18 +12,8 @@ use std::sync::{Arc, Mutex};
 use crate::convert as c;
 use crate::downstream::Downstream;
 use crate::engine::Instance;
-use crate::engine::retention::Pruned as WitPruned;
-use crate::kernel::{CallInfo, Kernel, refusal};
+use crate::kernel::{CallInfo, Kernel};
 use crate::protocol::Ending;
-
-fn pruned_out(p: WitPruned) -> Pruned {
-    Pruned {
-        removed_keys: p.removed_keys,
-        removed_tasks: p.removed_tasks,
-        removed_runs: p.removed_runs,
-        more: p.more,
-    }
-}
 
 /// Run one export inside a transaction and map its refusal. The listed
 /// borrowed arguments are copied first: the call may run on another thread
@@ -34,7 +24,7 @@ macro_rules! export {
         $kernel
             .transact($info, Ending::Commit, async move |inst: &mut Instance| {
                 let ($k, $s) = (&inst.kernel, &mut inst.store);
-                Ok($call.await?.map($out).map_err(refusal))
+                Ok($call.await?.map($out).map_err(c::error_out))
             })
             .await
     }};
@@ -128,7 +118,7 @@ impl Checkpoint<'_> {
         snap: Option<&Snapshot>,
     ) -> Result<Plan, Error> {
         crate::limits::plan_fits(steps, snap)?;
-        let steps: Vec<_> = steps.iter().map(c::step_in).collect();
+        let steps: Vec<_> = steps.iter().map(c::step_def_in).collect();
         let snap = snap.map(c::snapshot_in);
         self.0
             .pure(async |inst: &mut Instance| {
@@ -137,7 +127,7 @@ impl Checkpoint<'_> {
                     .gak_kernel_checkpoint()
                     .call_build_plan(&mut inst.store, &steps, snap.as_ref())
                     .await?;
-                Ok(plan.map(c::plan_out).map_err(refusal))
+                Ok(plan.map(c::plan_out).map_err(c::error_out))
             })
             .await
     }
@@ -341,10 +331,7 @@ impl Sideeffect<'_> {
             info,
             [],
             |k, s| k.gak_kernel_sideeffect().call_begin_reconcile(s, &a, ttl),
-            |x| ReconcileClaim {
-                claim: x.claim,
-                until: x.until,
-            }
+            c::reconcile_claim_out
         )
     }
 
@@ -474,7 +461,7 @@ macro_rules! fenced_call {
                 .call_sink_advance(&mut inst.store, &resource, presented)
                 .await?;
             if let Err(e) = compare {
-                return Ok(Err(crate::kernel::refusal(e)));
+                return Ok(Err(crate::convert::error_out(e)));
             }
             let outcome = crate::Downstream::run(inst.store.data_mut(), &mut body).await;
             let mut slot = failure.lock().unwrap_or_else(|p| p.into_inner());
@@ -549,7 +536,7 @@ impl Taskboard<'_> {
     /// bad ids), or `storage`.
     pub async fn seed(&self, tasks: &[TaskSeed]) -> Result<(), Error> {
         crate::limits::fits(&[&tasks])?;
-        let tasks: Vec<_> = tasks.iter().map(c::seed_in).collect();
+        let tasks: Vec<_> = tasks.iter().map(c::task_seed_in).collect();
         let info = CallInfo::new("taskboard.seed", None);
         export!(
             self.0,
@@ -705,7 +692,7 @@ impl Retention<'_> {
             info,
             [],
             |k, s| k.gak_kernel_retention().call_prune(s, before, limit),
-            pruned_out
+            c::pruned_out
         )
     }
 
@@ -723,8 +710,8 @@ impl Retention<'_> {
                     .gak_kernel_retention()
                     .call_prune(&mut inst.store, before, limit)
                     .await?
-                    .map(pruned_out)
-                    .map_err(refusal))
+                    .map(c::pruned_out)
+                    .map_err(c::error_out))
             })
             .await
     }

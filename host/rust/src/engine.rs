@@ -1,6 +1,6 @@
-//! The wasmtime embedding: one `bindgen!`, one engine and compiled component
-//! per process, and the host side of the `store` import (with the clock and
-//! the entropy it hands over).
+//! The wasmtime embedding: one engine and compiled component per process
+//! (over the bindings of `crate::bindings`), and the host side of the
+//! `store` import (with the clock and the entropy it hands over).
 //!
 //! Imports and exports are async: a store call awaits its binding (a
 //! PostgreSQL round trip suspends the component on a fiber instead of
@@ -19,24 +19,11 @@ use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use crate::bindings::{self, gak::kernel::store, gak::kernel::types};
 use crate::clock::Clock;
+use crate::convert::table_out;
 use crate::store::{Session, Span, Write};
-use gak_rules::{StoreFault, Table};
-
-mod bindings {
-    wasmtime::component::bindgen!({
-        path: "wit",
-        world: "kernel",
-        imports: { default: async },
-        exports: { default: async },
-    });
-}
-
-pub(crate) use bindings::exports::gak::kernel::{
-    checkpoint, commitgate, retention, sideeffect, taskboard,
-};
-pub(crate) use bindings::gak::kernel::types::Error as WitError;
-use bindings::gak::kernel::{store, types};
+use gak_rules::StoreFault;
 
 /// The component, as built by `build.rs`.
 pub const COMPONENT_WASM: &[u8] = include_bytes!(env!("GAK_COMPONENT_WASM"));
@@ -334,19 +321,6 @@ impl WasiView for HostState {
     }
 }
 
-fn table(t: store::Table) -> Table {
-    match t {
-        store::Table::Snapshots => Table::Snapshots,
-        store::Table::Outcomes => Table::Outcomes,
-        store::Table::Actions => Table::Actions,
-        store::Table::Resources => Table::Resources,
-        store::Table::Sinks => Table::Sinks,
-        store::Table::Tasks => Table::Tasks,
-        store::Table::Indexes => Table::Indexes,
-        store::Table::Meta => Table::Meta,
-    }
-}
-
 impl types::Host for HostState {}
 
 /// The most entropy one read may ask for (WIT `store.reads.entropy`).
@@ -384,13 +358,13 @@ impl store::Host for HostState {
         let keys: Vec<(&'static str, &str)> = reads
             .keys
             .iter()
-            .map(|(t, k)| (table(*t).name(), k.as_str()))
+            .map(|(t, k)| (table_out(*t).name(), k.as_str()))
             .collect();
         let spans: Vec<Span<'_>> = reads
             .ranges
             .iter()
             .map(|r| Span {
-                table: table(r.table).name(),
+                table: table_out(r.table).name(),
                 prefix: &r.prefix,
                 after: r.after.as_deref(),
                 limit: r.limit,
@@ -423,7 +397,7 @@ impl store::Host for HostState {
         let writes: Vec<Write<'_>> = changes
             .iter()
             .map(|c| Write {
-                table: table(c.table).name(),
+                table: table_out(c.table).name(),
                 key: &c.key,
                 value: c.value.as_deref(),
             })

@@ -388,32 +388,6 @@ where
     async move |inst: &mut Instance| Ok(Downstream::run(inst.store.data_mut(), &mut f).await)
 }
 
-/// Map a WIT error to the contract's error.
-pub(crate) fn refusal(e: engine::WitError) -> Error {
-    use engine::WitError as W;
-    match e {
-        W::NotFound => Error::NotFound,
-        W::StaleSeq => Error::StaleSeq,
-        W::Terminal => Error::Terminal,
-        W::InvalidPlan(m) => Error::InvalidPlan(m),
-        W::FenceStale => Error::FenceStale,
-        W::AlreadyCommitted => Error::AlreadyCommitted,
-        W::NotHolder => Error::NotHolder,
-        W::ResourceMismatch => Error::ResourceMismatch,
-        W::LeaseExpired => Error::LeaseExpired,
-        W::ReconcileTaken => Error::ReconcileTaken,
-        W::NotUncertain => Error::NotUncertain,
-        W::UnsafeNotRetryable => Error::UnsafeNotRetryable,
-        W::KeyReused => Error::KeyReused,
-        W::WriteFailed => Error::WriteFailed,
-        W::Taken => Error::Taken,
-        W::DepsPending => Error::DepsPending,
-        W::LeaseLost => Error::LeaseLost,
-        W::InvalidInput(m) => Error::InvalidInput(m),
-        W::Storage(m) => Error::storage(m),
-    }
-}
-
 /// Run one call inside its tracing span, recording its outcome; storage
 /// failures are logged at `warn`.
 async fn traced<T>(

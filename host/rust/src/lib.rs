@@ -36,6 +36,7 @@
 pub struct ReadmeDoctests;
 
 mod api;
+mod bindings;
 pub mod blocking;
 mod builder;
 pub mod clock;

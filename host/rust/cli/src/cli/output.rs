@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 
 use serde_json::{Value, json};
 
-use gak::{KeyInfo, KeyPage, Outcome, Snapshot, Status, Task, TaskPage};
+use gak::{KeyInfo, KeyPage, Outcome, Snapshot, Task, TaskPage};
 
 use super::time;
 
@@ -252,7 +252,7 @@ pub fn key_json(k: &KeyInfo) -> Value {
     json!({
         "key": k.key,
         "state": k.state.name(),
-        "retry-safety": retry_safety(k),
+        "retry-safety": k.retry_safety.name(),
         "fingerprint": k.fingerprint,
         "resource": k.resource,
         "until": opt(k.until),
@@ -266,13 +266,6 @@ pub fn key_json(k: &KeyInfo) -> Value {
 pub fn key_page_json(page: &KeyPage) -> Value {
     let items: Vec<Value> = page.items.iter().map(key_json).collect();
     json!({ "items": items, "next": page.next })
-}
-
-fn retry_safety(k: &KeyInfo) -> &'static str {
-    match k.retry_safety {
-        gak::RetrySafety::Safe => "safe",
-        gak::RetrySafety::Unsafe => "unsafe",
-    }
 }
 
 /// A page of keys as a table.
@@ -289,7 +282,7 @@ pub fn key_rows(style: &Style, keys: &[KeyInfo], now: u64) -> String {
                 Cell::new(&k.key),
                 style.state(k.state.name()),
                 Cell::new(&k.resource),
-                Cell::new(retry_safety(k)),
+                Cell::new(k.retry_safety.name()),
                 Cell::new(since),
                 Cell::new(k.reason.as_deref().unwrap_or("-")),
             ]
@@ -308,7 +301,7 @@ pub fn key_fields(style: &Style, k: &KeyInfo, now: u64) -> String {
         ("key", Cell::new(&k.key)),
         ("state", style.state(k.state.name())),
         ("resource", Cell::new(&k.resource)),
-        ("retry-safety", Cell::new(retry_safety(k))),
+        ("retry-safety", Cell::new(k.retry_safety.name())),
         (
             "fingerprint",
             Cell::new(k.fingerprint.as_deref().unwrap_or("-")),
@@ -360,15 +353,7 @@ pub fn snapshot_json(s: &Snapshot) -> Value {
 
 /// A terminal outcome as JSON.
 pub fn outcome_json(o: &Outcome) -> Value {
-    let mut v = json!({ "status": status(o.status) });
+    let mut v = json!({ "status": o.status.name() });
     bytes_json(&mut v, "result", &o.result);
     v
-}
-
-/// `succeeded` / `failed`.
-pub fn status(s: Status) -> &'static str {
-    match s {
-        Status::Succeeded => "succeeded",
-        Status::Failed => "failed",
-    }
 }

@@ -80,7 +80,7 @@ fn show_text(
     }
     match outcome {
         Some(o) => {
-            pairs.push(("outcome", style.state(output::status(o.status))));
+            pairs.push(("outcome", style.state(o.status.name())));
             pairs.push(("result", Cell::new(output::bytes_text(&o.result))));
         }
         None => pairs.push(("outcome", Cell::new("none: the run is not finished"))),

@@ -13,6 +13,7 @@ use gak::store::postgres::PostgresBackend;
 use gak::{Kernel, OpenError};
 
 mod calls;
+mod exports;
 pub mod protocol;
 mod vector;
 
