@@ -404,7 +404,7 @@ export interface TaskSeed {
   id: string;
   title?: string;
   deps?: string[];
-  state?: Exclude<TaskState, 'claimed'>;
+  state?: TaskState;
 }
 
 /**

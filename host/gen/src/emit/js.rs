@@ -10,7 +10,9 @@
 //! - `interfaces.js`: one class per exported interface, one method per
 //!   function: check the arguments, run the export in one transaction;
 //! - `conformance/exports.js`: the vectors' JSON to and from those values,
-//!   and one vector call per exported function (`CALLS`).
+//!   and one vector call per exported function (`CALLS`);
+//! - `test/types/component.ts`: `contract.d.ts` checked by `tsc` against
+//!   the types jco makes from the component itself.
 //!
 //! Where the JavaScript API departs from what the WIT says, the departure
 //! is one of the tables below; `kernel.js` subclasses the generated
@@ -27,6 +29,7 @@ mod conformance;
 mod contract;
 mod dts;
 mod interfaces;
+mod typecheck;
 
 /// Input fields a caller may leave out that are not lists, bools or
 /// options (those may always be left out), with the value they then take,
@@ -37,10 +40,6 @@ const DEFAULTS: &[(&str, &str, &str)] = &[("action", "retry-safety", "'safe'")];
 /// leave them out at run time: an absent `applied` would read as "not
 /// applied", which clears the key for another attempt.
 const REQUIRED: &[(&str, &str)] = &[("resolution", "applied")];
-
-/// Input fields whose TypeScript type is narrower than the WIT's, where the
-/// contract refuses a case: `task-seed.state` `claimed` is `invalid-input`.
-const NARROWED: &[(&str, &str, &str)] = &[("task-seed", "state", "Exclude<TaskState, 'claimed'>")];
 
 /// The field holding a variant case's payload, where the payload is not a
 /// record (a record payload is named after its type: `granted` → `lease`).
@@ -98,6 +97,10 @@ pub fn emit(c: &Contract, _root: &Path) -> Result<Vec<Output>, String> {
         Output {
             path: format!("{dir}/conformance/exports.js").into(),
             text: conformance::emit(&api)?,
+        },
+        Output {
+            path: "host/js/test/types/component.ts".into(),
+            text: typecheck::emit(&api)?,
         },
     ])
 }
@@ -245,9 +248,7 @@ impl<'a> Api<'a> {
         t.fields().iter().any(|f| {
             let optional_in = self.optional_input(t, f);
             let optional_out = matches!(self.resolve(&f.ty), Ty::Option(_));
-            optional_in != optional_out
-                || narrowed(t, f).is_some()
-                || self.ts_in(&f.ty).ok() != self.ts_out(&f.ty).ok()
+            optional_in != optional_out || self.ts_in(&f.ty).ok() != self.ts_out(&f.ty).ok()
         })
     }
 
@@ -333,13 +334,6 @@ fn default(t: &Named, f: &Field) -> Option<&'static str> {
         .iter()
         .find(|(r, n, _)| *r == t.name && *n == f.name)
         .map(|(_, _, d)| *d)
-}
-
-fn narrowed(t: &Named, f: &Field) -> Option<&'static str> {
-    NARROWED
-        .iter()
-        .find(|(r, n, _)| *r == t.name && *n == f.name)
-        .map(|(_, _, ts)| *ts)
 }
 
 /// The payload field of variant case `case` (of payload type `ty`).
@@ -483,3 +477,6 @@ fn section(name: &str) -> String {
 fn class_name(interface: &str) -> String {
     camel(interface)
 }
+
+#[cfg(test)]
+mod tests;

@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 
 use super::{
-    Api, HOST_MEMBERS, OPTIONS, cases_const, class_name, default, ident, jsdoc, lit, narrowed,
-    payload_field, section,
+    Api, HOST_MEMBERS, OPTIONS, cases_const, class_name, default, ident, jsdoc, lit, payload_field,
+    section,
 };
 use crate::banner;
 use crate::model::{Field, Function, Kind, Named, Ty};
@@ -175,10 +175,9 @@ fn input_field(api: &Api, t: &Named, f: &Field) -> Result<String, String> {
         }
         let _ = write!(docs, "Default {d}.");
     }
-    let ty = match (narrowed(t, f), api.resolve(&f.ty)) {
-        (Some(ts), _) => ts.to_owned(),
-        (None, Ty::Option(inner)) => api.ts_in(inner)?,
-        (None, _) => api.ts_in(&f.ty)?,
+    let ty = match api.resolve(&f.ty) {
+        Ty::Option(inner) => api.ts_in(inner)?,
+        _ => api.ts_in(&f.ty)?,
     };
     let optional = if api.optional_input(t, f) { "?" } else { "" };
     Ok(format!(
