@@ -16,6 +16,7 @@ use crate::{Contract, Output, banner};
 
 mod calls;
 mod convert;
+mod json;
 mod types;
 
 pub fn emit(c: &Contract, root: &Path) -> Result<Vec<Output>, String> {

@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+use super::json::{HELPERS, PREAMBLE};
 use super::{ident, is_copy, non_exhaustive, type_name};
 use crate::model::{Function, Kind, Named, Ty};
 use crate::names::{camel, snake};
@@ -25,160 +26,6 @@ const HOST_LEVEL: &[&str] = &[
 /// Variant cases whose payload the vectors wrap in an object under a key:
 /// `{"contended": {"until": N}}`.
 const PAYLOAD_KEYS: &[(&str, &str, &str)] = &[("acquired", "contended", "until")];
-
-/// The helpers the generated code may call, in the order they are written.
-const HELPERS: &[(&str, &str)] = &[
-    (
-        "read_string",
-        "/// A string; absent is empty (the component then judges it).
-pub(super) fn read_string(v: Option<&Value>, at: &str) -> A<String> {
-    match v {
-        None => Ok(String::new()),
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(malformed(at, \"a string\", other)),
-    }
-}",
-    ),
-    (
-        "read_u64",
-        "/// A number; absent is 0. One that is not a `u64` (negative, fractional,
-/// too large) is `invalid-input`.
-pub(super) fn read_u64(v: Option<&Value>, at: &str) -> A<u64> {
-    match v {
-        None => Ok(0),
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .ok_or_else(|| Arg::Invalid(format!(\"{at}: {n} is not a u64\"))),
-        Some(other) => Err(malformed(at, \"a number\", other)),
-    }
-}",
-    ),
-    (
-        "read_u32",
-        "/// A number no `u32` takes is `invalid-input`.
-pub(super) fn read_u32(v: Option<&Value>, at: &str) -> A<u32> {
-    let n = read_u64(v, at)?;
-    u32::try_from(n).map_err(|_| Arg::Invalid(format!(\"{at}: {n} is out of range\")))
-}",
-    ),
-    (
-        "read_u8",
-        "/// A number no `u8` takes is `invalid-input`.
-pub(super) fn read_u8(v: Option<&Value>, at: &str) -> A<u8> {
-    let n = read_u64(v, at)?;
-    u8::try_from(n).map_err(|_| Arg::Invalid(format!(\"{at}: {n} is out of range\")))
-}",
-    ),
-    (
-        "read_bool",
-        "/// A boolean; absent is false.
-pub(super) fn read_bool(v: Option<&Value>, at: &str) -> A<bool> {
-    match v {
-        None => Ok(false),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(other) => Err(malformed(at, \"a bool\", other)),
-    }
-}",
-    ),
-    (
-        "read_bytes",
-        "/// Bytes, given as a UTF-8 string; absent is empty.
-pub(super) fn read_bytes(v: Option<&Value>, at: &str) -> A<Vec<u8>> {
-    Ok(read_string(v, at)?.into_bytes())
-}",
-    ),
-    (
-        "read_pairs",
-        "/// Pairs sorted by key, given as an object (serde_json's map is
-/// ordered by key); absent is empty.
-pub(super) fn read_pairs(v: Option<&Value>, at: &str) -> A<Vec<(String, String)>> {
-    match v {
-        None => Ok(Vec::new()),
-        Some(Value::Object(map)) => map
-            .iter()
-            .map(|(k, x)| match x {
-                Value::String(s) => Ok((k.clone(), s.clone())),
-                other => Err(malformed(&format!(\"{at}.{k}\"), \"a string\", other)),
-            })
-            .collect(),
-        Some(other) => Err(malformed(at, \"an object\", other)),
-    }
-}",
-    ),
-    (
-        "read_list",
-        "/// An array, each item read by `item`; absent is empty.
-pub(super) fn read_list<T>(
-    v: Option<&Value>,
-    at: &str,
-    item: impl Fn(Option<&Value>, &str) -> A<T>,
-) -> A<Vec<T>> {
-    match v {
-        None => Ok(Vec::new()),
-        Some(Value::Array(items)) => items
-            .iter()
-            .enumerate()
-            .map(|(i, x)| item(Some(x).filter(|x| !x.is_null()), &format!(\"{at}[{i}]\")))
-            .collect(),
-        Some(other) => Err(malformed(at, \"an array\", other)),
-    }
-}",
-    ),
-    (
-        "read_option",
-        "/// Absent (or null) is none.
-pub(super) fn read_option<T>(
-    v: Option<&Value>,
-    at: &str,
-    item: impl Fn(Option<&Value>, &str) -> A<T>,
-) -> A<Option<T>> {
-    v.map(|v| item(Some(v), at)).transpose()
-}",
-    ),
-    (
-        "read_record",
-        "/// A record's object; a missing record is a malformed vector.
-pub(super) fn read_record<'a>(v: Option<&'a Value>, at: &str) -> A<&'a Value> {
-    match v {
-        None => Err(Arg::Malformed(format!(\"missing {at}\"))),
-        Some(v @ Value::Object(_)) => Ok(v),
-        Some(other) => Err(malformed(at, \"an object\", other)),
-    }
-}",
-    ),
-    (
-        "read_case",
-        "/// An enum's case name, none when absent.
-pub(super) fn read_case<'a>(v: Option<&'a Value>, at: &str) -> A<Option<&'a str>> {
-    match v {
-        None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(malformed(at, \"a case name\", other)),
-    }
-}",
-    ),
-    (
-        "text",
-        "/// Bytes as the vectors show them: UTF-8, lossy.
-pub(super) fn text(bytes: &[u8]) -> Value {
-    String::from_utf8_lossy(bytes).into_owned().into()
-}",
-    ),
-    (
-        "pairs",
-        "/// Pairs as an object.
-pub(super) fn pairs(pairs: Vec<(String, String)>) -> Value {
-    Value::Object(pairs.into_iter().map(|(k, v)| (k, Value::from(v))).collect())
-}",
-    ),
-    (
-        "case",
-        "/// A variant's case: `{\"case\": payload}`.
-pub(super) fn case(name: &str, payload: Value) -> Value {
-    Value::Object(Map::from_iter([(name.to_owned(), payload)]))
-}",
-    ),
-];
 
 pub fn exports(c: &Contract) -> Result<String, String> {
     let mut g = Gen {
@@ -240,31 +87,7 @@ pub fn exports(c: &Contract) -> Result<String, String> {
     };
     let _ = writeln!(o, "use serde_json::{{{map}Value}};\n");
     let _ = writeln!(o, "use gak::{{{}}};\n", types.join(", "));
-    o.push_str(
-        "/// A problem with the args themselves.
-pub(super) enum Arg {
-    /// A value no caller should send (an enum name the contract does not
-    /// have, a number outside the type's range): the call's answer is
-    /// `invalid-input`.
-    Invalid(String),
-    /// The vector is malformed (a value of the wrong JSON type, a missing
-    /// record): the scenario fails.
-    Malformed(String),
-}
-
-pub(super) type A<T> = Result<T, Arg>;
-
-/// The value under `key` of an object; `null` is absent.
-pub(super) fn field<'a>(obj: &'a Value, key: &str) -> Option<&'a Value> {
-    obj.get(key).filter(|v| !v.is_null())
-}
-
-fn malformed(at: &str, expected: &str, got: &Value) -> Arg {
-    Arg::Malformed(format!(\"{at}: expected {expected}, got {got}\"))
-}
-
-",
-    );
+    o.push_str(PREAMBLE);
     for (name, text) in HELPERS {
         if g.helpers.contains(name) {
             o.push_str(text);
