@@ -17,6 +17,8 @@ use crate::{Contract, Output, banner};
 mod calls;
 mod convert;
 mod json;
+#[cfg(test)]
+mod tests;
 mod types;
 
 pub fn emit(c: &Contract, root: &Path) -> Result<Vec<Output>, String> {
