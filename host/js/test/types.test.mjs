@@ -1,16 +1,19 @@
 // The shipped .d.ts (contract.d.ts, generated from the WIT, and index.d.ts)
 // under `tsc --strict`: it compiles, accepts what the README shows and
-// rejects what it must (test/types/usage.ts); its contract types are what
+// rejects what it must (test/types/usage.ts, which then runs against the
+// real kernel: what the types take, kernel.js takes; what they reject, it
+// refuses; its answers have the declared types); its contract types are what
 // the component this host loads takes and answers, as jco types them
 // (test/types/component.ts, generated); and the API objects kernel.js makes
 // have exactly the methods it declares.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import ts from 'typescript';
 import { loadComponent, openKernel } from '../src/index.js';
 
 const pkg = fileURLToPath(new URL('..', import.meta.url));
@@ -40,8 +43,21 @@ function compile(files, compilerOptions = {}) {
   }
 }
 
-test('the .d.ts type-checks a typical use under tsc --strict', () => {
+test('the .d.ts type-checks a typical use under tsc --strict, and the use runs as typed', async () => {
   compile(['test/types/usage.ts']);
+  const source = readFileSync(join(pkg, 'test', 'types', 'usage.ts'), 'utf8');
+  const { outputText } = ts.transpileModule(source, {
+    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+  });
+  // Beside usage.ts, so its imports resolve as they were type-checked.
+  const runnable = join(pkg, 'test', 'types', `.usage-${process.pid}.mjs`);
+  writeFileSync(runnable, outputText);
+  try {
+    const usage = await import(pathToFileURL(runnable).href);
+    await usage.main();
+  } finally {
+    rmSync(runnable, { force: true });
+  }
 });
 
 test('the contract types are what the component takes and answers (its jco .d.ts)', async () => {

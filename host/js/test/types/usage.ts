@@ -1,34 +1,130 @@
-// Compiled (not run) by test/types.test.mjs: the shipped .d.ts must accept
-// what the README shows and reject what it must.
-import { openKernel, GakError, NotApplied, Runner, hidePassword, stringify, type Acquired, type Heartbeat, type Task } from '../../src/index.js';
+// Compiled by test/types.test.mjs under `tsc --strict`, then run (its types
+// stripped) against the real kernel on memory: the shipped .d.ts accepts
+// what the README shows and every call as the API takes it (optional fields
+// left out), rejects what it must — and kernel.js refuses the same at run
+// time — and the answers have the types it declares.
+import {
+  CONTRACT,
+  ERROR_CODES,
+  GakError,
+  NotApplied,
+  Runner,
+  TASK_STATE_CASES,
+  hidePassword,
+  openKernel,
+  stringify,
+  type Acquired,
+  type ErrorCode,
+  type Heartbeat,
+  type KeyPage,
+  type Outcome,
+  type Plan,
+  type Pruned,
+  type Resolved,
+  type Snapshot,
+  type Task,
+  type TaskState,
+} from '../../src/index.js';
 
-declare const log: (...values: unknown[]) => void;
+const log = (...values: unknown[]): void => void values;
 
-async function main(): Promise<void> {
+function check(holds: boolean, what: string): void {
+  if (!holds) throw new Error(`usage.ts: ${what}`);
+}
+
+/** `fn` throws a GakError with `code`. */
+function refused(fn: () => unknown, code: ErrorCode): void {
+  try {
+    fn();
+  } catch (e) {
+    check(e instanceof GakError && e.code === code, `expected ${code}, got ${String(e)}`);
+    return;
+  }
+  throw new Error(`usage.ts: expected ${code}, got no error`);
+}
+
+export async function main(): Promise<void> {
   const kernel = await openKernel('memory:');
-  kernel.taskboard.seed([{ id: 'a', deps: [] }]);
+  check(CONTRACT.startsWith('gak:kernel@') && ERROR_CODES.includes('taken'), 'the contract names');
+  const states: readonly TaskState[] = TASK_STATE_CASES;
+  check(states.includes('open'), 'the task states');
+
+  // taskboard
+  kernel.taskboard.seed([{ id: 'a', deps: [] }, { id: 'b' }, { id: 'c', title: 'C', state: 'done' }]);
   const task: Task = kernel.taskboard.claim('a', 'w', 30_000n);
   const fence: bigint = task.fence;
+  check(typeof fence === 'bigint' && typeof task.until === 'bigint' && typeof task.token === 'string', 'a task');
   const next: Task | undefined = kernel.taskboard.claimNext('w', 30_000n);
+  check(next?.id === 'b' && kernel.taskboard.claimNext('w', 30_000n) === undefined, 'claim-next');
   const page = kernel.taskboard.list({ state: 'open', limit: 10 });
+  check(page.items.length === 0 && page.next === undefined, 'a page');
+  check(kernel.taskboard.list({ limit: 1 }).next === 'a', 'a page cursor');
+  check(kernel.taskboard.get('a').token === undefined, 'get never shows a token');
+  const renewed: Task = kernel.taskboard.renew('a', task.token ?? '', 30_000n);
+  kernel.taskboard.release('a', renewed.token ?? '');
+  const again = kernel.taskboard.claim('a', 'w', 30_000n);
+  kernel.taskboard.complete('a', again.token ?? '');
+
+  // sideeffect
   const acquired: Acquired = kernel.sideeffect.acquire({ key: 'k', resource: 'r' }, 100n);
   if (acquired.tag === 'granted') {
     const lease = acquired.lease;
     kernel.sideeffect.writeFenced('sink', lease.fence, (down) => down.put('x', down.get('x') ?? ''));
-    kernel.sideeffect.complete({ key: 'k', resource: 'r' }, lease, 'done');
+    const result: Uint8Array = kernel.sideeffect.complete({ key: 'k', resource: 'r' }, lease, 'done');
+    check(result instanceof Uint8Array && result.length === 4, 'complete answers bytes');
+  } else {
+    throw new Error(`usage.ts: acquire answered ${acquired.tag}`);
   }
+  const replayed = kernel.sideeffect.acquire({ key: 'k', resource: 'r', retrySafety: 'safe' }, 100n);
+  check(replayed.tag === 'replayed' && replayed.result instanceof Uint8Array, 'a replay names its result');
+  const seen: bigint = kernel.sideeffect.sinkSeen('sink');
+  check(seen === 1n, 'sink-seen');
+  const action = { key: 'u', resource: 'r2', retrySafety: 'unsafe', fingerprint: 'f1' } as const;
+  const held = kernel.sideeffect.acquire(action, 100n);
+  if (held.tag !== 'granted') throw new Error('usage.ts: no grant');
+  const renewedLease = kernel.sideeffect.renew(action, held.lease, 100n);
+  kernel.sideeffect.markUncertain(action, renewedLease, 'crashed');
+  kernel.sideeffect.release(action, renewedLease);
+  const claim = kernel.sideeffect.beginReconcile(action, 1_000n);
+  check(typeof claim.until === 'bigint', 'a reconcile claim');
+  const resolved: Resolved = kernel.sideeffect.resolveUncertain(action, { applied: true, result: 'sent', claim: claim.claim });
+  check(resolved.tag === 'replayed', 'resolved');
+  const keys: KeyPage = kernel.sideeffect.list({ state: 'completed', limit: 10 });
+  check(keys.items.length === 2 && typeof keys.items[0].completedAt === 'bigint', 'a key page');
+  check(kernel.sideeffect.get('u').retrySafety === 'unsafe', 'a key');
+  const other = kernel.sideeffect.acquire({ key: 'v', resource: 'r3' }, 100n);
+  if (other.tag === 'granted') kernel.sideeffect.abandon({ key: 'v', resource: 'r3' }, other.lease, 'refused');
+
+  // checkpoint and commitgate
+  kernel.checkpoint.saveIfNewer({ runId: 'run', seq: 1n, status: 'running', fields: { b: '2', a: '1' } });
+  const snap: Snapshot = kernel.checkpoint.load('run');
+  check(snap.fields[0][0] === 'a' && snap.done.length === 0 && snap.fence === undefined, 'a snapshot');
+  const plan: Plan = kernel.checkpoint.buildPlan([{ id: 's1' }, { id: 's2', dependsOn: ['s1'] }], { ...snap, done: ['s1'] });
+  check(plan.skip[0] === 's1' && plan.run[0] === 's2', 'a plan');
+  const outcome: Outcome = kernel.commitgate.commit('run', 's1', 0n, { status: 'succeeded' });
+  check(outcome.result.length === 0 && kernel.commitgate.read('run', 's1').status === 'succeeded', 'an outcome');
+
+  // retention
+  const pruned: Pruned = kernel.retention.pruneDryRun(1n << 52n, 10);
+  check(typeof pruned.removedKeys === 'number' && kernel.retention.prune(1n, 10).more === false, 'pruned');
+
+  // the runner
   const ran = await kernel.runEffect({ key: 'k2', resource: 'r' }, 100n, async () => {
     throw new NotApplied('refused before sending');
   });
   if (ran.tag === 'not-applied') log(ran.error.message);
-  const runner = new Runner(kernel, 30_000n, { every: 5_000 });
+  const runner = new Runner(kernel, 30_000n, { every: 5 });
   const long = await runner.run({ key: 'k3', resource: 'r' }, async (lease, heartbeat: Heartbeat) => {
     while (heartbeat.renewals < 2) {
       heartbeat.check();
       await heartbeat.changed();
     }
-    // @ts-expect-error the heartbeat's counts are the runner's
-    heartbeat.renewals = 0;
+    try {
+      // @ts-expect-error the heartbeat's counts are the runner's
+      heartbeat.renewals = 0;
+    } catch {
+      // a getter without a setter
+    }
     return `${lease.key} at fence ${heartbeat.lease.fence}`;
   });
   if (long.tag === 'applied' || long.tag === 'replayed') log(long.result.byteLength);
@@ -41,16 +137,30 @@ async function main(): Promise<void> {
   });
   log(hidePassword('postgres://alice:secret@db/x'));
   try {
-    kernel.taskboard.claim('a', 'w2', 30_000n);
+    kernel.taskboard.seed([{ id: 'd' }]);
+    kernel.taskboard.claim('d', 'w1', 30_000n);
+    kernel.taskboard.claim('d', 'w2', 30_000n);
   } catch (e) {
     if (e instanceof GakError && e.code === 'taken') log(stringify({ fence, next, page }));
   }
+
+  // What the types reject, the kernel refuses before the call.
   // @ts-expect-error u64 values are bigint, not number
-  kernel.taskboard.claim('a', 'w', 30_000);
+  refused(() => kernel.taskboard.claim('a', 'w', 30_000), 'invalid-input');
+  // @ts-expect-error a u32 is a number, not a bigint
+  refused(() => kernel.retention.prune(1n, 10n), 'invalid-input');
+  // @ts-expect-error not a retry safety
+  refused(() => kernel.sideeffect.acquire({ key: 'k', resource: 'r', retrySafety: 'maybe' }, 100n), 'invalid-input');
+  // @ts-expect-error not a status
+  refused(() => kernel.commitgate.commit('run', undefined, 0n, { status: 'done' }), 'invalid-input');
+  // @ts-expect-error a page needs its limit
+  refused(() => kernel.taskboard.list({ state: 'open' }), 'invalid-input');
+  // @ts-expect-error a lease's fence is a bigint
+  refused(() => kernel.sideeffect.release({ key: 'k', resource: 'r' }, { key: 'k', resource: 'r', fence: 1, holder: 'h', until: 1n }), 'invalid-input');
+  // @ts-expect-error the snapshot's run id is required
+  refused(() => kernel.checkpoint.saveIfNewer({ seq: 2n, status: 'running' }), 'invalid-input');
   // @ts-expect-error not an error code
-  const code: import('../../src/index.js').ErrorCode = 'nope';
+  const code: ErrorCode = 'nope';
   void code;
   kernel.close();
 }
-
-void main();
