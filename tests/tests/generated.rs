@@ -50,7 +50,10 @@ fn a_hand_edited_generated_file_is_reported() {
     let copy = tempfile::tempdir().expect("tempdir");
     // A copy of the inputs (wit/ and every generated file), one of them edited.
     copy_dir(&root.join("wit"), &copy.path().join("wit"));
-    copy_file(&root.join("rustfmt.toml"), &copy.path().join("rustfmt.toml"));
+    copy_file(
+        &root.join("rustfmt.toml"),
+        &copy.path().join("rustfmt.toml"),
+    );
     for o in &outputs {
         let to = copy.path().join(&o.path);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
@@ -64,7 +67,10 @@ fn a_hand_edited_generated_file_is_reported() {
     assert_eq!(gak_gen::stale(copy.path()).unwrap(), Vec::<PathBuf>::new());
     let edited = copy.path().join(&first.path);
     std::fs::write(&edited, format!("{}\n", first.text)).unwrap();
-    assert_eq!(gak_gen::stale(copy.path()).unwrap(), vec![first.path.clone()]);
+    assert_eq!(
+        gak_gen::stale(copy.path()).unwrap(),
+        vec![first.path.clone()]
+    );
 }
 
 fn copy_file(from: &Path, to: &Path) {

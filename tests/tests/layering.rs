@@ -344,6 +344,11 @@ fn the_component_shim_is_only_glue() {
 // -------------------------------------------------------------- the bindings
 
 /// Each binding under `host/rust/src/store/`: its name and source files.
+/// Files of `store/` every binding may use: the binding interface
+/// (`mod.rs`) and the store facts generated from the WIT and
+/// `host/sql/store.json` (`facts.rs`).
+const SHARED_STORE_MODULES: [&str; 2] = ["mod", "facts"];
+
 fn bindings() -> BTreeMap<String, Vec<(PathBuf, String)>> {
     let dir = root().join("host/rust/src/store");
     let mut found = BTreeMap::new();
@@ -360,7 +365,9 @@ fn bindings() -> BTreeMap<String, Vec<(PathBuf, String)>> {
                 .map(|e| e.expect("entry").path())
                 .filter(|p| p.extension().is_some_and(|e| e == "rs"))
                 .collect()
-        } else if name != "mod" && path.extension().is_some_and(|e| e == "rs") {
+        } else if !SHARED_STORE_MODULES.contains(&name.as_str())
+            && path.extension().is_some_and(|e| e == "rs")
+        {
             vec![path.clone()]
         } else {
             continue;

@@ -11,9 +11,7 @@ fn cases(kind: &str) -> Vec<(Value, Value)> {
         .expect("the cases are JSON");
     let list = all[kind].as_array().expect("a list of cases");
     assert!(!list.is_empty(), "no {kind} cases");
-    list.iter()
-        .map(|c| (c[0].clone(), c[1].clone()))
-        .collect()
+    list.iter().map(|c| (c[0].clone(), c[1].clone())).collect()
 }
 
 #[test]

@@ -46,7 +46,6 @@ pub fn hide_password(text: &str) -> String {
     crate::without_password(text)
 }
 
-
 /// The transaction-control keyword `sql` starts with (after whitespace and
 /// comments), if any: what a sink body may not run on the kernel's
 /// transaction (HOSTS.md rule 12). `PREPARE` counts only as `PREPARE
