@@ -59,20 +59,13 @@ const OPTIONS: &[&str] = &["sideeffect.list", "taskboard.list"];
 const PURE: &[&str] = &["checkpoint.build-plan"];
 
 /// Exported functions the API reaches only through a call of its own,
-/// written by hand: `sink-advance` is the fence compare of `writeFenced`.
-const HOST_LEVEL: &[&str] = &["sideeffect.sink-advance"];
+/// written by hand: `sink-advance` is the fence compare of `writeFenced`
+/// (the vectors' `sink.write-fenced`; `emit::vectors`).
+use crate::emit::vectors::HOST_LEVEL;
 
 /// Interfaces whose API class adds hand-written members (`kernel.js`),
 /// declared in `index.d.ts` as `<Interface>Host`.
 const HOST_MEMBERS: &[&str] = &["sideeffect", "retention"];
-
-/// The vectors' name of a parameter, where it is not the WIT's
-/// (`host/gen/README.md`).
-const VECTOR_ARGS: &[(&str, &str)] = &[("snap", "snapshot")];
-
-/// Variant cases whose vector answer wraps the payload in an object under
-/// this key (`{"contended": {"until": N}}`).
-const WRAPPED: &[(&str, &str)] = &[("contended", "until")];
 
 pub fn emit(c: &Contract, _root: &Path) -> Result<Vec<Output>, String> {
     let api = Api::new(c)?;

@@ -10,6 +10,7 @@ pub mod js;
 pub mod python;
 pub mod rust;
 pub mod store;
+pub mod vectors;
 
 /// Every generated file.
 pub fn all(c: &Contract, root: &Path) -> Result<Vec<Output>, String> {

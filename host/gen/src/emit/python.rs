@@ -59,17 +59,8 @@ const PAYLOADS: &[(&str, &str)] = &[
     ("contended", "until"),
 ];
 
-/// The vectors' name of a parameter, where it is not the WIT's
-/// (`host/gen/README.md`).
-const VECTOR_ARGS: &[(&str, &str)] = &[("snap", "snapshot")];
-
-/// Exported functions a vector reaches only through a host-level call,
-/// written by hand (`sink.write-fenced` runs the fence compare with a body).
-const HOST_LEVEL: &[&str] = &["sideeffect.sink-advance"];
-
-/// Variant cases whose answer wraps the payload in an object under this
-/// key (`{"contended": {"until": N}}`).
-const WRAPPED: &[(&str, &str)] = &[("contended", "until")];
+/// The vectors' exceptions, shared by every host (`emit::vectors`).
+use crate::emit::vectors::HOST_LEVEL;
 
 pub fn emit(c: &Contract, _root: &Path) -> Result<Vec<Output>, String> {
     let api = Api::new(c)?;
@@ -85,7 +76,8 @@ pub fn emit(c: &Contract, _root: &Path) -> Result<Vec<Output>, String> {
         },
         Output {
             path: format!("{dir}/_wire.py").into(),
-            text: wire::emit(&api)?,
+            // The shapes close the module: they use its lift helpers.
+            text: wire::emit(&api)? + &shapes::emit(&api)?,
         },
         Output {
             path: format!("{dir}/conformance/_calls.py").into(),

@@ -6,8 +6,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use super::{
-    Api, HOST_LEVEL, OPTIONS, VECTOR_ARGS, WRAPPED, cases_const, ident, is_pairs, jsdoc, key, lit,
-    payload_field, section,
+    Api, HOST_LEVEL, OPTIONS, cases_const, ident, is_pairs, jsdoc, key, lit, payload_field, section,
 };
 use crate::banner;
 use crate::model::{Field, Function, Kind, Named, Ty};
@@ -304,8 +303,8 @@ impl Writer<'_> {
                 Some(ty) => {
                     let field = payload_field(self.api, &k.name, ty)?;
                     let value = self.write(ty, &format!("x.{field}"), 0)?;
-                    match WRAPPED.iter().find(|(c, _)| *c == k.name) {
-                        Some((_, under)) => format!("{{ {}: {value} }}", key(under)),
+                    match crate::emit::vectors::wrapped(&t.name, &k.name) {
+                        Some(under) => format!("{{ {}: {value} }}", key(under)),
                         None => value,
                     }
                 }
@@ -339,10 +338,7 @@ impl Writer<'_> {
                     p.name
                 ));
             }
-            let arg = VECTOR_ARGS
-                .iter()
-                .find(|(wit, _)| *wit == p.name)
-                .map_or(p.name.as_str(), |(_, vector)| vector);
+            let arg = crate::emit::vectors::arg_name(&p.name);
             let read = self.read(&p.ty, &format!("json.field(a, {})", lit(arg)), &lit(arg), 0)?;
             let _ = writeln!(o, "    const {id} = {read};");
             args.push(id);

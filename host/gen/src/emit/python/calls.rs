@@ -8,8 +8,7 @@ use std::fmt::Write as _;
 
 use super::types::tuple_field;
 use super::{
-    Api, HOST_LEVEL, VECTOR_ARGS, WRAPPED, article, call, class_name, fn_name, head, ident,
-    is_pairs, lit, section,
+    Api, HOST_LEVEL, article, call, class_name, fn_name, head, ident, is_pairs, lit, section,
 };
 use crate::model::{Field, Function, Kind, Named, Ty};
 
@@ -342,8 +341,8 @@ fn variant_json(api: &Api, t: &Named) -> Result<String, String> {
         let payload = match (&case.ty, &k.field) {
             (Some(ty), Some(f)) => {
                 let e = json_expr(api, ty, &format!("v.{f}"), 0)?;
-                match WRAPPED.iter().find(|(c, _)| *c == case.name) {
-                    Some((_, key)) => format!("{{{}: {e}}}", lit(key)),
+                match crate::emit::vectors::wrapped(&t.name, &case.name) {
+                    Some(key) => format!("{{{}: {e}}}", lit(key)),
                     None => e,
                 }
             }
@@ -379,10 +378,7 @@ fn function(api: &Api, f: &Function) -> Result<String, String> {
         .params
         .iter()
         .map(|p| {
-            let name = VECTOR_ARGS
-                .iter()
-                .find(|(w, _)| *w == p.name)
-                .map_or(p.name.as_str(), |(_, v)| v);
+            let name = crate::emit::vectors::arg_name(&p.name);
             arg_expr(
                 api,
                 &p.ty,

@@ -74,7 +74,6 @@ pub(super) fn emit(api: &Api) -> Result<String, String> {
         body.push_str("\n\n");
         body.push_str(&part);
     }
-    body.push_str(&super::shapes::emit(api)?);
 
     let mut o = head(
         api.c,

@@ -13,19 +13,7 @@ use crate::model::{Function, Kind, Named, Ty};
 use crate::names::{camel, snake};
 use crate::{Contract, banner};
 
-/// Parameters the vectors name otherwise than the WIT.
-const PARAM_NAMES: &[(&str, &str)] = &[("snap", "snapshot")];
-
-/// Exported functions the vectors reach only through a host-level call.
-const HOST_LEVEL: &[&str] = &[
-    // `sink.write-fenced`: the fence compare and a body in one transaction
-    // (the typed API's `write_fenced`).
-    "sideeffect.sink-advance",
-];
-
-/// Variant cases whose payload the vectors wrap in an object under a key:
-/// `{"contended": {"until": N}}`.
-const PAYLOAD_KEYS: &[(&str, &str, &str)] = &[("acquired", "contended", "until")];
+use crate::emit::vectors::{HOST_LEVEL, arg_name, wrapped};
 
 pub fn exports(c: &Contract) -> Result<String, String> {
     let mut g = Gen {
@@ -137,10 +125,7 @@ impl Gen<'_> {
                     f.call_name()
                 ));
             }
-            let key = PARAM_NAMES
-                .iter()
-                .find(|(wit, _)| *wit == p.name)
-                .map_or(p.name.as_str(), |(_, json)| json);
+            let key = arg_name(&p.name);
             let read = self.read(&p.ty, &format!("field(args, {key:?})"), &format!("{key:?}"))?;
             let _ = writeln!(o, "let {id} = {read}?;");
             pass.push(self.pass(&p.ty, &id));
@@ -407,10 +392,7 @@ impl Gen<'_> {
                         }
                         Some(ty) => {
                             let mut value = self.write(ty, "p")?;
-                            if let Some((_, _, key)) = PAYLOAD_KEYS
-                                .iter()
-                                .find(|(v, k, _)| *v == t.name && *k == c.name)
-                            {
+                            if let Some(key) = wrapped(&t.name, &c.name) {
                                 value = format!(
                                     "Value::Object(Map::from_iter([({key:?}.to_owned(), {value})]))"
                                 );
