@@ -9,7 +9,7 @@
 // parent beforehand; workers never seed), one JSON object per line on
 // stdout, each with {t, worker, lang: "js", event, ...}. Any unexpected
 // answer exits non-zero with the error on stderr. The same program exists
-// in Rust (`gak-xworker`) and Python (`python -m gak.xworker`).
+// in Rust (`gak-xworker`), Python (`host/python/tests/xworker.py`) and Go (`gak xworker`).
 import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
