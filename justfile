@@ -11,6 +11,10 @@ demo *ARGS:
 test: lint
     cargo test --workspace
 
+# regenerate what every host derives from wit/ (and host/sql/store.json); commit the result
+gen:
+    cargo run -q -p gak-gen
+
 # formatting and clippy, warnings as errors
 lint:
     cargo fmt --all -- --check
