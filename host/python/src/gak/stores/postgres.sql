@@ -28,38 +28,41 @@ CREATE TABLE IF NOT EXISTS "@schema@"."downstream" (key text COLLATE "C" PRIMARY
 -- transaction-scoped advisory lock per key, named '<schema>/<table>/<key>'
 -- and hashed by the server, so every host locks the same 64-bit id; all of
 -- them in lock-id order, which keeps deadlocks rare; a lock also covers a
--- key that has no row yet), then read them in a statement of its own: in a
+-- key that has no row yet), then read them in statements of their own: in a
 -- VOLATILE function under READ COMMITTED every statement takes a fresh
 -- snapshot, so the read sees the commit of the lock's previous holder.
 -- Answers one element per key, in order (NULL: no row); with `clock`, one
 -- element more: the server's clock_timestamp() in ms since the Unix epoch,
 -- read after the locks.
 CREATE OR REPLACE FUNCTION "@schema@".gak_read_v1(tables text[], keys text[], clock boolean)
-RETURNS text[] LANGUAGE plpgsql VOLATILE
--- A generic plan, cached once per session: a custom plan per call (what
--- PostgreSQL picks for array parameters) costs ~5x the read itself.
-SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS text[] LANGUAGE plpgsql VOLATILE AS $fn$
+-- One plain statement per key, chosen by its table (a key is read by its
+-- primary key): measured on the server, 2 keys in ~27 µs, where one
+-- statement over all of them (unnest, a CASE of per-table subqueries,
+-- array_agg) took ~55-65 µs even with a generic plan, and ~130 µs with the
+-- custom plan PostgreSQL picks for array parameters.
 DECLARE
-  found text[];
+  found text[] := '{}';
+  v text;
 BEGIN
   PERFORM pg_advisory_xact_lock(l.h)
      FROM (SELECT DISTINCT hashtextextended('@schema@/' || x.t || '/' || x.k, 0) AS h
              FROM unnest(tables, keys) AS x(t, k)) AS l
     ORDER BY l.h;
-  SELECT array_agg(CASE x.t
-      WHEN 'snapshots' THEN (SELECT value::text FROM "@schema@"."snapshots" WHERE key = x.k)
-      WHEN 'outcomes' THEN (SELECT value::text FROM "@schema@"."outcomes" WHERE key = x.k)
-      WHEN 'actions' THEN (SELECT value::text FROM "@schema@"."actions" WHERE key = x.k)
-      WHEN 'resources' THEN (SELECT value::text FROM "@schema@"."resources" WHERE key = x.k)
-      WHEN 'sinks' THEN (SELECT value::text FROM "@schema@"."sinks" WHERE key = x.k)
-      WHEN 'tasks' THEN (SELECT value::text FROM "@schema@"."tasks" WHERE key = x.k)
-      WHEN 'indexes' THEN (SELECT value::text FROM "@schema@"."indexes" WHERE key = x.k)
-      WHEN 'meta' THEN (SELECT value::text FROM "@schema@"."meta" WHERE key = x.k)
-      WHEN 'downstream' THEN (SELECT value FROM "@schema@"."downstream" WHERE key = x.k)
-    END ORDER BY x.i)
-    INTO found
-    FROM unnest(tables, keys) WITH ORDINALITY AS x(t, k, i);
-  found := coalesce(found, '{}'::text[]);
+  FOR i IN 1 .. coalesce(array_length(keys, 1), 0) LOOP
+    CASE tables[i]
+      WHEN 'snapshots' THEN SELECT value::text INTO v FROM "@schema@"."snapshots" WHERE key = keys[i];
+      WHEN 'outcomes' THEN SELECT value::text INTO v FROM "@schema@"."outcomes" WHERE key = keys[i];
+      WHEN 'actions' THEN SELECT value::text INTO v FROM "@schema@"."actions" WHERE key = keys[i];
+      WHEN 'resources' THEN SELECT value::text INTO v FROM "@schema@"."resources" WHERE key = keys[i];
+      WHEN 'sinks' THEN SELECT value::text INTO v FROM "@schema@"."sinks" WHERE key = keys[i];
+      WHEN 'tasks' THEN SELECT value::text INTO v FROM "@schema@"."tasks" WHERE key = keys[i];
+      WHEN 'indexes' THEN SELECT value::text INTO v FROM "@schema@"."indexes" WHERE key = keys[i];
+      WHEN 'meta' THEN SELECT value::text INTO v FROM "@schema@"."meta" WHERE key = keys[i];
+      WHEN 'downstream' THEN SELECT value INTO v FROM "@schema@"."downstream" WHERE key = keys[i];
+    END CASE;
+    found := found || v;
+  END LOOP;
   IF clock THEN
     found := found || ((extract(epoch FROM clock_timestamp()) * 1000)::int8)::text;
   END IF;
@@ -68,79 +71,53 @@ END
 $fn$;
 
 -- Apply a write set in one statement: lock every key (as gak_read_v1 does;
--- free for a key this transaction already locked), then per table delete
--- the keys whose value is NULL and upsert the others. Every key appears at
--- most once.
+-- free for a key this transaction already locked), then delete each key
+-- whose value is NULL and upsert the others, one plain statement per key
+-- (every key appears at most once; ~75 µs for a claim's 3 keys on the
+-- server, where per-table statements over the unnested arrays took ~130 µs
+-- and more).
 CREATE OR REPLACE FUNCTION "@schema@".gak_write_v1(tables text[], keys text[], vals text[])
-RETURNS void LANGUAGE plpgsql VOLATILE
-SET plan_cache_mode = force_generic_plan AS $fn$
+RETURNS void LANGUAGE plpgsql VOLATILE AS $fn$
 BEGIN
   PERFORM pg_advisory_xact_lock(l.h)
      FROM (SELECT DISTINCT hashtextextended('@schema@/' || x.t || '/' || x.k, 0) AS h
              FROM unnest(tables, keys) AS x(t, k)) AS l
     ORDER BY l.h;
-  IF 'snapshots' = ANY(tables) THEN
-    DELETE FROM "@schema@"."snapshots" WHERE key IN
-      (SELECT x.k FROM unnest(tables, keys, vals) AS x(t, k, v) WHERE x.t = 'snapshots' AND x.v IS NULL);
-    INSERT INTO "@schema@"."snapshots" (key, value)
-      SELECT x.k, x.v::jsonb FROM unnest(tables, keys, vals) AS x(t, k, v) WHERE x.t = 'snapshots' AND x.v IS NOT NULL
-      ON CONFLICT (key) DO UPDATE SET value = excluded.value;
-  END IF;
-  IF 'outcomes' = ANY(tables) THEN
-    DELETE FROM "@schema@"."outcomes" WHERE key IN
-      (SELECT x.k FROM unnest(tables, keys, vals) AS x(t, k, v) WHERE x.t = 'outcomes' AND x.v IS NULL);
-    INSERT INTO "@schema@"."outcomes" (key, value)
-      SELECT x.k, x.v::jsonb FROM unnest(tables, keys, vals) AS x(t, k, v) WHERE x.t = 'outcomes' AND x.v IS NOT NULL
-      ON CONFLICT (key) DO UPDATE SET value = excluded.value;
-  END IF;
-  IF 'actions' = ANY(tables) THEN
-    DELETE FROM "@schema@"."actions" WHERE key IN
-      (SELECT x.k FROM unnest(tables, keys, vals) AS x(t, k, v) WHERE x.t = 'actions' AND x.v IS NULL);
-    INSERT INTO "@schema@"."actions" (key, value)
-      SELECT x.k, x.v::jsonb FROM unnest(tables, keys, vals) AS x(t, k, v) WHERE x.t = 'actions' AND x.v IS NOT NULL
-      ON CONFLICT (key) DO UPDATE SET value = excluded.value;
-  END IF;
-  IF 'resources' = ANY(tables) THEN
-    DELETE FROM "@schema@"."resources" WHERE key IN
-      (SELECT x.k FROM unnest(tables, keys, vals) AS x(t, k, v) WHERE x.t = 'resources' AND x.v IS NULL);
-    INSERT INTO "@schema@"."resources" (key, value)
-      SELECT x.k, x.v::jsonb FROM unnest(tables, keys, vals) AS x(t, k, v) WHERE x.t = 'resources' AND x.v IS NOT NULL
-      ON CONFLICT (key) DO UPDATE SET value = excluded.value;
-  END IF;
-  IF 'sinks' = ANY(tables) THEN
-    DELETE FROM "@schema@"."sinks" WHERE key IN
-      (SELECT x.k FROM unnest(tables, keys, vals) AS x(t, k, v) WHERE x.t = 'sinks' AND x.v IS NULL);
-    INSERT INTO "@schema@"."sinks" (key, value)
-      SELECT x.k, x.v::jsonb FROM unnest(tables, keys, vals) AS x(t, k, v) WHERE x.t = 'sinks' AND x.v IS NOT NULL
-      ON CONFLICT (key) DO UPDATE SET value = excluded.value;
-  END IF;
-  IF 'tasks' = ANY(tables) THEN
-    DELETE FROM "@schema@"."tasks" WHERE key IN
-      (SELECT x.k FROM unnest(tables, keys, vals) AS x(t, k, v) WHERE x.t = 'tasks' AND x.v IS NULL);
-    INSERT INTO "@schema@"."tasks" (key, value)
-      SELECT x.k, x.v::jsonb FROM unnest(tables, keys, vals) AS x(t, k, v) WHERE x.t = 'tasks' AND x.v IS NOT NULL
-      ON CONFLICT (key) DO UPDATE SET value = excluded.value;
-  END IF;
-  IF 'indexes' = ANY(tables) THEN
-    DELETE FROM "@schema@"."indexes" WHERE key IN
-      (SELECT x.k FROM unnest(tables, keys, vals) AS x(t, k, v) WHERE x.t = 'indexes' AND x.v IS NULL);
-    INSERT INTO "@schema@"."indexes" (key, value)
-      SELECT x.k, x.v::jsonb FROM unnest(tables, keys, vals) AS x(t, k, v) WHERE x.t = 'indexes' AND x.v IS NOT NULL
-      ON CONFLICT (key) DO UPDATE SET value = excluded.value;
-  END IF;
-  IF 'meta' = ANY(tables) THEN
-    DELETE FROM "@schema@"."meta" WHERE key IN
-      (SELECT x.k FROM unnest(tables, keys, vals) AS x(t, k, v) WHERE x.t = 'meta' AND x.v IS NULL);
-    INSERT INTO "@schema@"."meta" (key, value)
-      SELECT x.k, x.v::jsonb FROM unnest(tables, keys, vals) AS x(t, k, v) WHERE x.t = 'meta' AND x.v IS NOT NULL
-      ON CONFLICT (key) DO UPDATE SET value = excluded.value;
-  END IF;
-  IF 'downstream' = ANY(tables) THEN
-    DELETE FROM "@schema@"."downstream" WHERE key IN
-      (SELECT x.k FROM unnest(tables, keys, vals) AS x(t, k, v) WHERE x.t = 'downstream' AND x.v IS NULL);
-    INSERT INTO "@schema@"."downstream" (key, value)
-      SELECT x.k, x.v FROM unnest(tables, keys, vals) AS x(t, k, v) WHERE x.t = 'downstream' AND x.v IS NOT NULL
-      ON CONFLICT (key) DO UPDATE SET value = excluded.value;
-  END IF;
+  FOR i IN 1 .. coalesce(array_length(keys, 1), 0) LOOP
+    IF vals[i] IS NULL THEN
+      CASE tables[i]
+        WHEN 'snapshots' THEN DELETE FROM "@schema@"."snapshots" WHERE key = keys[i];
+        WHEN 'outcomes' THEN DELETE FROM "@schema@"."outcomes" WHERE key = keys[i];
+        WHEN 'actions' THEN DELETE FROM "@schema@"."actions" WHERE key = keys[i];
+        WHEN 'resources' THEN DELETE FROM "@schema@"."resources" WHERE key = keys[i];
+        WHEN 'sinks' THEN DELETE FROM "@schema@"."sinks" WHERE key = keys[i];
+        WHEN 'tasks' THEN DELETE FROM "@schema@"."tasks" WHERE key = keys[i];
+        WHEN 'indexes' THEN DELETE FROM "@schema@"."indexes" WHERE key = keys[i];
+        WHEN 'meta' THEN DELETE FROM "@schema@"."meta" WHERE key = keys[i];
+        WHEN 'downstream' THEN DELETE FROM "@schema@"."downstream" WHERE key = keys[i];
+      END CASE;
+    ELSE
+      CASE tables[i]
+        WHEN 'snapshots' THEN INSERT INTO "@schema@"."snapshots" (key, value) VALUES (keys[i], vals[i]::jsonb)
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+        WHEN 'outcomes' THEN INSERT INTO "@schema@"."outcomes" (key, value) VALUES (keys[i], vals[i]::jsonb)
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+        WHEN 'actions' THEN INSERT INTO "@schema@"."actions" (key, value) VALUES (keys[i], vals[i]::jsonb)
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+        WHEN 'resources' THEN INSERT INTO "@schema@"."resources" (key, value) VALUES (keys[i], vals[i]::jsonb)
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+        WHEN 'sinks' THEN INSERT INTO "@schema@"."sinks" (key, value) VALUES (keys[i], vals[i]::jsonb)
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+        WHEN 'tasks' THEN INSERT INTO "@schema@"."tasks" (key, value) VALUES (keys[i], vals[i]::jsonb)
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+        WHEN 'indexes' THEN INSERT INTO "@schema@"."indexes" (key, value) VALUES (keys[i], vals[i]::jsonb)
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+        WHEN 'meta' THEN INSERT INTO "@schema@"."meta" (key, value) VALUES (keys[i], vals[i]::jsonb)
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+        WHEN 'downstream' THEN INSERT INTO "@schema@"."downstream" (key, value) VALUES (keys[i], vals[i])
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+      END CASE;
+    END IF;
+  END LOOP;
 END
 $fn$;
