@@ -1,7 +1,7 @@
 //! The contract as the generators see it: `wit/` parsed by `wit-parser`
 //! and flattened into named types and functions, in declaration order,
 //! with every alias a `use` made resolved to the type it names.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use wit_parser::{Resolve, Type, TypeDefKind, TypeOwner, WorldItem, WorldKey};
@@ -263,6 +263,49 @@ impl Contract {
             .iter()
             .map(|c| c.name.as_str())
             .collect()
+    }
+
+    /// Add to `into` the named types `ty` reaches: itself, its fields,
+    /// payloads, elements and what its aliases name.
+    pub fn reach(&self, ty: &Ty, into: &mut BTreeSet<String>) {
+        match ty {
+            Ty::List(t) | Ty::Option(t) => self.reach(t, into),
+            Ty::Tuple(ts) => ts.iter().for_each(|t| self.reach(t, into)),
+            Ty::Result(ok, err) => [ok, err]
+                .into_iter()
+                .flatten()
+                .for_each(|t| self.reach(t, into)),
+            Ty::Named(n) => {
+                if !into.insert(n.clone()) {
+                    return;
+                }
+                match &self.named(n).kind {
+                    Kind::Record(fields) => fields.iter().for_each(|f| self.reach(&f.ty, into)),
+                    Kind::Variant(cases) => cases
+                        .iter()
+                        .filter_map(|k| k.ty.as_ref())
+                        .for_each(|t| self.reach(t, into)),
+                    Kind::Alias(t) => self.reach(t, into),
+                    Kind::Enum(_) => {}
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The named types the exported functions' parameters reach, and those
+    /// their answers' `ok` types reach (the error is not an answer's).
+    pub fn exported_reach(&self) -> (BTreeSet<String>, BTreeSet<String>) {
+        let (mut inputs, mut outputs) = (BTreeSet::new(), BTreeSet::new());
+        for f in self.exported_functions() {
+            for p in &f.params {
+                self.reach(&p.ty, &mut inputs);
+            }
+            if let Some(ok) = f.ok() {
+                self.reach(ok, &mut outputs);
+            }
+        }
+        (inputs, outputs)
     }
 
     /// `ty` with aliases replaced by what they name.

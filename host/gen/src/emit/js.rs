@@ -112,16 +112,7 @@ struct Api<'a> {
 
 impl<'a> Api<'a> {
     fn new(c: &'a Contract) -> Result<Api<'a>, String> {
-        let mut inputs = BTreeSet::new();
-        let mut outputs = BTreeSet::new();
-        for f in c.exported_functions() {
-            for p in &f.params {
-                reach(c, &p.ty, &mut inputs);
-            }
-            if let Some(ok) = f.ok() {
-                reach(c, ok, &mut outputs);
-            }
-        }
+        let (inputs, outputs) = c.exported_reach();
         let types: Vec<&Named> = c
             .types
             .iter()
@@ -269,34 +260,6 @@ impl<'a> Api<'a> {
             }
             _ => false,
         }
-    }
-}
-
-/// Every named type `ty` reaches, into `into`.
-fn reach(c: &Contract, ty: &Ty, into: &mut BTreeSet<String>) {
-    match ty {
-        Ty::List(t) | Ty::Option(t) => reach(c, t, into),
-        Ty::Tuple(ts) => ts.iter().for_each(|t| reach(c, t, into)),
-        Ty::Result(ok, err) => [ok, err]
-            .into_iter()
-            .flatten()
-            .for_each(|t| reach(c, t, into)),
-        Ty::Named(n) => {
-            if !into.insert(n.clone()) {
-                return;
-            }
-            let t = c.named(n);
-            match &t.kind {
-                Kind::Record(fields) => fields.iter().for_each(|f| reach(c, &f.ty, into)),
-                Kind::Variant(cases) => cases
-                    .iter()
-                    .filter_map(|k| k.ty.as_ref())
-                    .for_each(|t| reach(c, t, into)),
-                Kind::Alias(t) => reach(c, t, into),
-                Kind::Enum(_) => {}
-            }
-        }
-        _ => {}
     }
 }
 

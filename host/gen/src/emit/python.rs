@@ -114,16 +114,7 @@ struct CaseClass<'a> {
 
 impl<'a> Api<'a> {
     fn new(c: &'a Contract) -> Result<Api<'a>, String> {
-        let mut inputs = BTreeSet::new();
-        let mut outputs = BTreeSet::new();
-        for f in c.exported_functions() {
-            for p in &f.params {
-                reach(c, &p.ty, &mut inputs);
-            }
-            if let Some(ok) = f.ok() {
-                reach(c, ok, &mut outputs);
-            }
-        }
+        let (inputs, outputs) = c.exported_reach();
         let mut types = Vec::new();
         for i in &c.interfaces {
             for t in &c.types {
@@ -192,34 +183,6 @@ impl<'a> Api<'a> {
             Ty::Named(n) => Some(self.c.named(n)),
             _ => None,
         }
-    }
-}
-
-fn reach(c: &Contract, ty: &Ty, seen: &mut BTreeSet<String>) {
-    match ty {
-        Ty::List(t) | Ty::Option(t) => reach(c, t, seen),
-        Ty::Tuple(ts) => ts.iter().for_each(|t| reach(c, t, seen)),
-        Ty::Result(ok, err) => {
-            for t in [ok, err].into_iter().flatten() {
-                reach(c, t, seen);
-            }
-        }
-        Ty::Named(n) if n == "error" => {}
-        Ty::Named(n) => {
-            if !seen.insert(n.clone()) {
-                return;
-            }
-            match &c.named(n).kind {
-                Kind::Record(fields) => fields.iter().for_each(|f| reach(c, &f.ty, seen)),
-                Kind::Variant(cases) => cases
-                    .iter()
-                    .filter_map(|k| k.ty.as_ref())
-                    .for_each(|t| reach(c, t, seen)),
-                Kind::Alias(t) => reach(c, t, seen),
-                Kind::Enum(_) => {}
-            }
-        }
-        _ => {}
     }
 }
 
