@@ -64,6 +64,11 @@ export declare class ManualClock implements Clock {
 export interface Downstream {
   /** A key of the binding's `downstream` table. */
   get(key: string): string | undefined;
+  /**
+   * Write a key. A key or value holding U+0000 is refused with
+   * `invalid-input` before anything is written (PostgreSQL cannot store it;
+   * every host refuses it); the call goes on.
+   */
   put(key: string, value: string): void;
   /**
    * SQLite only: the better-sqlite3 connection inside the same transaction,

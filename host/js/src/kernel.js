@@ -144,8 +144,14 @@ class Downstream {
     return this.#store((txn) => txn.read([['downstream', k]], NOTHING).values[0]);
   }
 
+  /**
+   * A key or value holding U+0000 is refused with `invalid-input` before
+   * anything is written, and the call goes on (the body may catch it):
+   * PostgreSQL cannot store NUL in text, so no host's `downstream` takes one
+   * and a body behaves alike on every binding.
+   */
   put(key, value) {
-    const [k, x] = [v.str('key', key), v.str('value', value)];
+    const [k, x] = [withoutNul('key', v.str('key', key)), withoutNul('value', v.str('value', value))];
     this.#store((txn) => txn.write([{ table: 'downstream', key: k, value: x }]));
   }
 
@@ -165,6 +171,11 @@ class Downstream {
     this.#open = false;
     this.#lent?.revoke();
   }
+}
+
+function withoutNul(what, s) {
+  if (s.includes('\0')) throw new GakError('invalid-input', `${what}: holds a NUL character (U+0000), which PostgreSQL cannot store: refused on every binding`);
+  return s;
 }
 
 /**

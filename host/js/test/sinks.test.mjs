@@ -217,3 +217,45 @@ test('a downstream failure the body rethrew is storage, not write-failed', async
   assert.throws(() => kept.put('k', 'late'), code('invalid-input'));
   assert.equal(kept.sqlite, undefined);
 });
+
+test('a NUL in a downstream key or value is refused up front, and the call goes on', async (t) => {
+  const scripted = new ScriptedBackend();
+  const stores = [
+    ['scripted', await openKernel(scripted, { clock: new ManualClock(1000n) })],
+    ['sqlite', await sqliteKernel(t)],
+  ];
+  for (const [name, kernel] of stores) {
+    scripted.script();
+    const refusals = [];
+    kernel.sideeffect.writeFenced('nul', 1n, (down) => {
+      for (const [key, value] of [['a\0b', 'v'], ['k', 'x\0'], ['\0', '\0']]) {
+        try {
+          down.put(key, value);
+        } catch (e) {
+          refusals.push(e);
+        }
+      }
+      down.put('k', 'after the refusals');
+    });
+    assert.equal(refusals.length, 3, name);
+    for (const e of refusals) assert.ok(e instanceof GakError && e.code === 'invalid-input', `${name}: ${e}`);
+    if (name === 'scripted') {
+      // Refused before the binding saw them: one downstream write reached it.
+      const writes = scripted.log.filter((op) => op.on === 'write' && op.tables.includes('downstream'));
+      assert.equal(writes.length, 1);
+    }
+    // The call committed: the fence and the one good write, nothing else.
+    assert.equal(kernel.sideeffect.sinkSeen('nul'), 1n, name);
+    const rows = kernel.withDownstream((down) => ({ k: down.get('k'), ab: down.get('a\0b'), a: down.get('a'), nul: down.get('\0') }));
+    assert.deepEqual(rows, { k: 'after the refusals', ab: undefined, a: undefined, nul: undefined }, name);
+    if (name === 'sqlite') {
+      const nuls = kernel.withDownstream((down) =>
+        down.sqlite.prepare("SELECT count(*) FROM gak_downstream WHERE instr(key, char(0)) OR instr(value, char(0))").pluck().get(),
+      );
+      assert.equal(nuls, 0);
+    }
+    // A body that lets the refusal through fails as any body error does.
+    assert.throws(() => kernel.sideeffect.writeFenced('nul', 2n, (down) => down.put('k\0', 'v')), code('write-failed'), name);
+    assert.equal(kernel.sideeffect.sinkSeen('nul'), 1n, name);
+  }
+});
