@@ -259,3 +259,72 @@ test('a NUL in a downstream key or value is refused up front, and the call goes 
     assert.equal(kernel.sideeffect.sinkSeen('nul'), 1n, name);
   }
 });
+
+test('rule 12 on both sides: what the database raised ends the call; what was refused before it changes nothing', async (t) => {
+  const kernel = await sqliteKernel(t);
+  kernel.sideeffect.writeFenced('mailer', 1n, (down) => down.sqlite.prepare("INSERT INTO mail VALUES ('taken')").run());
+  // SQLite raised these (its parser, a constraint, a statement failing as
+  // it steps): on PostgreSQL each would abort the transaction, so here too
+  // the call ends with storage although the body swallowed the error.
+  const raised = {
+    'a syntax error': (db) => db.prepare('SELEC 1'),
+    'a missing table': (db) => db.prepare('SELECT * FROM gak_no_such_table'),
+    'a constraint': (db) => db.prepare("INSERT INTO mail VALUES ('taken')").run(),
+    'an error while stepping (get)': (db) => db.prepare('SELECT abs(-9223372036854775808)').get(),
+    'an error while stepping (iterate)': (db) => [...db.prepare('SELECT abs(-9223372036854775808)').iterate()],
+    'the second statement of exec': (db) => db.exec("INSERT INTO mail VALUES ('fresh'); INSERT INTO gak_no_such_table VALUES (1)"),
+  };
+  // Refused before anything reached the database (the guard, better-sqlite3's
+  // own checks): the body sees the error, the call goes on and commits.
+  const refused = {
+    'transaction control': (db) => db.prepare('COMMIT'),
+    'two statements in prepare': (db) => db.prepare("INSERT INTO mail VALUES ('y'); INSERT INTO mail VALUES ('z')"),
+    'no statement': (db) => db.prepare('  -- nothing\n'),
+    'not a string': (db) => db.prepare(42),
+    'all() on a statement that returns nothing': (db) => db.prepare("INSERT INTO mail VALUES ('w')").all(),
+    'pluck() on a statement that returns nothing': (db) => db.prepare("INSERT INTO mail VALUES ('w')").pluck(),
+    'a missing parameter': (db) => db.prepare('INSERT INTO mail VALUES (?)').run(),
+    'too many parameters': (db) => db.prepare('INSERT INTO mail VALUES (?)').run('a', 'b'),
+    'a parameter of no SQL type': (db) => db.prepare('INSERT INTO mail VALUES (?)').run({ not: 'bindable' }),
+  };
+  let fence = 1n;
+  for (const [what, mistake] of [...Object.entries(raised), ...Object.entries(refused)]) {
+    fence += 1n;
+    const key = `note-${fence}`;
+    let caught;
+    const call = () =>
+      kernel.sideeffect.writeFenced('mailer', fence, (down) => {
+        down.put(key, what);
+        try {
+          mistake(down.sqlite);
+        } catch (e) {
+          caught = e;
+        }
+      });
+    if (what in raised) {
+      assert.throws(call, code('storage'), what);
+      assert.equal(caught?.code?.startsWith('SQLITE_'), true, `${what}: the body saw ${caught}`);
+      assert.equal(kernel.sideeffect.sinkSeen('mailer'), fence - 1n, what);
+      assert.equal(kernel.withDownstream((down) => down.get(key)), undefined, what);
+      fence -= 1n;
+    } else {
+      call();
+      assert.ok(caught instanceof Error && !String(caught.code).startsWith('SQLITE_'), `${what}: the body saw ${caught}`);
+      assert.equal(kernel.sideeffect.sinkSeen('mailer'), fence, what);
+      assert.equal(kernel.withDownstream((down) => down.get(key)), what, what);
+    }
+  }
+  assert.deepEqual(mail(kernel), ['taken']);
+});
+
+test('an iterator the body left open is closed when it returns: the call commits, the connection stays usable', async (t) => {
+  const kernel = await sqliteKernel(t);
+  kernel.sideeffect.writeFenced('mailer', 1n, (down) => {
+    down.sqlite.exec("INSERT INTO mail VALUES ('a'); INSERT INTO mail VALUES ('b')");
+    const rows = down.sqlite.prepare('SELECT id FROM mail ORDER BY id').pluck().iterate();
+    assert.deepEqual(rows.next(), { value: 'a', done: false }); // and never finished
+  });
+  assert.equal(kernel.sideeffect.sinkSeen('mailer'), 1n);
+  kernel.sideeffect.writeFenced('mailer', 2n, (down) => down.sqlite.prepare("INSERT INTO mail VALUES ('c')").run());
+  assert.deepEqual(mail(kernel), ['a', 'b', 'c']);
+});

@@ -124,15 +124,33 @@ export class LentConnection {
   #db;
   #report;
   #open = true;
+  // better-sqlite3 iterators the body started and has not finished. One left
+  // open keeps the connection busy: the kernel's own COMMIT and every later
+  // BEGIN would fail ("busy executing a query") with the write lock held.
+  #iterators = new Set();
 
   constructor(db, report) {
     this.#db = db;
     this.#report = report;
   }
 
-  /** @internal Called when the body returns: the handle stops working. */
+  /** @internal Called when the body returns: the handle stops working, its iterators are closed. */
   revoke() {
     this.#open = false;
+    for (const it of this.#iterators) {
+      try {
+        it.return();
+      } catch {
+        // closing resets the statement; nothing the call depends on
+      }
+    }
+    this.#iterators.clear();
+  }
+
+  /** @internal An iterator of this connection's statements, closed at `revoke` unless `untrack`ed first. */
+  track(it) {
+    this.#iterators.add(it);
+    return () => this.#iterators.delete(it);
   }
 
   /** @internal */
@@ -205,6 +223,7 @@ class LentStatement {
 
   *iterate(...params) {
     const it = this.#lent.guard(() => this.#stmt.iterate(...params));
+    const untrack = this.#lent.track(it);
     try {
       for (;;) {
         const step = this.#lent.guard(() => it.next());
@@ -212,6 +231,7 @@ class LentStatement {
         yield step.value;
       }
     } finally {
+      untrack();
       it.return?.();
     }
   }
