@@ -187,7 +187,7 @@ export declare class StoreFailure extends Error {}
 export declare const TABLES: readonly string[];
 /** Errors name the URL with its password hidden (`hidePassword`). */
 export declare function openStore(url: string, options?: { busyTimeout?: number }): Backend;
-/** `url` with its password (and any `password=` option) replaced by `***`. */
+/** `url` with its user information (from `://` to the last `@`, user included) and any `password=` option value replaced by `***`. */
 export declare function hidePassword(url: string): string;
 
 export interface OpenOptions {

@@ -34,13 +34,17 @@ function shows(error, secret) {
   return undefined;
 }
 
-test('hidePassword hides everything between the user and the last @, and password= options', () => {
-  assert.equal(hidePassword('postgres://alice:S3CRET@db:5432/x'), 'postgres://alice:***@db:5432/x');
-  assert.equal(hidePassword('mysql://alice:p/a?s#s w0rd@127.0.0.1:1/db'), 'mysql://alice:***@127.0.0.1:1/db');
-  assert.equal(hidePassword('x://:pw@h'), 'x://:***@h');
+test('hidePassword hides the whole user information (to the last @), and password= options', () => {
+  assert.equal(hidePassword('postgres://alice:S3CRET@db:5432/x'), 'postgres://***@db:5432/x');
+  assert.equal(hidePassword('mysql://alice:p/a?s#s w0rd@127.0.0.1:1/db'), 'mysql://***@127.0.0.1:1/db');
+  assert.equal(hidePassword('x://:pw@h'), 'x://***@h');
+  // The user alone is hidden too (a password-only URL puts the password there).
+  assert.equal(hidePassword('postgres://alice@db/x'), 'postgres://***@db/x');
+  assert.equal(hidePassword('postgres://S3CRET@db/x'), 'postgres://***@db/x');
+  assert.equal(hidePassword('postgres://alice:p@ss@db/x?sslmode=disable'), 'postgres://***@db/x?sslmode=disable');
   assert.equal(hidePassword('x://h/db?password=a b&c=d'), 'x://h/db?password=***&c=d');
   // Nothing to hide: shown as it is.
-  for (const url of ['postgres://alice@db/x', 'postgres://db:5432/x', 'sqlite:/tmp/a.db', 'memory:']) {
+  for (const url of ['postgres://db:5432/x', 'postgres://db/x?sslmode=disable', 'sqlite:/tmp/a.db', 'memory:']) {
     assert.equal(hidePassword(url), url);
   }
 });
@@ -58,7 +62,7 @@ test('opening a store never shows its password, whatever it holds', async () => 
 
 test('a PostgreSQL URL is refused as unbound, naming the URL without its password', async () => {
   await assert.rejects(openKernel('postgres://alice:S3CRET@db/x'), (e) => {
-    assert.match(e.message, /postgres:\/\/alice:\*\*\*@db\/x/);
+    assert.match(e.message, /postgres:\/\/\*\*\*@db\/x/);
     assert.match(e.message, /no PostgreSQL binding/);
     return true;
   });

@@ -3,11 +3,14 @@
 // secrets never reach a message.
 
 /**
- * `url` with its password replaced by `***`: everything between the first
- * `:` after `://` and the LAST `@` (a password may hold `/ ? # @` and spaces
- * unencoded, so the authority cannot be told apart from the path by its
- * first `/`; hiding too much is safe, too little is not), and the value of
- * any `password=` option up to the next `&`.
+ * `url` with its user information and every `password=` option value
+ * replaced by `***`, by the URL grammar every host shares
+ * (`tests/store-facts/cases.json` → `postgres-url`): the user information
+ * runs from `://` to the LAST `@` — a password may hold `/ ? # @ :` and
+ * spaces unencoded, so neither the first `@` nor the first `/` or `?` ends
+ * it — and all of it is hidden, user included (`postgres://***@db/x`):
+ * hiding too much is safe, and it spares every question of where a password
+ * holding `:` begins. A `password=` value is hidden up to the next `&`.
  */
 export function hidePassword(url) {
   let out = String(url);
@@ -15,8 +18,7 @@ export function hidePassword(url) {
   if (scheme >= 0) {
     const start = scheme + 3;
     const at = out.lastIndexOf('@');
-    const colon = out.indexOf(':', start);
-    if (at > start && colon >= 0 && colon < at) out = `${out.slice(0, colon + 1)}***${out.slice(at)}`;
+    if (at >= start) out = `${out.slice(0, start)}***${out.slice(at)}`;
   }
   return out.replace(/(password=)[^&]*/gi, '$1***');
 }
