@@ -73,9 +73,12 @@ export interface Downstream {
   /**
    * SQLite only: the better-sqlite3 connection inside the same transaction,
    * guarded. Write your own tables here (parameters only). Transaction
-   * control (BEGIN, COMMIT, END, ROLLBACK, SAVEPOINT, RELEASE, ABORT) is
-   * refused with `invalid-input`; an SQLite error (a constraint, a missing
-   * table) ends the call with `storage`, even if the body catches it.
+   * control (BEGIN, START, COMMIT, END, ROLLBACK, ABORT, SAVEPOINT, RELEASE,
+   * PREPARE TRANSACTION) is refused with `invalid-input` and the call goes
+   * on, as are better-sqlite3's own refusals (two statements in `prepare`, a
+   * bad parameter); an error SQLite raised (a syntax error, a constraint, a
+   * missing table) ends the call with `storage`, even if the body catches
+   * it. Iterators left unfinished are closed when the body returns.
    */
   readonly sqlite: SqliteConnection | undefined;
 }

@@ -39,10 +39,26 @@ test('leading keywords: comments, quotes, case, several statements, trigger bodi
     "INSERT INTO log VALUES (CASE WHEN new.id = 'x' THEN 1 ELSE 2 END); DELETE FROM log; END; SELECT 1";
   assert.deepEqual(leadingKeywords(trigger), ['CREATE', 'SELECT']);
   assert.equal(transactionControl(trigger), undefined);
-  for (const sql of ['BEGIN', 'begin immediate', 'COMMIT', 'END', 'ROLLBACK', 'SAVEPOINT a', 'RELEASE a', 'ABORT', 'PREPARE TRANSACTION x']) {
-    assert.equal(transactionControl(`/* x */ ${sql}`), sql.split(' ')[0].toUpperCase(), sql);
-    assert.equal(transactionControl(`SELECT 1; ${sql}`), sql.split(' ')[0].toUpperCase(), sql);
+  const control = {
+    BEGIN: 'BEGIN',
+    'begin immediate': 'BEGIN',
+    COMMIT: 'COMMIT',
+    END: 'END',
+    ROLLBACK: 'ROLLBACK',
+    'SAVEPOINT a': 'SAVEPOINT',
+    'RELEASE a': 'RELEASE',
+    // Not SQLite statements, refused all the same: as on PostgreSQL.
+    ABORT: 'ABORT',
+    'start transaction': 'START',
+    'PREPARE TRANSACTION x': 'PREPARE TRANSACTION',
+    "prepare/* c */--d\ntransaction 'x'": 'PREPARE TRANSACTION',
+  };
+  for (const [sql, phrase] of Object.entries(control)) {
+    assert.equal(transactionControl(`/* x */ ${sql}`), phrase, sql);
+    assert.equal(transactionControl(`SELECT 1; ${sql}`), phrase, sql);
   }
+  assert.equal(transactionControl('PREPARE q AS SELECT 1'), undefined);
+  assert.equal(transactionControl("PREPARE 'transaction'"), undefined);
 });
 
 test('a body cannot end the transaction through the lent connection, however it writes it', async (t) => {
@@ -55,6 +71,9 @@ test('a body cannot end the transaction through the lent connection, however it 
     (db) => db.prepare('SAVEPOINT mine').run(),
     (db) => db.prepare('release mine').run(),
     (db) => db.exec('BEGIN'),
+    // No SQLite statement, but refused before SQLite's syntax error (which
+    // would end the call): the body goes on, as on PostgreSQL.
+    (db) => db.prepare('START TRANSACTION').run(),
   ];
   for (const [i, way] of ways.entries()) {
     let refusal;
@@ -69,8 +88,8 @@ test('a body cannot end the transaction through the lent connection, however it 
     assert.ok(refusal instanceof GakError && refusal.code === 'invalid-input', `${i}: ${refusal}`);
   }
   // Every write landed with its fence, none twice, and "sneaky" never ran.
-  assert.deepEqual(mail(kernel), ['m0', 'm1', 'm2', 'm3', 'm4', 'm5', 'm6']);
-  assert.equal(kernel.sideeffect.sinkSeen('mailer'), 7n);
+  assert.deepEqual(mail(kernel), ['m0', 'm1', 'm2', 'm3', 'm4', 'm5', 'm6', 'm7']);
+  assert.equal(kernel.sideeffect.sinkSeen('mailer'), 8n);
 });
 
 test('ordinary statements work through the lent connection; its handles die with the body', async (t) => {

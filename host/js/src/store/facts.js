@@ -67,6 +67,13 @@ export const MEMORY_URLS = Object.freeze(['memory:', 'memory']);
 export const USAGE = 'memory:, sqlite:PATH[?synchronous=normal] or postgres://USER@HOST:PORT/DB[?schema=NAME]';
 
 /**
+ * The leading words (upper case) of the statements a sink body may not run
+ * through a lent driver handle: they begin, end or split the kernel's
+ * transaction (HOSTS.md rule 12).
+ */
+export const TRANSACTION_CONTROL = Object.freeze(['ABORT', 'BEGIN', 'COMMIT', 'END', 'PREPARE TRANSACTION', 'RELEASE', 'ROLLBACK', 'SAVEPOINT', 'START']);
+
+/**
  * A PostgreSQL schema name gak accepts: a plain lowercase identifier (first
  * abcdefghijklmnopqrstuvwxyz_, then abcdefghijklmnopqrstuvwxyz0123456789_; at most 63 bytes; not `pg_*`),
  * so it can be quoted safely and never names another schema.

@@ -8,25 +8,38 @@
 // `storage` applied the effect twice. better-sqlite3 exposes no authorizer
 // (which is how the Rust host refuses), so the body gets this stand-in:
 // `prepare` / `exec` refuse transaction control by the statements' leading
-// keyword, every statement's error is reported to the call, and the whole
-// thing stops working when the body returns (a body cannot keep it for
-// later). The engine still checks afterwards that the transaction is open.
+// keywords (lexed by SQLite's rules), every error SQLite raises for a
+// statement is reported to the call (as on PostgreSQL, where it aborts the
+// transaction; what was refused before reaching SQLite — here or by
+// better-sqlite3's own checks — is not), and the whole thing stops working
+// when the body returns (a body cannot keep it for later; its unfinished
+// iterators are closed). The engine still checks afterwards that the
+// transaction is open.
 import { GakError } from '../errors.js';
+import { TRANSACTION_CONTROL } from './facts.js';
 
-/** Leading keywords of the statements that end or nest a transaction. */
-const CONTROL = new Set(['BEGIN', 'COMMIT', 'END', 'ROLLBACK', 'SAVEPOINT', 'RELEASE', 'ABORT', 'PREPARE']);
+/**
+ * The phrases (as word lists) that lead a statement beginning, ending or
+ * splitting a transaction: every host's list (host/sql/store.json). SQLite
+ * has no START, ABORT or PREPARE TRANSACTION statement, but refusing them
+ * here too makes a body that writes one behave as on PostgreSQL (refused,
+ * the call goes on) instead of meeting SQLite's syntax error (which ends
+ * the call).
+ */
+const CONTROL = TRANSACTION_CONTROL.map((phrase) => phrase.split(' '));
 
 const isWordStart = (c) => (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c === '_' || c > '\x7f';
 const isWord = (c) => isWordStart(c) || (c >= '0' && c <= '9') || c === '$';
 
 /**
- * The leading keyword (upper case) of every statement of `sql`, in order:
- * SQLite's lexical rules for comments (`--`, `/* *\/`), quoted strings and
- * identifiers (`'…'`, `"…"`, `` `…` ``, `[…]`) and `;`, including the
- * semicolons inside a `CREATE TRIGGER … BEGIN … END` body (and the `CASE …
- * END` expressions in it), which do not end the statement.
+ * The first keywords (upper case, up to 3; '' for a token that is not a
+ * keyword) of every statement of `sql`, in order: SQLite's lexical rules
+ * for comments (`--` to the end of the line, `/* *\/` not nested), quoted
+ * strings and identifiers (`'…'`, `"…"`, `` `…` ``, `[…]`) and `;`,
+ * including the semicolons inside a `CREATE TRIGGER … BEGIN … END` body
+ * (and the `CASE … END` expressions in it), which do not end the statement.
  */
-export function leadingKeywords(sql) {
+export function statementWords(sql) {
   const out = [];
   let words = []; // the statement's first keywords, up to 3
   let trigger = false; // a CREATE [TEMP] TRIGGER statement
@@ -36,7 +49,7 @@ export function leadingKeywords(sql) {
   let i = 0;
   const word = (w) => {
     const upper = w.toUpperCase();
-    if (words.length === 0) out.push(upper);
+    if (words.length === 0) out.push(words);
     if (words.length < 3) {
       words.push(upper);
       if (words[0] === 'CREATE' && upper === 'TRIGGER') trigger = true;
@@ -71,7 +84,7 @@ export function leadingKeywords(sql) {
         else break;
       }
       // A quoted token is not a keyword but starts a statement all the same.
-      if (words.length === 0) out.push('');
+      if (words.length === 0) out.push(words);
       if (words.length < 3) words.push('');
       i = j + 1;
     } else if (c === ';') {
@@ -89,7 +102,7 @@ export function leadingKeywords(sql) {
     } else if (c === ' ' || c === '\t' || c === '\n' || c === '\r' || c === '\f' || c === '\v') {
       i++;
     } else {
-      if (words.length === 0) out.push('');
+      if (words.length === 0) out.push(words);
       if (words.length < 3) words.push('');
       i++;
     }
@@ -97,9 +110,18 @@ export function leadingKeywords(sql) {
   return out;
 }
 
-/** The first transaction-control keyword leading a statement of `sql`, or undefined. */
+/** The leading keyword (upper case; '' for none) of every statement of `sql`, in order. */
+export function leadingKeywords(sql) {
+  return statementWords(sql).map((words) => words[0]);
+}
+
+/** The first transaction-control phrase (`COMMIT`, `PREPARE TRANSACTION`) leading a statement of `sql`, or undefined. */
 export function transactionControl(sql) {
-  return leadingKeywords(sql).find((k) => CONTROL.has(k));
+  for (const words of statementWords(sql)) {
+    const phrase = CONTROL.find((p) => p.every((w, k) => words[k] === w));
+    if (phrase) return phrase.join(' ');
+  }
+  return undefined;
 }
 
 function refuseControl(sql) {
