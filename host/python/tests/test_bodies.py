@@ -12,7 +12,6 @@ import pytest
 
 from gak import Action, Granted, Kernel, ManualClock, Refused, StorageError, TaskSeed
 from gak.stores.memory import MemoryBackend, MemorySession
-from gak.stores.pg_body import leading_words, refused_keyword
 
 
 def _ledger(kernel: Kernel, create: str) -> None:
@@ -180,15 +179,6 @@ def test_postgres_commit_checks_that_it_committed(pg_backend: Any) -> None:
         s.commit()
     finally:
         s.close()
-
-
-def test_leading_words_skip_comments_and_literals() -> None:
-    assert leading_words("  /* a /* nested */ c */ -- line\n commit") == [("COMMIT", "")]
-    assert leading_words("SELECT 'a;b', \"c;d\", $q$;x$q$, E'\\';' ; end") == [("SELECT", ""), ("END", "")]
-    assert leading_words("select $1; prepare transaction 'x'") == [("SELECT", ""), ("PREPARE", "TRANSACTION")]
-    assert refused_keyword("PREPARE q AS SELECT 1") is None
-    assert refused_keyword("INSERT INTO t VALUES ('commit')") is None
-    assert refused_keyword("select 1;;  begin") == "BEGIN"
 
 
 # --- re-entrance (item 9) ----------------------------------------------------

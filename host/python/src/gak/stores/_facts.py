@@ -70,6 +70,11 @@ MEMORY_URLS: tuple[str, ...] = ("memory:", "memory")
 #: The store URLs a host accepts, for messages.
 USAGE = "memory:, sqlite:PATH[?synchronous=normal] or postgres://USER@HOST:PORT/DB[?schema=NAME]"
 
+#: The leading words (upper case) of the statements a sink body may not run
+#: through a lent driver handle: they begin, end or split the kernel's
+#: transaction (HOSTS.md rule 12).
+TRANSACTION_CONTROL: tuple[str, ...] = ("ABORT", "BEGIN", "COMMIT", "END", "PREPARE TRANSACTION", "RELEASE", "ROLLBACK", "SAVEPOINT", "START")
+
 
 def valid_schema(name: str) -> bool:
     """A PostgreSQL schema name gak accepts: a plain lowercase identifier

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 from urllib.parse import parse_qsl, quote, urlencode
 
 import psycopg
@@ -56,6 +56,8 @@ SQL_FILE = Path(__file__).with_name("postgres.sql")
 #: Serializes concurrent set-ups of any schema, in every host.
 _SETUP_LOCK = f"SELECT pg_advisory_xact_lock({POSTGRES_SETUP_LOCK});"
 _BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+#: The transaction's id; assigns one if the transaction has none yet.
+_XID = "SELECT txid_current()"
 
 
 def setup_sql(schema: str) -> str:
@@ -73,6 +75,14 @@ def setup_sql(schema: str) -> str:
 def column_type(table: str) -> str:
     """Kernel tables hold the component's JSON; ``downstream`` plain text."""
     return "text" if table == "downstream" else "jsonb"
+
+
+def _one(cursor: psycopg.Cursor[Any]) -> Any:
+    """The single value a one-row, one-column statement answered."""
+    row = cursor.fetchone()
+    if row is None:
+        raise psycopg.InterfaceError("expected one row, got none")
+    return row[0]
 
 
 def _fault(e: Exception) -> Exception:
@@ -205,6 +215,12 @@ class PostgresSession(Helpers):
         self._body_fault: Optional[Exception] = None
         #: A body ran statements of its own in this transaction.
         self._lent = False
+        #: The transaction's id (``txid_current()``), read with a body's
+        #: first statement; every later statement of a body must leave it so.
+        self._xid: Optional[int] = None
+        #: Why the connection no longer runs the kernel's transaction (a
+        #: body's statement ended it): nothing of the kernel's is sent then.
+        self._foreign: Optional[str] = None
         #: What this session sent, for tests and tools: statements
         #: (``BEGIN`` and ``COMMIT`` included) and round trips.
         self.statements = 0
@@ -234,11 +250,11 @@ class PostgresSession(Helpers):
             self._open = False
         return _fault(e)
 
-    def _send(self, statements: list[tuple[str, Any]]) -> list[psycopg.Cursor[Any]]:
-        """Send ``BEGIN`` (if still pending), the deferred write set and
-        ``statements`` in one round trip; their cursors, in order. Raises
-        psycopg's error (the first statement that failed)."""
-        conn = self._connection()
+    def _pending(self) -> list[tuple[str, Any]]:
+        """``BEGIN`` (if still to be sent) and the deferred write set, as
+        statements to send first; from here on they count as sent, whatever
+        the batch answers (a batch failing inside the server leaves a
+        transaction open there that `rollback` must end)."""
         batch: list[tuple[str, Any]] = []
         if self._begin_pending:
             batch.append((_BEGIN, None))
@@ -250,11 +266,20 @@ class PostgresSession(Helpers):
                 values.append(v)
             self._deferred = {}
             batch.append((self._write_sql, (tables, keys, values)))
-        batch.extend(statements)
-        # From here on BEGIN counts as sent, whatever the batch answers: a
-        # batch failing inside the server leaves a transaction open there
-        # that `rollback` must end.
         self._begin_pending = False
+        return batch
+
+    def _send(self, statements: list[tuple[str, Any]]) -> list[psycopg.Cursor[Any]]:
+        """Send ``BEGIN`` (if still pending), the deferred write set and
+        ``statements`` in one round trip; their cursors, in order. Raises
+        psycopg's error (the first statement that failed)."""
+        conn = self._connection()
+        if self._foreign is not None:
+            # Whatever runs on this connection now is not the kernel's
+            # transaction: none of the kernel's writes may land in it.
+            raise StoreFailure(f"{self._foreign}; nothing more is sent")
+        batch = self._pending()
+        batch.extend(statements)
         self.statements += len(batch)
         self.round_trips += 1
         if len(batch) == 1:
@@ -266,11 +291,45 @@ class PostgresSession(Helpers):
             cursors = [conn.execute(sql, params) for sql, params in batch]
         return cursors[len(batch) - len(statements) :]
 
-    def _flush(self) -> None:
-        """Send what is pending (BEGIN, deferred writes), so a body's own
-        statement runs inside the transaction and sees its writes."""
-        if self._begin_pending or self._deferred:
-            self._send([])
+    def _run_lent(self, run: Callable[[], object]) -> None:
+        """Run a body's statement (``run`` executes it on the body's cursor)
+        in the kernel's transaction, in one round trip: after what is pending
+        (so it sees the transaction's writes), on the extended protocol
+        (pipeline mode: one statement per call, whatever the text holds),
+        followed by ``txid_current()``, which must still name the
+        transaction the kernel began (read with the body's first statement:
+        the xid is assigned then, and a sink's call writes anyway)."""
+        conn = self._connection()
+        if self._foreign is not None:
+            raise psycopg.OperationalError(f"{self._foreign}; nothing more is sent")
+        batch = self._pending()
+        first = self._xid is None
+        self.statements += len(batch) + first + 2
+        self.round_trips += 1
+        before: Optional[psycopg.Cursor[Any]] = None
+        try:
+            with conn.pipeline():
+                for sql, params in batch:
+                    conn.execute(sql, params)
+                if first:
+                    before = conn.execute(_XID)
+                run()
+                after = conn.execute(_XID)
+        except psycopg.Error as e:
+            self._body_failed(e)
+            raise
+        try:
+            if before is not None:
+                self._xid = _one(before)
+            now = _one(after)
+        except psycopg.Error:
+            now = None  # no answer: not known to be the kernel's transaction
+        if now is None or now != self._xid:
+            self._foreign = "a body's statement ended the kernel's transaction (another transaction runs now)"
+            if self._body_fault is None:
+                self._body_fault = StoreFailure(self._foreign)
+            raise psycopg.OperationalError(self._foreign)
+        self._body_check()
 
     def begin(self) -> None:
         if self._open:
@@ -281,6 +340,8 @@ class PostgresSession(Helpers):
         self._begin_pending = True
         self._deferred = {}
         self._lent = False
+        self._xid = None
+        self._foreign = None
 
     def read(self, keys: Sequence[Key], ranges: Sequence[Range], clock: bool = False) -> Answers:
         self._connection()
@@ -324,6 +385,10 @@ class PostgresSession(Helpers):
 
     def commit(self) -> None:
         conn = self._connection()
+        if self._foreign is not None:
+            # Never report committed what is not the kernel's transaction.
+            self.rollback()
+            raise StoreFailure(f"{self._foreign}; the kernel committed nothing")
         if self._begin_pending and not self._deferred:
             # Nothing was ever sent: there is no transaction to end.
             self._end()
@@ -421,6 +486,8 @@ class PostgresSession(Helpers):
             return fault
         if not self._open or self._conn is None:
             return StoreFailure("the connection was lost while the body ran")
+        if self._foreign is not None:
+            return StoreFailure(self._foreign)
         if self._begin_pending:
             return None  # nothing was sent: nothing the body did reached the server
         status = self._conn.info.transaction_status
@@ -431,6 +498,18 @@ class PostgresSession(Helpers):
         return None
 
     def _body_failed(self, e: psycopg.Error) -> None:
+        """A body's statement raised. What the database (or a lost
+        connection) answered ends the call; what psycopg refused on this
+        side before anything was sent (a value it cannot adapt) changes
+        nothing and does not (HOSTS.md rule 12: alike on SQLite)."""
+        conn = self._conn
+        if (
+            e.sqlstate is None
+            and conn is not None
+            and not (conn.closed or conn.broken)
+            and conn.info.transaction_status == TransactionStatus.INTRANS
+        ):
+            return
         fault = self._check(e)
         if self._body_fault is None:
             self._body_fault = fault
