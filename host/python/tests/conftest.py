@@ -34,6 +34,13 @@ def pg_dsn() -> str:
     return dsn
 
 
+def pg_with(**params: str) -> str:
+    """The test server's URL (:func:`pg_dsn`) with ``params`` appended."""
+    dsn = pg_dsn()
+    sep = "&" if "?" in dsn else "?"
+    return dsn + sep + "&".join(f"{k}={v}" for k, v in params.items())
+
+
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock(1_000)

@@ -15,6 +15,8 @@ import pytest
 from gak import Kernel, ManualClock, StorageError, TaskSeed
 from gak.stores.memory import MemoryBackend, MemorySession
 
+from conftest import pg_dsn, pg_with
+
 
 class Counting(MemoryBackend):
     """Counts sessions made and closed; ``hold`` keeps callers inside
@@ -141,10 +143,10 @@ def test_dropped_postgres_kernels_leave_no_connections(pg_backend: Any) -> None:
     import psycopg
 
     app = f"gak_leak_{uuid.uuid4().hex[:8]}"
-    url = pg_backend.dsn.replace("?", f"?schema={pg_backend.schema}&application_name={app}&", 1)
+    url = pg_with(schema=pg_backend.schema, application_name=app)
 
     def connections() -> int:
-        with psycopg.connect(pg_backend.dsn, autocommit=True) as admin:
+        with psycopg.connect(pg_dsn(), autocommit=True) as admin:
             row = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (app,)).fetchone()
             return int(row[0]) if row else -1
 

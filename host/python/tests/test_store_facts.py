@@ -5,6 +5,7 @@ into ``gak.stores._facts`` by gak-gen) answer the shared cases of
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -36,3 +37,31 @@ def test_the_sqlite_schema_creates_every_table() -> None:
     for t in _facts.TABLES:
         assert f"CREATE TABLE IF NOT EXISTS {_facts.SQLITE_TABLE_PREFIX}{t} (" in _facts.SQLITE_SCHEMA
     assert _facts.SQLITE_SCHEMA.count("CREATE TABLE") == len(_facts.TABLES)
+
+
+@pytest.mark.parametrize("url,want", CASES["postgres-url"], ids=[u for u, _ in CASES["postgres-url"]])
+def test_postgres_url(url: str, want: dict[str, Any]) -> None:
+    from gak.errors import OpenError
+    from gak.stores import open_store, pg_url
+    from gak.stores.urls import userinfo_span
+
+    if "error" not in want:
+        parts = pg_url.parse(url)
+        got = {
+            "user": parts.user,
+            "password": parts.password,
+            "hosts": [[h, p] for h, p in parts.hosts],
+            "dbname": parts.dbname,
+            "params": parts.params,
+        }
+        assert got == want
+        return
+    span = userinfo_span(url)
+    info = url[span[0] : span[1]] if span else ""
+    for open_ in (pg_url.parse, open_store):
+        with pytest.raises(OpenError) as e:
+            open_(url)
+        message = str(e.value)
+        assert want["error"] in message, message
+        # The user information, as a word: not even a one-letter user shows.
+        assert not info or not re.search(rf"(?<![\w$]){re.escape(info)}(?![\w$])", message), message

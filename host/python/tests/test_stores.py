@@ -10,6 +10,8 @@ import pytest
 
 from gak.stores.base import prefix_end
 
+from conftest import pg_dsn, pg_with
+
 KEYS = ["a", "a/b", "a/c", "ab", "b", "é", "\uffff", "\U0001f600", "a\U0001f600"]
 
 
@@ -66,7 +68,7 @@ def _held(pg_backend: Any) -> Any:
     import psycopg
 
     name = f"{pg_backend.schema}/tasks/t1"
-    with psycopg.connect(pg_backend.dsn, autocommit=True) as other:
+    with psycopg.connect(pg_dsn(), autocommit=True) as other:
         (expected,) = other.execute("SELECT hashtextextended(%s, 0)", (name,)).fetchone()  # type: ignore[misc]
         held = other.execute(
             "SELECT (classid::int8 << 32) | objid::int8 FROM pg_locks WHERE locktype = 'advisory' AND granted"
@@ -80,7 +82,7 @@ def test_postgres_clock_db_judges_by_the_server(pg_backend: Any) -> None:
     from gak import Kernel, ManualClock, TaskSeed
     from gak.stores.postgres import PostgresBackend
 
-    backend = PostgresBackend(pg_backend.dsn.replace("?", f"?schema={pg_backend.schema}&clock=db&", 1))
+    backend = PostgresBackend(pg_with(schema=pg_backend.schema, clock="db"))
     k = Kernel(backend, clock=ManualClock(0))  # ignored: the server's clock counts
     k.taskboard.seed([TaskSeed("a")])
     until = k.taskboard.claim("a", "w", 60_000).until or 0
@@ -174,7 +176,7 @@ def test_postgres_a_claim_is_four_statements_in_two_round_trips(pg_backend: Any,
     from gak import Action, Kernel, ManualClock, Refused, TaskSeed
     from gak.stores.postgres import PostgresBackend
 
-    backend = PostgresBackend(pg_backend.dsn.replace("?", f"?schema={pg_backend.schema}&clock={clock}&", 1))
+    backend = PostgresBackend(pg_with(schema=pg_backend.schema, clock=clock))
     k = Kernel(backend, clock=ManualClock(1_000), max_connections=1)
     try:
         k.taskboard.seed([TaskSeed(f"t{i}") for i in range(12)])
@@ -251,7 +253,7 @@ def test_postgres_a_commit_whose_connection_is_lost_is_storage_and_not_rerun(pg_
         (pid,) = down.raw.execute("SELECT pg_backend_pid()").fetchone()
         ran.append(pid)
         down.put("k", "v")
-        with psycopg.connect(pg_backend.dsn, autocommit=True) as admin:
+        with psycopg.connect(pg_dsn(), autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
     try:
@@ -268,8 +270,7 @@ def test_postgres_url_options_with_spaces_reach_the_server(pg_backend: Any) -> N
     # `options=-c name=value` on as it was given.
     from gak.stores.postgres import PostgresBackend
 
-    sep = "&" if "?" in pg_backend.dsn else "?"
-    url = f"{pg_backend.dsn}{sep}schema={pg_backend.schema}&options=-c%20statement_timeout%3D4321"
+    url = pg_with(schema=pg_backend.schema, options="-c%20statement_timeout%3D4321")
     conn = PostgresBackend(url, create=False).connect()
     try:
         assert conn.execute("SHOW statement_timeout").fetchone() == ("4321ms",)

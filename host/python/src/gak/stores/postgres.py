@@ -34,7 +34,6 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
-from urllib.parse import parse_qsl, quote, urlencode
 
 import psycopg
 from psycopg import errors as pgerr
@@ -44,8 +43,9 @@ from psycopg.pq import TransactionStatus
 from ..errors import OpenError
 from ._facts import POSTGRES_DEFAULT_SCHEMA, POSTGRES_SETUP_LOCK, valid_schema
 from .base import TABLES, Answers, Change, Helpers, Key, Range, StoreConflict, StoreFailure, checked_table, prefix_end
+from . import pg_url
 from .pg_body import BodyCursor
-from .urls import scrub, shown
+from .urls import scrub
 
 #: How long connecting may take before the binding gives up (seconds).
 CONNECT_TIMEOUT = 5
@@ -110,11 +110,11 @@ class PostgresBackend:
 
     def _parse(self, url: str) -> None:
         self._url = url
-        base, _, query = url.partition("?")
+        parts = pg_url.parse(url)
         self.schema = POSTGRES_DEFAULT_SCHEMA
         self.database_clock = False
-        passthrough: list[tuple[str, str]] = []
-        for k, v in parse_qsl(query, keep_blank_values=True):
+        passthrough: dict[str, str] = {}
+        for k, v in parts.params.items():
             if k == "schema":
                 self.schema = v
             elif k == "clock":
@@ -123,17 +123,18 @@ class PostgresBackend:
                 elif v != "host":
                     raise OpenError(f"clock={v} (expected db or host)")
             else:
-                passthrough.append((k, v))
+                passthrough[k] = v
         if not valid_schema(self.schema):
             raise OpenError(
                 f"schema {self.schema!r}: expected a lowercase identifier "
                 "([a-z_][a-z0-9_]*, at most 63 bytes, not pg_*)"
             )
-        if not any(k == "connect_timeout" for k, _ in passthrough):
-            passthrough.append(("connect_timeout", str(CONNECT_TIMEOUT)))
-        # quote, not quote_plus: libpq decodes %20, never "+", as a space.
-        self.dsn = f"{base}?{urlencode(passthrough, quote_via=quote)}"
-        self._base = base
+        passthrough.setdefault("connect_timeout", str(CONNECT_TIMEOUT))
+        # Keywords, never the URL: libpq must not parse the user
+        # information again (its URL grammar cuts a password at '@' or '?').
+        self._conninfo = parts.conninfo(passthrough)
+        #: Where the URL points (hosts and database), for messages.
+        self.target = parts.target()
         self._last_now = 0
         self._now_lock = threading.Lock()
 
@@ -150,10 +151,9 @@ class PostgresBackend:
 
     def connect(self) -> psycopg.Connection[Any]:
         try:
-            return psycopg.connect(self.dsn, autocommit=True)
+            return psycopg.connect(self._conninfo, autocommit=True)
         except psycopg.Error as e:
-            host = self._base.split("@")[-1]
-            raise StoreFailure(f"cannot connect to PostgreSQL at {host}: {scrub(str(e), self._url)}") from None
+            raise StoreFailure(f"cannot connect to PostgreSQL at {self.target}: {scrub(str(e), self._url)}") from None
 
     def _admin(self, sql: str) -> None:
         conn = self.connect()
@@ -161,7 +161,9 @@ class PostgresBackend:
             with conn.transaction():
                 conn.execute(sql)
         except psycopg.Error as e:
-            raise _fault(e) from e
+            fault = _fault(e)
+            fault.args = (scrub(str(fault), self._url),)
+            raise fault from None
         finally:
             conn.close()
 
@@ -182,9 +184,7 @@ class PostgresBackend:
         return PostgresSession(self)
 
     def describe(self) -> str:
-        # The password goes first (it may hold '?' or '@'), then the query.
-        scheme, _, rest = shown(self._url).partition("?")[0].partition("://")
-        return f"{scheme}://{rest.rpartition('@')[2]} (schema {self.schema})"
+        return f"postgres://{self.target} (schema {self.schema})"
 
     def close(self) -> None:
         pass
