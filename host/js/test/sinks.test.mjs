@@ -39,6 +39,12 @@ test('leading keywords: comments, quotes, case, several statements, trigger bodi
     "INSERT INTO log VALUES (CASE WHEN new.id = 'x' THEN 1 ELSE 2 END); DELETE FROM log; END; SELECT 1";
   assert.deepEqual(leadingKeywords(trigger), ['CREATE', 'SELECT']);
   assert.equal(transactionControl(trigger), undefined);
+  // Only CREATE [TEMP|TEMPORARY] TRIGGER has a body: elsewhere TRIGGER and BEGIN are names.
+  assert.deepEqual(leadingKeywords('CREATE TABLE trigger(begin); COMMIT; END'), ['CREATE', 'COMMIT', 'END']);
+  assert.deepEqual(leadingKeywords('create temporary trigger t after insert on x begin select 1; end; commit'), ['CREATE', 'COMMIT']);
+  // SQLite folds ASCII letters only: these are identifiers there.
+  assert.equal(transactionControl('commıt'), undefined);
+  assert.equal(transactionControl('ſavepoint x'), undefined);
   const control = {
     BEGIN: 'BEGIN',
     'begin immediate': 'BEGIN',
@@ -74,6 +80,8 @@ test('a body cannot end the transaction through the lent connection, however it 
     // No SQLite statement, but refused before SQLite's syntax error (which
     // would end the call): the body goes on, as on PostgreSQL.
     (db) => db.prepare('START TRANSACTION').run(),
+    // A table named trigger, a column named begin: no trigger body hides the COMMIT.
+    (db) => db.exec('CREATE TABLE trigger(begin); COMMIT; END'),
   ];
   for (const [i, way] of ways.entries()) {
     let refusal;
@@ -88,8 +96,8 @@ test('a body cannot end the transaction through the lent connection, however it 
     assert.ok(refusal instanceof GakError && refusal.code === 'invalid-input', `${i}: ${refusal}`);
   }
   // Every write landed with its fence, none twice, and "sneaky" never ran.
-  assert.deepEqual(mail(kernel), ['m0', 'm1', 'm2', 'm3', 'm4', 'm5', 'm6', 'm7']);
-  assert.equal(kernel.sideeffect.sinkSeen('mailer'), 8n);
+  assert.deepEqual(mail(kernel), ['m0', 'm1', 'm2', 'm3', 'm4', 'm5', 'm6', 'm7', 'm8']);
+  assert.equal(kernel.sideeffect.sinkSeen('mailer'), 9n);
 });
 
 test('ordinary statements work through the lent connection; its handles die with the body', async (t) => {

@@ -28,6 +28,8 @@ import { TRANSACTION_CONTROL } from './facts.js';
  */
 const CONTROL = TRANSACTION_CONTROL.map((phrase) => phrase.split(' '));
 
+const ASCII = /^[\x00-\x7f]*$/;
+const TEMP = new Set(['TEMP', 'TEMPORARY']);
 const isWordStart = (c) => (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c === '_' || c > '\x7f';
 const isWord = (c) => isWordStart(c) || (c >= '0' && c <= '9') || c === '$';
 
@@ -48,11 +50,16 @@ export function statementWords(sql) {
   const n = sql.length;
   let i = 0;
   const word = (w) => {
-    const upper = w.toUpperCase();
+    // Keywords are ASCII, and SQLite folds only ASCII letters: `commıt`
+    // (dotless i) is an identifier there, not COMMIT.
+    const upper = ASCII.test(w) ? w.toUpperCase() : w;
     if (words.length === 0) out.push(words);
     if (words.length < 3) {
       words.push(upper);
-      if (words[0] === 'CREATE' && upper === 'TRIGGER') trigger = true;
+      // Exactly SQLite's `CREATE [TEMP|TEMPORARY] TRIGGER`: a TRIGGER
+      // anywhere else (`CREATE TABLE trigger(begin); COMMIT; END`) is a
+      // name, and taking it for a trigger hid the COMMIT behind a "body".
+      if (upper === 'TRIGGER' && words[0] === 'CREATE' && (words.length === 2 || TEMP.has(words[1]))) trigger = true;
     }
     if (!trigger) return;
     if (!body) {
@@ -100,6 +107,10 @@ export function statementWords(sql) {
       word(sql.slice(i, j));
       i = j;
     } else if (c === ' ' || c === '\t' || c === '\n' || c === '\r' || c === '\f' || c === '\v') {
+      // SQLite's spaces, and `\v`, which its tokenizer rejects as illegal:
+      // taken as a space here, a control word after it is refused up front
+      // (as PostgreSQL 16+, where `\v` is a space, would) rather than
+      // reaching SQLite's syntax error, which would end the call.
       i++;
     } else {
       if (words.length === 0) out.push(words);
