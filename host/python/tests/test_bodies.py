@@ -181,6 +181,94 @@ def test_postgres_commit_checks_that_it_committed(pg_backend: Any) -> None:
         s.close()
 
 
+# --- a body behaves alike on SQLite and PostgreSQL (issue 23 item 4) ----------
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def sql_kernel(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """A kernel on either database with a ``ledger`` table (spelled
+    ``{ledger}`` in statements, ``{p}`` for a parameter)."""
+    if request.param == "sqlite":
+        k = Kernel.open(f"sqlite:{tmp_path / 'alike.db'}", clock=ManualClock(1_000))
+        names = {"ledger": "ledger", "p": "?"}
+    else:
+        backend = request.getfixturevalue("pg_backend")
+        k = Kernel(backend, clock=ManualClock(1_000))
+        names = {"ledger": f'"{backend.schema}".ledger', "p": "%s"}
+    k.with_downstream(lambda d: d.raw.execute("CREATE TABLE {ledger} (id int PRIMARY KEY)".format(**names)))
+    yield k, names
+    k.close()
+
+
+@pytest.mark.parametrize(
+    ("statement", "params", "ends"),
+    [
+        # The database raised it: the call ends (storage) even though the body caught it.
+        pytest.param("SELEC 1", None, True, id="syntax-error"),
+        pytest.param("SELECT nope FROM {ledger}", None, True, id="missing-column"),
+        pytest.param("SELECT * FROM gak_no_such_table", None, True, id="missing-table"),
+        pytest.param("INSERT INTO {ledger} VALUES (1)", None, True, id="unique-violation"),
+        # The host (or its driver) refused it before the database ran it: nothing changed.
+        pytest.param("COMMIT", None, False, id="transaction-control"),
+        pytest.param("SELECT 1; SELECT 2", None, False, id="two-statements"),
+        pytest.param("INSERT INTO {ledger} VALUES ({p})", (object(),), False, id="unsendable-value"),
+        pytest.param("INSERT INTO {ledger} VALUES ({p})", (2, 3), False, id="wrong-parameter-count"),
+    ],
+)
+def test_a_body_statement_ends_the_call_alike_on_both_databases(
+    sql_kernel: Any, statement: str, params: Any, ends: bool
+) -> None:
+    k, names = sql_kernel
+    seen: list[Exception] = []
+
+    def body(down: Any) -> None:
+        down.raw.execute("INSERT INTO {ledger} VALUES (1)".format(**names))
+        try:
+            down.raw.execute(statement.format(**names), *(() if params is None else (params,)))
+        except Exception as e:  # noqa: BLE001 - the body carries on, as "insert if absent" does
+            seen.append(e)
+        down.put("after", "1")
+
+    if ends:
+        with pytest.raises(StorageError):
+            k.sideeffect.write_fenced("ledger", 1, body)
+    else:
+        k.sideeffect.write_fenced("ledger", 1, body)
+    assert len(seen) == 1
+    rows = k.with_downstream(lambda d: d.raw.execute("SELECT count(*) FROM {ledger}".format(**names)).fetchone()[0])
+    assert (rows, k.with_downstream(lambda d: d.get("after")), k.sideeffect.sink_seen("ledger")) == (
+        (0, None, 0) if ends else (1, "1", 1)
+    )
+
+
+# --- what no store can hold is refused alike on every store (issue 23 item 3) --
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("k\0", "v"), ("k", "v\0w"), ("\ud800", "v"), ("k", "\udfff"), ("k", b"v"), (1, "v")],
+    ids=["nul-key", "nul-value", "surrogate-key", "surrogate-value", "bytes-value", "int-key"],
+)
+def test_a_downstream_key_or_value_no_store_can_hold_is_invalid_input(kernel: Kernel, key: Any, value: Any) -> None:
+    # Memory and SQLite stored a NUL; PostgreSQL refused it only at COMMIT
+    # (storage, after the body returned). Now: refused where it is written,
+    # typed, nothing written, and the call goes on.
+    seen: list[Refused] = []
+
+    def body(down: Any) -> None:
+        for op in (lambda: down.put(key, value), lambda: down.get(key) if value == "v" else None):
+            try:
+                op()
+            except Refused as e:
+                seen.append(e)
+        down.put("k", "ok")
+
+    kernel.sideeffect.write_fenced("r", 1, body)
+    assert [e.code for e in seen] == ["invalid-input"] * (2 if value == "v" else 1)
+    assert kernel.with_downstream(lambda down: down.get("k")) == "ok"
+    assert kernel.sideeffect.sink_seen("r") == 1
+
+
 # --- re-entrance (item 9) ----------------------------------------------------
 
 

@@ -82,6 +82,24 @@ def _record(worker: _engine.Worker, fault: BaseException) -> None:
         worker.failure = str(fault) or type(fault).__name__
 
 
+def _text(value: Any, what: str) -> None:
+    """Refuse, before any store sees it, a downstream key or value that not
+    every store can hold (HOSTS.md rule 9): memory and SQLite would store a
+    NUL character that PostgreSQL refuses only at ``COMMIT`` (the writes
+    are deferred), ending the call there with ``storage``; a lone surrogate
+    cannot be encoded at all. Alike on every store: a typed error, nothing
+    written, the call not ended."""
+    if not isinstance(value, str):
+        raise Refused("invalid-input", f"a downstream {what} must be text, not {type(value).__name__}")
+    if "\0" in value:
+        raise Refused("invalid-input", f"a downstream {what} holding a NUL character (PostgreSQL cannot store it)")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise Refused("invalid-input", f"a downstream {what} that is not Unicode text (a lone surrogate)") from None
+
+
 class Downstream:
     """The open transaction of a fenced sink's body (or of
     :meth:`Kernel.with_downstream`): everything written through it commits or
@@ -107,10 +125,15 @@ class Downstream:
 
     def get(self, key: str) -> Optional[str]:
         """Read a key of the binding's ``downstream`` table."""
+        _text(key, "key")
         return self._run(lambda s: s.get("downstream", key))
 
     def put(self, key: str, value: str) -> None:
-        """Write a key of the binding's ``downstream`` table."""
+        """Write a key of the binding's ``downstream`` table. A key or value
+        no store can hold raises ``Refused("invalid-input")``: nothing is
+        written and the call goes on."""
+        _text(key, "key")
+        _text(value, "value")
         self._run(lambda s: s.put("downstream", key, value))
 
     @property
