@@ -199,3 +199,26 @@ def test_the_transaction_check_catches_what_the_guard_missed(
     assert _rows(pg_kernel) == ([1] if committed else [])
     assert _after(pg_kernel) is None
     assert pg_kernel.sideeffect.sink_seen("ledger") == (1 if committed else 0)
+
+
+def test_a_body_conflict_reruns_the_call_however_often_it_happens(pg_kernel: Kernel) -> None:
+    # A statement that fails in a pipeline makes the server skip the rest;
+    # psycopg counted one it was preparing there (txid_current(), after its
+    # fifth run) as prepared, and the next attempt's EXECUTE of it failed
+    # with "prepared statement does not exist" — storage, not a re-run. The
+    # rollback now makes psycopg and the server forget them together.
+    for i in range(12):
+        attempts: list[int] = []
+
+        def body(down: Any) -> None:
+            attempts.append(len(attempts))
+            down.put(f"k{i}", str(len(attempts)))
+            if len(attempts) == 1:
+                try:
+                    down.raw.execute("DO $$BEGIN RAISE EXCEPTION USING ERRCODE = '40001'; END$$")
+                except psycopg.errors.SerializationFailure:
+                    pass  # swallowed: the call re-runs all the same
+
+        pg_kernel.sideeffect.write_fenced(f"r{i}", 1, body)
+        assert attempts == [0, 1]
+        assert pg_kernel.with_downstream(lambda d: d.get(f"k{i}")) == "2"

@@ -276,3 +276,29 @@ def test_postgres_url_options_with_spaces_reach_the_server(pg_backend: Any) -> N
         assert conn.execute("SHOW statement_timeout").fetchone() == ("4321ms",)
     finally:
         conn.close()
+
+
+def test_postgres_a_failed_pipeline_leaves_no_phantom_prepared_statement(pg_backend: Any) -> None:
+    # psycopg prepares a statement on its sixth run. When an earlier
+    # statement of the same pipeline fails, the server skips the PREPARE,
+    # yet psycopg counts it as prepared: the next transaction's EXECUTE
+    # failed with "prepared statement does not exist" (storage instead of a
+    # re-run). The rollback after a failed pipeline makes both forget.
+    from gak.stores.base import StoreFailure
+
+    s = pg_backend.session()
+    try:
+        for _ in range(5):  # the read statement's first five runs: not prepared yet
+            s.begin()
+            s.read([("tasks", "t")], [])
+            s.rollback()
+        s.begin()
+        s.write([("tasks", "t", "not json")])  # deferred: it fails in front of the read
+        with pytest.raises(StoreFailure, match="json"):
+            s.read([("tasks", "t")], [])  # the sixth run, prepared behind the failure
+        s.rollback()
+        s.begin()
+        assert s.read([("tasks", "t")], []) == ([None], [], None)
+        s.rollback()
+    finally:
+        s.close()

@@ -221,6 +221,9 @@ class PostgresSession(Helpers):
         #: Why the connection no longer runs the kernel's transaction (a
         #: body's statement ended it): nothing of the kernel's is sent then.
         self._foreign: Optional[str] = None
+        #: A pipeline failed: psycopg's prepared statements may not be the
+        #: server's; the rollback makes both forget them.
+        self._forget_prepared = False
         #: What this session sent, for tests and tools: statements
         #: (``BEGIN`` and ``COMMIT`` included) and round trips.
         self.statements = 0
@@ -287,8 +290,12 @@ class PostgresSession(Helpers):
             return [conn.execute(sql, params)]
         # Pipeline mode: every statement goes on the wire before any answer
         # is awaited; leaving the block sends one Sync and reads the answers.
-        with conn.pipeline():
-            cursors = [conn.execute(sql, params) for sql, params in batch]
+        try:
+            with conn.pipeline():
+                cursors = [conn.execute(sql, params) for sql, params in batch]
+        except psycopg.Error:
+            self._forget_prepared = True
+            raise
         return cursors[len(batch) - len(statements) :]
 
     def _run_lent(self, run: Callable[[], object]) -> None:
@@ -316,6 +323,7 @@ class PostgresSession(Helpers):
                 run()
                 after = conn.execute(_XID)
         except psycopg.Error as e:
+            self._forget_prepared = True
             self._body_failed(e)
             raise
         try:
@@ -434,12 +442,20 @@ class PostgresSession(Helpers):
         conn = self._conn
         if conn is None:
             return
-        if self._lent:
-            # A body ran statements of its own on the connection: psycopg's
-            # ROLLBACK also forgets every statement it prepared (one may
-            # name an object the rollback took away).
+        if self._lent or self._forget_prepared:
+            # A body ran statements of its own on the connection (one may
+            # have named an object the rollback takes away), or a pipeline
+            # failed (psycopg counts a statement it was preparing after the
+            # failure as prepared; the server skipped it): psycopg's own
+            # rollback forgets every prepared statement, on both sides.
+            # (`execute("ROLLBACK")` does so only the first time.) Outside
+            # a transaction it forgets nothing: the connection goes.
+            self._forget_prepared = False
             try:
-                conn.execute("ROLLBACK")
+                if conn.info.transaction_status == TransactionStatus.IDLE:
+                    self._drop()
+                else:
+                    conn.rollback()
             except psycopg.Error:
                 self._drop()
             return
