@@ -1,21 +1,24 @@
-"""The shared host-protocol cases (``tests/host-protocol/*.json``), replayed
-against this host: one test per case and store. PostgreSQL is skipped when
-unreachable (failed under ``CI=true``); this host has a binding for every
-store the cases name, so nothing else is skipped."""
+"""The shared host-protocol cases (``tests/host-protocol/*.json``) and the
+fuzzers' generated ones (``tests/host-protocol/fuzz/``, or
+``$GAK_HOST_FUZZ_DIR``), replayed against this host: one test per case and
+store. PostgreSQL is skipped when unreachable (failed under ``CI=true``);
+this host has a binding for every store the cases name, so nothing else is
+skipped."""
 
 from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import pytest
 
-from gak import Clock, Kernel
-from gak.conformance import Target
+from gak import Clock, Kernel, ManualClock
+from gak.conformance import Target, host_fuzz
 from gak.conformance.host_protocol import Case, fresh_scripted, load, run_case
+from gak.conformance.scripted import ScriptedBackend
 
-from conftest import pg_dsn
+from conftest import pg_dsn, pg_with
 
 CASES = load()
 
@@ -151,3 +154,78 @@ def test_a_claim_is_one_read_and_one_write_on_the_scripted_store(fault: dict[str
         assert kernel.taskboard.claim("a", "w", 100).fence == 1
         assert backend.script.counts() == {"begin": 1, "commit": 1, "rollback": 0}
     kernel.close()
+
+
+# --- the fuzzers' generated cases (tests/host-protocol/fuzz, README "Fuzzers") ----
+
+SQL = host_fuzz.load("sql.json")["cases"]
+RETRIES = host_fuzz.load("retries.json")["cases"]
+PASSWORDS = host_fuzz.load("passwords.json")
+
+
+def test_the_fuzz_cases_are_there() -> None:
+    # Each file's cases are replayed one test id each below; an empty file
+    # would pass them vacuously.
+    assert SQL and RETRIES and PASSWORDS["cases"] and PASSWORDS["templates"]
+    assert all("{password}" in t for t in PASSWORDS["templates"])
+
+
+def _fresh_pg(tag: str) -> tuple[Kernel, Any]:
+    from gak.stores.postgres import PostgresBackend
+
+    backend = PostgresBackend(pg_with(schema=f"gak_py{tag}_{uuid.uuid4().hex[:10]}"))
+    return Kernel(backend, clock=ManualClock(1_000)), backend.drop_schema
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def sql_fuzz(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kernel, str]]:
+    """One fresh store per database for every case of ``sql.json``."""
+    if request.param == "sqlite":
+        kernel = Kernel.open(f"sqlite:{tmp_path_factory.mktemp('fuzz') / 'sql.db'}", clock=ManualClock(1_000))
+        yield kernel, "sqlite"
+        kernel.close()
+        return
+    kernel, drop = _fresh_pg("fz")
+    yield kernel, "postgres"
+    kernel.close()
+    drop()
+
+
+@pytest.mark.parametrize("i", range(len(SQL)), ids=[f"#{i}" for i in range(len(SQL))])
+def test_fuzz_sql(sql_fuzz: tuple[Kernel, str], i: int) -> None:
+    kernel, database = sql_fuzz
+    host_fuzz.replay_sql(kernel, i, SQL[i], database)
+
+
+@pytest.fixture(scope="module", params=["scripted", "postgres"])
+def retry_fuzz(request: pytest.FixtureRequest) -> Iterator[tuple[Kernel, Optional[ScriptedBackend]]]:
+    """One store for every case of ``retries.json``: the scripted one (armed
+    per case) or a fresh PostgreSQL schema."""
+    if request.param == "scripted":
+        backend = ScriptedBackend()
+        kernel = Kernel(backend, clock=ManualClock(1_000))
+        yield kernel, backend
+        kernel.close()
+        return
+    kernel, drop = _fresh_pg("rt")
+    yield kernel, None
+    kernel.close()
+    drop()
+
+
+@pytest.mark.parametrize("i", range(len(RETRIES)), ids=[f"#{i}" for i in range(len(RETRIES))])
+def test_fuzz_retries(retry_fuzz: tuple[Kernel, Optional[ScriptedBackend]], i: int) -> None:
+    kernel, scripted = retry_fuzz
+    host_fuzz.replay_retry(kernel, i, RETRIES[i], scripted)
+
+
+@pytest.mark.parametrize("i", range(len(PASSWORDS["cases"])), ids=[f"#{i}" for i in range(len(PASSWORDS["cases"]))])
+def test_fuzz_password(i: int) -> None:
+    tried = host_fuzz.replay_password(PASSWORDS["templates"], i, PASSWORDS["cases"][i])
+    assert tried == len(PASSWORDS["templates"]) * len(host_fuzz.ENTRY_POINTS)
+
+
+def test_fuzz_passwords_on_the_command_line() -> None:
+    jobs = host_fuzz.cli_jobs(PASSWORDS)
+    assert len(jobs) == min(len(PASSWORDS["cases"]), host_fuzz.CLI_CASES) * len(PASSWORDS["templates"])
+    assert host_fuzz.replay_cli(jobs) == []
