@@ -222,3 +222,15 @@ def test_a_body_conflict_reruns_the_call_however_often_it_happens(pg_kernel: Ker
         pg_kernel.sideeffect.write_fenced(f"r{i}", 1, body)
         assert attempts == [0, 1]
         assert pg_kernel.with_downstream(lambda d: d.get(f"k{i}")) == "2"
+
+
+def test_a_body_cursor_still_runs_many_rows_and_fetches_after_the_round_trip(pg_kernel: Kernel) -> None:
+    ledger = _ledger(pg_kernel)
+
+    def body(down: Any) -> Any:
+        down.raw.executemany(f"INSERT INTO {ledger} VALUES (%s)", [(1,), (2,), (3,)])
+        cur = down.raw.execute(f"SELECT id FROM {ledger} WHERE id >= %s ORDER BY id", (2,))
+        return cur.rowcount, cur.fetchall(), cur.statusmessage
+
+    assert pg_kernel.with_downstream(body) == (2, [(2,), (3,)], "SELECT 2")
+    assert _rows(pg_kernel) == [1, 2, 3]
