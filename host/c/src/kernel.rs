@@ -238,7 +238,9 @@ pub unsafe extern "C" fn gak_postgres_drop_schema(url: gak_str) -> *mut gak_erro
     guard(|| {
         // SAFETY: forwarded to the caller's promise.
         let url = unsafe { url.text("url")? };
-        if gak_host::store::facts::store_kind(url) != Some("postgres") {
+        if gak_host::store::facts::store_kind(url)
+            != Some(gak_host::store::facts::StoreKind::Postgres)
+        {
             return Err(Error::InvalidInput("not a postgres:// URL".into()));
         }
         let backend = gak_host::store::postgres::PostgresBackend::parse(url).map_err(open_error)?;

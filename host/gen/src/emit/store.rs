@@ -38,6 +38,8 @@ struct Facts {
     schema_forbidden_prefix: String,
     memory_urls: Vec<String>,
     usage: String,
+    /// The leading words of the statements a body may not run.
+    transaction_control: Vec<String>,
 }
 
 fn load(c: &Contract, root: &Path) -> Result<Facts, String> {
@@ -126,6 +128,7 @@ fn load(c: &Contract, root: &Path) -> Result<Facts, String> {
         schema_forbidden_prefix: text("/postgres/schema/forbidden-prefix")?,
         memory_urls: texts("/memory/urls")?,
         usage: text("/usage")?,
+        transaction_control: texts("/bodies/transaction-control")?,
     })
 }
 
@@ -233,6 +236,15 @@ fn rust(c: &Contract, f: &Facts) -> String {
     );
     let _ = writeln!(
         o,
+        "/// The leading words (upper case) of the statements a sink body may not\n\
+         /// run through a lent driver handle: they begin, end or split the\n\
+         /// kernel's transaction (HOSTS.md rule 12).\n\
+         pub const TRANSACTION_CONTROL: [&str; {}] = [{}];\n",
+        f.transaction_control.len(),
+        quoted(&f.transaction_control),
+    );
+    let _ = writeln!(
+        o,
         "/// A PostgreSQL schema name gak accepts: a plain lowercase identifier\n\
          /// (first {first}, then {rest}; at most {max} bytes; not `{forbidden}*`),\n\
          /// so it can be quoted safely and never names another schema.\n\
@@ -252,15 +264,24 @@ fn rust(c: &Contract, f: &Facts) -> String {
         forbidden_lit = lit(&f.schema_forbidden_prefix),
     );
     o.push_str(
-        "/// Which binding a store URL names: `memory`, `sqlite` or `postgres`;\n\
-         /// none for a URL no binding takes.\n\
-         pub fn store_kind(url: &str) -> Option<&'static str> {\n\
+        "/// Which binding a store URL names.\n\
+         #[derive(Clone, Copy, Debug, PartialEq, Eq)]\n\
+         pub enum StoreKind {\n\
+             /// `memory:`.\n\
+             Memory,\n\
+             /// `sqlite:PATH`, or a bare path with a SQLite suffix.\n\
+             Sqlite,\n\
+             /// `postgres://…`.\n\
+             Postgres,\n\
+         }\n\n\
+         /// Which binding a store URL names; none for a URL no binding takes.\n\
+         pub fn store_kind(url: &str) -> Option<StoreKind> {\n\
              if POSTGRES_SCHEMES.iter().any(|s| url.starts_with(s)) {\n\
-                 Some(\"postgres\")\n\
+                 Some(StoreKind::Postgres)\n\
              } else if MEMORY_URLS.contains(&url) {\n\
-                 Some(\"memory\")\n\
+                 Some(StoreKind::Memory)\n\
              } else if url.starts_with(SQLITE_SCHEME) || SQLITE_BARE_SUFFIXES.iter().any(|s| url.ends_with(s)) {\n\
-                 Some(\"sqlite\")\n\
+                 Some(StoreKind::Sqlite)\n\
              } else {\n\
                  None\n\
              }\n\
@@ -354,13 +375,18 @@ fn python(c: &Contract, f: &Facts) -> String {
          #: The name of a key's advisory lock, hashed by the server\n#: (``hashtextextended(name, 0)``).\n\
          POSTGRES_KEY_LOCK_NAME = {}\n\n\
          #: ``memory:`` URLs.\nMEMORY_URLS: tuple[str, ...] = {}\n\n\
-         #: The store URLs a host accepts, for messages.\nUSAGE = {}\n\n",
+         #: The store URLs a host accepts, for messages.\nUSAGE = {}\n\n\
+         #: The leading words (upper case) of the statements a sink body may not run\n\
+         #: through a lent driver handle: they begin, end or split the kernel's\n\
+         #: transaction (HOSTS.md rule 12).\n\
+         TRANSACTION_CONTROL: tuple[str, ...] = {}\n\n",
         py_tuple(&f.pg_schemes),
         lit(&f.pg_default_schema),
         f.pg_setup_lock,
         lit(&f.pg_key_lock_name),
         py_tuple(&f.memory_urls),
         lit(&f.usage),
+        py_tuple(&f.transaction_control),
     );
     let _ = writeln!(
         o,
@@ -478,13 +504,18 @@ fn js(c: &Contract, f: &Facts) -> String {
          /** The name of a key's advisory lock, hashed by the server (`hashtextextended(name, 0)`). */\n\
          export const POSTGRES_KEY_LOCK_NAME = {};\n\n\
          /** `memory:` URLs. */\nexport const MEMORY_URLS = {};\n\n\
-         /** The store URLs a host accepts, for messages. */\nexport const USAGE = {};\n",
+         /** The store URLs a host accepts, for messages. */\nexport const USAGE = {};\n\n\
+         /**\n * The leading words (upper case) of the statements a sink body may not run\n\
+         \x20* through a lent driver handle: they begin, end or split the kernel's\n\
+         \x20* transaction (HOSTS.md rule 12).\n */\n\
+         export const TRANSACTION_CONTROL = {};\n",
         js_list(&f.pg_schemes),
         q(&f.pg_default_schema),
         f.pg_setup_lock,
         q(&f.pg_key_lock_name),
         js_list(&f.memory_urls),
         q(&f.usage),
+        js_list(&f.transaction_control),
     );
     let _ = writeln!(
         o,

@@ -61,6 +61,21 @@ pub const MEMORY_URLS: [&str; 2] = ["memory:", "memory"];
 pub const USAGE: &str =
     "memory:, sqlite:PATH[?synchronous=normal] or postgres://USER@HOST:PORT/DB[?schema=NAME]";
 
+/// The leading words (upper case) of the statements a sink body may not
+/// run through a lent driver handle: they begin, end or split the
+/// kernel's transaction (HOSTS.md rule 12).
+pub const TRANSACTION_CONTROL: [&str; 9] = [
+    "ABORT",
+    "BEGIN",
+    "COMMIT",
+    "END",
+    "PREPARE TRANSACTION",
+    "RELEASE",
+    "ROLLBACK",
+    "SAVEPOINT",
+    "START",
+];
+
 /// A PostgreSQL schema name gak accepts: a plain lowercase identifier
 /// (first abcdefghijklmnopqrstuvwxyz_, then abcdefghijklmnopqrstuvwxyz0123456789_; at most 63 bytes; not `pg_*`),
 /// so it can be quoted safely and never names another schema.
@@ -74,17 +89,27 @@ pub fn valid_schema(name: &str) -> bool {
         && !name.starts_with("pg_")
 }
 
-/// Which binding a store URL names: `memory`, `sqlite` or `postgres`;
-/// none for a URL no binding takes.
-pub fn store_kind(url: &str) -> Option<&'static str> {
+/// Which binding a store URL names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    /// `memory:`.
+    Memory,
+    /// `sqlite:PATH`, or a bare path with a SQLite suffix.
+    Sqlite,
+    /// `postgres://…`.
+    Postgres,
+}
+
+/// Which binding a store URL names; none for a URL no binding takes.
+pub fn store_kind(url: &str) -> Option<StoreKind> {
     if POSTGRES_SCHEMES.iter().any(|s| url.starts_with(s)) {
-        Some("postgres")
+        Some(StoreKind::Postgres)
     } else if MEMORY_URLS.contains(&url) {
-        Some("memory")
+        Some(StoreKind::Memory)
     } else if url.starts_with(SQLITE_SCHEME)
         || SQLITE_BARE_SUFFIXES.iter().any(|s| url.ends_with(s))
     {
-        Some("sqlite")
+        Some(StoreKind::Sqlite)
     } else {
         None
     }

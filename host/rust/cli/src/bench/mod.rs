@@ -147,28 +147,8 @@ impl fmt::Display for Impl {
     }
 }
 
-/// Which database a store URL names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StoreKind {
-    /// `memory:`.
-    Memory,
-    /// `sqlite:PATH`.
-    Sqlite,
-    /// `postgres://…`.
-    Postgres,
-}
-
-impl StoreKind {
-    /// The kind of `url`, as [`gak::store::open`] reads it; `None` for
-    /// a URL no binding takes.
-    pub fn of(url: &str) -> Option<StoreKind> {
-        match gak::store::facts::store_kind(url)? {
-            "postgres" => Some(StoreKind::Postgres),
-            "memory" => Some(StoreKind::Memory),
-            _ => Some(StoreKind::Sqlite),
-        }
-    }
-}
+/// Which database a store URL names, as [`gak::store::open`] reads it.
+pub use gak::store::facts::StoreKind;
 
 /// Everything one `gak bench` run measures.
 #[derive(Clone, Debug)]
@@ -210,7 +190,7 @@ impl Options {
 
     /// The implementations measured for `op` on `store`.
     pub fn impls_for(&self, op: Op, store: &str) -> Vec<Impl> {
-        let Some(kind) = StoreKind::of(store) else {
+        let Some(kind) = gak::store::facts::store_kind(store) else {
             return Vec::new();
         };
         self.impls
@@ -241,7 +221,7 @@ impl OpenStore {
     /// # Errors
     /// A sentence naming the store.
     pub fn open(url: &str, with_sql: bool) -> Result<OpenStore, String> {
-        let kind = StoreKind::of(url)
+        let kind = gak::store::facts::store_kind(url)
             .ok_or_else(|| gak::OpenError::UnknownStore(url.to_owned()).to_string())?;
         let (backend, sql): (Arc<dyn Backend>, Option<sql::Database>) = match kind {
             StoreKind::Memory => (Arc::new(gak::store::memory::MemoryBackend::default()), None),

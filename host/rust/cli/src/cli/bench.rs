@@ -109,7 +109,7 @@ fn options(args: &BenchArgs) -> Result<Options, Failure> {
         args.stores.clone()
     };
     for url in &stores {
-        match StoreKind::of(url) {
+        match gak::store::facts::store_kind(url) {
             None => {
                 return Err(Failure::Usage(
                     gak::OpenError::UnknownStore(url.clone()).to_string(),
