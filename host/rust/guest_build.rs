@@ -12,8 +12,8 @@ pub const TARGET: &str = "wasm32-wasip2";
 
 /// `cargo build` of the component crate for [`TARGET`] with the root
 /// workspace's `component` profile and lock file, into `target_dir`, in a
-/// clean environment (an outer build's RUSTFLAGS or target settings must not
-/// leak in) and with every source path remapped, so the bytes are the same
+/// clean environment (an outer build's RUSTFLAGS, target settings or
+/// compiler wrapper must not leak in) and with every source path remapped, so the bytes are the same
 /// wherever `root` and the cargo home are.
 pub fn command(cargo: &OsStr, root: &Path, target_dir: &Path) -> Command {
     let mut build = Command::new(cargo);
@@ -39,6 +39,14 @@ pub fn command(cargo: &OsStr, root: &Path, target_dir: &Path) -> Command {
         "CARGO_TARGET_DIR",
         "CARGO_MAKEFLAGS",
         "CARGO_PRIMARY_PACKAGE",
+        // `cargo clippy` sets the workspace wrapper to clippy-driver, which
+        // compiles the component to other bytes (507,738 instead of 503,265
+        // when measured): the embedded component must not depend on which
+        // cargo command ran before.
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CLIPPY_ARGS",
+        "CLIPPY_CONF_DIR",
     ] {
         build.env_remove(var);
     }
