@@ -15,6 +15,7 @@ pub mod faulty;
 pub mod goenv;
 pub mod golden;
 pub mod hammer;
+pub mod hostfuzz;
 pub mod jsenv;
 pub mod pg;
 pub mod proxy;
