@@ -69,3 +69,40 @@ fn the_sqlite_schema_creates_every_table() {
         facts::TABLES.len()
     );
 }
+
+#[test]
+fn postgres_urls_split_as_the_shared_cases_say() {
+    use gak::store::url::parse_postgres;
+    for (url, want) in cases("postgres-url") {
+        let url = url.as_str().expect("a URL");
+        match (parse_postgres(url), want.get("error").and_then(Value::as_str)) {
+            (Ok(parts), None) => {
+                let got = serde_json::json!({
+                    "user": parts.user,
+                    "password": parts.password,
+                    "hosts": parts.hosts,
+                    "dbname": parts.dbname,
+                    "params": parts
+                        .params
+                        .iter()
+                        .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+                        .collect::<serde_json::Map<_, _>>(),
+                });
+                assert_eq!(got, want, "{url:?}");
+            }
+            (Err(e), Some(word)) => {
+                let text = e.to_string();
+                assert!(text.contains(word), "{url:?}: {text:?} does not say {word:?}");
+                let userinfo = url.split_once("://").map(|(_, r)| r).unwrap_or_default();
+                if let Some((info, _)) = userinfo.rsplit_once('@') {
+                    // (A one-letter user is in every sentence.)
+                    assert!(
+                        info.len() < 3 || !text.contains(info),
+                        "{url:?}: {text:?} shows the user information"
+                    );
+                }
+            }
+            (got, _) => panic!("{url:?}: {got:?}, expected {want}"),
+        }
+    }
+}

@@ -94,6 +94,11 @@ export function statementWords(sql) {
       if (words.length === 0) out.push(words);
       if (words.length < 3) words.push('');
       i = j + 1;
+    } else if (c === '\ufeff') {
+      // A byte-order mark where a token starts is a space to SQLite's
+      // tokenizer (`\ufeffROLLBACK` runs ROLLBACK); inside a name it is a
+      // letter like any non-ASCII character.
+      i++;
     } else if (c === ';') {
       if (!body) {
         words = [];
