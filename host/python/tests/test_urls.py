@@ -124,3 +124,11 @@ def test_a_postgres_description_names_the_server_not_the_password(pg_backend: ob
     assert "127.0.0.1" in backend.describe() and "://postgres" not in backend.describe()  # nor the user
     assert "CRET" not in repr(Kernel(backend))
     backend.connect().close()  # the host is the one after the last '@' (trust auth: any password)
+
+
+def test_the_parsed_parts_do_not_show_the_user_information() -> None:
+    from gak.stores import pg_url
+
+    parts = pg_url.parse("postgres://al1ce:S3CRET@db:5/x")
+    assert (parts.user, parts.password) == ("al1ce", "S3CRET")
+    assert "S3CRET" not in repr(parts) and "al1ce" not in repr(parts)

@@ -94,10 +94,11 @@ def _host(item: str) -> tuple[str, Optional[int]]:
 
 @dataclass(frozen=True)
 class PostgresUrl:
-    """The parts of a PostgreSQL URL (``None``: absent)."""
+    """The parts of a PostgreSQL URL (``None``: absent). Its ``repr`` shows
+    neither user nor password."""
 
-    user: Optional[str]
-    password: Optional[str]
+    user: Optional[str] = field(repr=False)
+    password: Optional[str] = field(repr=False)
     hosts: tuple[tuple[str, Optional[int]], ...]
     dbname: Optional[str]
     params: dict[str, str] = field(default_factory=dict)
