@@ -62,7 +62,7 @@ export declare class ManualClock implements Clock {
  * (a conflict: the call re-runs) even if the body catches it.
  */
 export interface Downstream {
-  /** A key of the binding's `downstream` table. */
+  /** A key of the binding's `downstream` table (a key holding U+0000 is refused with `invalid-input`, as in `put`). */
   get(key: string): string | undefined;
   /**
    * Write a key. A key or value holding U+0000 is refused with

@@ -139,8 +139,9 @@ class Downstream {
     }
   }
 
+  /** A key holding U+0000 is refused as in `put` (no host's `downstream` holds one). */
   get(key) {
-    const k = v.str('key', key);
+    const k = withoutNul('key', v.str('key', key));
     return this.#store((txn) => txn.read([['downstream', k]], NOTHING).values[0]);
   }
 
