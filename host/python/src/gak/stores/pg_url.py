@@ -152,7 +152,7 @@ def parse(url: str) -> PostgresUrl:
         rest = url[at + 1 :]
     cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
     authority, rest = rest[:cut], rest[cut:]
-    hosts = tuple(_host(item) for item in authority.split(",")) if authority else ()
+    hosts = tuple(_host(item) for item in authority.split(",") if item)
     dbname: Optional[str] = None
     if rest.startswith("/"):
         path, _, query = rest[1:].partition("?")
