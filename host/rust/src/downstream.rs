@@ -52,8 +52,11 @@ impl Downstream<'_> {
     /// Read a key of the binding's `downstream` table.
     ///
     /// # Errors
-    /// `storage` when the store fails (a conflict re-runs the whole call).
+    /// `invalid-input` for a key holding a NUL character (nothing read; the
+    /// call goes on); `storage` when the store fails (a conflict re-runs the
+    /// whole call).
     pub async fn get(&mut self, key: &str) -> Result<Option<String>, Error> {
+        storable(key, "key")?;
         let r = store::get_one(&mut *self.session, "downstream", key).await;
         self.track(r)
     }
@@ -61,8 +64,12 @@ impl Downstream<'_> {
     /// Write a key of the binding's `downstream` table.
     ///
     /// # Errors
-    /// `storage` when the store fails (a conflict re-runs the whole call).
+    /// `invalid-input` for a key or value holding a NUL character (nothing
+    /// written; the call goes on); `storage` when the store fails (a
+    /// conflict re-runs the whole call).
     pub async fn put(&mut self, key: &str, value: &str) -> Result<(), Error> {
+        storable(key, "key")?;
+        storable(value, "value")?;
         let r = self.session.put("downstream", key, value).await;
         self.track(r)
     }
@@ -98,6 +105,18 @@ impl Downstream<'_> {
     }
 }
 
+/// PostgreSQL cannot store a NUL character in text; memory and SQLite can.
+/// Refused up front on every binding, so a body behaves alike on all three
+/// (and never fails only at the commit, on one of them).
+fn storable(text: &str, what: &str) -> Result<(), Error> {
+    if text.contains('\0') {
+        return Err(Error::InvalidInput(format!(
+            "a downstream {what} cannot hold a NUL character (no binding stores it alike)"
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(feature = "sqlite")]
 impl Downstream<'_> {
     /// The SQLite connection inside the same transaction, when the binding
@@ -111,56 +130,87 @@ impl Downstream<'_> {
 }
 
 #[cfg(feature = "postgres")]
+use futures_util::future::join;
+
+#[cfg(feature = "postgres")]
 impl Downstream<'_> {
     /// The PostgreSQL client inside the same transaction (`None` when the
-    /// binding is not PostgreSQL), for the vetted calls below: transaction
-    /// control would let a body end the kernel's transaction, so the raw
-    /// client is never handed out.
+    /// binding is not PostgreSQL), for the vetted calls below, with the
+    /// transaction's id: transaction control would let a body end the
+    /// kernel's transaction, so the raw client is never handed out.
     async fn postgres(
         &mut self,
         sql: &str,
-    ) -> Option<Result<&tokio_postgres::Client, gak_rules::Error>> {
-        self.session_as::<crate::store::postgres::PostgresSession>()?;
-        if let Some(keyword) = crate::store::transaction_control(sql) {
-            return Some(Err(gak_rules::Error::InvalidInput(format!(
-                "a sink body cannot run `{keyword}`: the kernel's transaction is not the body's to end"
-            ))));
-        }
-        let flushed = self
+    ) -> Option<Result<(&tokio_postgres::Client, i64), gak_rules::Error>> {
+        let guarded = self
             .session_as::<crate::store::postgres::PostgresSession>()?
-            .flush()
-            .await;
-        if let Err(fault) = flushed {
-            return Some(self.track(Err(fault)));
+            .guards_statements();
+        // Lexed as the server lexes it: no spelling hides transaction
+        // control, and one statement per call (HOSTS.md rule 12).
+        if guarded && let Err(refusal) = crate::store::postgres::lex::check(sql) {
+            return Some(Err(gak_rules::Error::InvalidInput(refusal.to_string())));
         }
+        let lent = self
+            .session_as::<crate::store::postgres::PostgresSession>()?
+            .lend()
+            .await;
+        let began = match lent {
+            Ok(began) => began,
+            Err(fault) => return Some(self.track(Err(fault))),
+        };
         let session = self.session_as::<crate::store::postgres::PostgresSession>()?;
-        session.lend();
         Some(
             session
                 .client()
+                .map(|c| (c, began))
                 .ok_or_else(|| gak_rules::Error::storage("no open transaction")),
         )
+    }
+
+    /// After a body's statement, the transaction's id read in the same round
+    /// trip: another id means the statement ended the kernel's transaction
+    /// (a spelling the lexer missed), and nothing more — of the body's or
+    /// the kernel's — is sent on it.
+    fn still_ours(
+        &mut self,
+        began: i64,
+        now: Result<tokio_postgres::Row, tokio_postgres::Error>,
+    ) -> Result<(), StoreFault> {
+        let now: i64 = now.map_err(crate::store::postgres::fault)?.get(0);
+        if now == began {
+            return Ok(());
+        }
+        if let Some(session) = self.session_as::<crate::store::postgres::PostgresSession>() {
+            session.lost();
+        }
+        Err(StoreFault::Failure(format!(
+            "a statement of the sink body ended the kernel's transaction (it began as {began}, it is now {now}): nothing more is sent on it and nothing of the call is committed by the kernel"
+        )))
     }
 
     /// Run a statement inside the same transaction, when the binding is
     /// PostgreSQL (`None` otherwise). A deadlock or serialization failure
     /// re-runs the whole call; any other failure ends it with `storage`,
     /// even if the body catches it (PostgreSQL has aborted the transaction).
-    /// Transaction control (`COMMIT`, `ROLLBACK`, `SAVEPOINT`, …) is refused
-    /// with `invalid-input`. Parameters only: never splice data into `sql`.
+    /// Transaction control (`COMMIT`, `ROLLBACK`, `SAVEPOINT`, … however
+    /// spelt) and a text of more than one statement are refused with
+    /// `invalid-input` before anything is sent (the body sees it; it does
+    /// not end the call). Parameters only: never splice data into `sql`.
     pub async fn postgres_execute(
         &mut self,
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Option<Result<u64, gak_rules::Error>> {
-        let client = match self.postgres(sql).await? {
-            Ok(client) => client,
+        let (client, began) = match self.postgres(sql).await? {
+            Ok(lent) => lent,
             Err(e) => return Some(Err(e)),
         };
-        let r = client
-            .execute(sql, params)
-            .await
-            .map_err(crate::store::postgres::fault);
+        let xact = crate::store::postgres::XACT;
+        let (r, now) = join(client.execute(sql, params), client.query_one(xact, &[])).await;
+        // The statement's own failure first (the id's read then failed too).
+        let r = r
+            .map_err(crate::store::postgres::fault)
+            .and_then(|n| self.still_ours(began, now).map(|()| n));
         Some(self.track(r))
     }
 
@@ -171,14 +221,15 @@ impl Downstream<'_> {
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Option<Result<Vec<Vec<Option<String>>>, gak_rules::Error>> {
-        let client = match self.postgres(sql).await? {
-            Ok(client) => client,
+        let (client, began) = match self.postgres(sql).await? {
+            Ok(lent) => lent,
             Err(e) => return Some(Err(e)),
         };
-        let r = client
-            .query(sql, params)
-            .await
+        let xact = crate::store::postgres::XACT;
+        let (r, now) = join(client.query(sql, params), client.query_one(xact, &[])).await;
+        let r = r
             .map_err(crate::store::postgres::fault)
+            .and_then(|rows| self.still_ours(began, now).map(|()| rows))
             .and_then(|rows| {
                 rows.iter()
                     .map(|row| {

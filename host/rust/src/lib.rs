@@ -105,10 +105,10 @@ impl std::fmt::Display for OpenError {
                 write!(
                     f,
                     "unknown store \"{}\": expected memory:, sqlite:PATH or postgres://USER@HOST:PORT/DB",
-                    without_password(url)
+                    store::hide_password(url)
                 )
             }
-            OpenError::BadOption(o) => write!(f, "bad store option: {}", without_password(o)),
+            OpenError::BadOption(o) => write!(f, "bad store option: {}", store::hide_password(o)),
             OpenError::Store(gak_rules::StoreFault::Failure(m)) => {
                 write!(f, "cannot open the store: {m}")
             }
@@ -125,11 +125,11 @@ impl std::fmt::Debug for OpenError {
         match self {
             OpenError::UnknownStore(url) => f
                 .debug_tuple("UnknownStore")
-                .field(&without_password(url))
+                .field(&store::hide_password(url))
                 .finish(),
             OpenError::BadOption(o) => f
                 .debug_tuple("BadOption")
-                .field(&without_password(o))
+                .field(&store::hide_password(o))
                 .finish(),
             OpenError::Store(fault) => f.debug_tuple("Store").field(fault).finish(),
             OpenError::Component(m) => f.debug_tuple("Component").field(m).finish(),
@@ -144,43 +144,6 @@ impl std::error::Error for OpenError {
             _ => None,
         }
     }
-}
-
-/// `text` with the password of any `scheme://user:password@` URL in it, and
-/// any `password=` option, replaced by `***`: messages name a store, never
-/// its credentials. A password may hold any character (`/ ? # @`, spaces),
-/// so the userinfo runs to the last `@` of the line, not to the first
-/// delimiter: better one word too many hidden than a password shown.
-pub(crate) fn without_password(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("://") {
-        let (head, tail) = rest.split_at(at + 3);
-        out.push_str(head);
-        let line_end = tail.find('\n').unwrap_or(tail.len());
-        let hidden = tail[..line_end].rfind('@').and_then(|userinfo_end| {
-            let (user, _) = tail[..userinfo_end].split_once(':')?;
-            Some((user, userinfo_end))
-        });
-        match hidden {
-            Some((user, userinfo_end)) => {
-                out.push_str(user);
-                out.push_str(":***");
-                rest = &tail[userinfo_end..];
-            }
-            None => rest = tail,
-        }
-    }
-    out.push_str(rest);
-    let mut redacted = String::with_capacity(out.len());
-    let mut parts = out.split("password=");
-    redacted.push_str(parts.next().unwrap_or_default());
-    for part in parts {
-        redacted.push_str("password=***");
-        let end = part.find(['&', ' ']).unwrap_or(part.len());
-        redacted.push_str(&part[end..]);
-    }
-    redacted
 }
 
 impl From<OpenError> for Error {
@@ -207,8 +170,10 @@ mod tests {
             assert!(!shown.contains(secret), "{shown}");
             assert!(shown.contains("***"), "{shown}");
         }
+        // The whole user information goes: a user name is half a credential,
+        // and where a password holding `:` or `@` begins is never guessed.
         let shown = OpenError::UnknownStore("postgress://alice@db/x".into()).to_string();
-        assert!(shown.contains("postgress://alice@db/x"), "{shown}");
+        assert!(shown.contains("postgress://***@db/x"), "{shown}");
         let shown = OpenError::UnknownStore("nosuch://db/x".into()).to_string();
         assert!(shown.contains("nosuch://db/x"), "{shown}");
         let fault = OpenError::Store(gak_rules::StoreFault::Failure("disk full".into()));

@@ -32,80 +32,14 @@ pub mod memory;
 pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod url;
 
 /// The tables a binding must provide (generated from the WIT and
 /// `host/sql/store.json`): the kernel's, plus `downstream`, a key-value
 /// space sink bodies may write in the sink's transaction.
 pub use facts::{TABLES, prefix_end};
 
-/// `text` with the password of every store URL in it (and every
-/// `password=` option) replaced by `***`: how a store may be named in a
-/// message or a log. A password may hold any character, so the userinfo
-/// runs to the last `@` of the line.
-pub fn hide_password(text: &str) -> String {
-    crate::without_password(text)
-}
-
-/// The transaction-control keyword `sql` starts with (after whitespace and
-/// comments), if any: what a sink body may not run on the kernel's
-/// transaction (HOSTS.md rule 12). `PREPARE` counts only as `PREPARE
-/// TRANSACTION`.
-pub fn transaction_control(sql: &str) -> Option<&'static str> {
-    const CONTROL: [&str; 9] = [
-        "BEGIN",
-        "START",
-        "COMMIT",
-        "END",
-        "ROLLBACK",
-        "ABORT",
-        "SAVEPOINT",
-        "RELEASE",
-        "PREPARE",
-    ];
-    let mut words = skip_comments(sql).split(|c: char| !c.is_ascii_alphabetic());
-    let first = words.next()?;
-    let keyword = CONTROL.iter().find(|k| k.eq_ignore_ascii_case(first))?;
-    if *keyword == "PREPARE" {
-        let second = skip_comments(&skip_comments(sql)[first.len()..]);
-        let second = second.split(|c: char| !c.is_ascii_alphabetic()).next()?;
-        return second
-            .eq_ignore_ascii_case("TRANSACTION")
-            .then_some("PREPARE TRANSACTION");
-    }
-    Some(keyword)
-}
-
-/// `sql` from its first token: leading whitespace, `--` line comments and
-/// (nested) `/* */` block comments skipped.
-fn skip_comments(mut sql: &str) -> &str {
-    loop {
-        sql = sql.trim_start();
-        if let Some(rest) = sql.strip_prefix("--") {
-            sql = rest.split_once('\n').map_or("", |(_, after)| after);
-        } else if sql.starts_with("/*") {
-            let mut depth = 0usize;
-            let mut i = 0;
-            let bytes = sql.as_bytes();
-            while i < bytes.len() {
-                if bytes[i..].starts_with(b"/*") {
-                    depth += 1;
-                    i += 2;
-                } else if bytes[i..].starts_with(b"*/") {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    i += 1;
-                }
-            }
-            sql = sql.get(i..).unwrap_or("");
-        } else {
-            return sql;
-        }
-    }
-}
+pub use url::hide_password;
 
 /// One entry of a write set: `Some(value)` inserts or overwrites the key,
 /// `None` removes it if present.
@@ -311,7 +245,7 @@ pub async fn get_one(
 /// path ending in `.db`), `postgres://user@host:port/db?schema=NAME&clock=db`.
 pub async fn open(url: &str) -> Result<Arc<dyn Backend>, crate::OpenError> {
     match facts::store_kind(url) {
-        Some("postgres") => {
+        Some(facts::StoreKind::Postgres) => {
             #[cfg(feature = "postgres")]
             return Ok(Arc::new(postgres::PostgresBackend::open(url).await?));
             #[cfg(not(feature = "postgres"))]
@@ -319,8 +253,8 @@ pub async fn open(url: &str) -> Result<Arc<dyn Backend>, crate::OpenError> {
                 "this build of gak has no PostgreSQL binding (cargo feature `postgres`)".into(),
             ));
         }
-        Some("memory") => Ok(Arc::new(memory::MemoryBackend::default())),
-        Some("sqlite") => {
+        Some(facts::StoreKind::Memory) => Ok(Arc::new(memory::MemoryBackend::default())),
+        Some(facts::StoreKind::Sqlite) => {
             let path = url.strip_prefix(facts::SQLITE_SCHEME).unwrap_or(url);
             #[cfg(feature = "sqlite")]
             return Ok(Arc::new(sqlite::SqliteBackend::open(path)?));
@@ -329,34 +263,13 @@ pub async fn open(url: &str) -> Result<Arc<dyn Backend>, crate::OpenError> {
                 "this build of gak has no SQLite binding (cargo feature `sqlite`) for {path}"
             )));
         }
-        _ => Err(crate::OpenError::UnknownStore(url.to_owned())),
+        None => Err(crate::OpenError::UnknownStore(url.to_owned())),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::prefix_end;
-
-    #[test]
-    fn transaction_control_is_found_behind_whitespace_and_comments() {
-        use super::transaction_control as tc;
-        assert_eq!(tc("COMMIT"), Some("COMMIT"));
-        assert_eq!(tc("  commit;"), Some("COMMIT"));
-        assert_eq!(tc("-- note\n rollback"), Some("ROLLBACK"));
-        assert_eq!(tc("/* a /* nested */ comment */ END"), Some("END"));
-        assert_eq!(tc("savepoint s1"), Some("SAVEPOINT"));
-        assert_eq!(tc("PREPARE TRANSACTION 'x'"), Some("PREPARE TRANSACTION"));
-        assert_eq!(
-            tc("prepare /* c */ transaction 'x'"),
-            Some("PREPARE TRANSACTION")
-        );
-        assert_eq!(tc("PREPARE q AS SELECT 1"), None);
-        assert_eq!(tc("INSERT INTO t VALUES ($1)"), None);
-        assert_eq!(tc("SELECT 'COMMIT'"), None);
-        assert_eq!(tc("committed_rows"), None);
-        assert_eq!(tc("/* unterminated"), None);
-        assert_eq!(tc(""), None);
-    }
 
     #[test]
     fn prefix_end_bounds_exactly_the_prefixed_strings() {

@@ -41,10 +41,17 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use super::{Backend, Session, StoreFuture, facts};
 use crate::OpenError;
 
+pub(crate) mod lex;
 mod session;
 mod tls;
 
+pub use lex::Refusal;
+
 pub use session::PostgresSession;
+pub(crate) use session::XACT;
+
+/// The port of a host the URL gives none for.
+const DEFAULT_PORT: u16 = 5432;
 
 /// How long connecting may take before the binding gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -70,6 +77,10 @@ pub struct PostgresBackend {
     /// Highest database time handed out, so expiry never moves backwards.
     last_now: Arc<AtomicU64>,
     target: String,
+    /// Sink bodies' statements are lexed and refused when they would end
+    /// the transaction (always, but in the host's own test of the check
+    /// behind it).
+    guard_statements: bool,
 }
 
 impl std::fmt::Debug for PostgresBackend {
@@ -95,11 +106,28 @@ pub(crate) fn fault(e: tokio_postgres::Error) -> StoreFault {
         {
             StoreFault::Conflict(e.to_string())
         }
-        _ => StoreFault::Failure(match e.as_db_error() {
-            Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
-            None => e.to_string(),
-        }),
+        _ => StoreFault::Failure(said(&e)),
     }
+}
+
+/// What the server (or the connection) said: the server's own message and
+/// code for a database error — not tokio-postgres's bare "db error" — and
+/// the chain of causes otherwise. (No server message holds a password.)
+pub(crate) fn said(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!("{}: {} ({})", db.severity(), db.message(), db.code().code());
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 impl PostgresBackend {
@@ -111,35 +139,56 @@ impl PostgresBackend {
         Ok(backend)
     }
 
-    /// Parse the URL without touching the server. Besides libpq's
-    /// parameters: `schema=NAME`, `clock=db|host`, `statement_timeout_ms=N`;
-    /// `sslmode` and `sslrootcert` as in libpq (see the `tls` module).
+    /// Parse the URL without touching the server (the grammar every host
+    /// shares: [`crate::store::url`]). Besides libpq's parameters:
+    /// `schema=NAME`, `clock=db|host`, `statement_timeout_ms=N`; `sslmode`
+    /// and `sslrootcert` as in libpq (see the `tls` module). No message
+    /// holds a byte of the URL's user information.
     pub fn parse(url: &str) -> Result<Self, OpenError> {
-        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        let parts = crate::store::url::parse_postgres(url)
+            .map_err(|e| OpenError::BadOption(format!("postgres URL: {e}")))?;
+        let mut config = Config::new();
+        if let Some(user) = &parts.user {
+            config.user(user);
+        }
+        if let Some(password) = &parts.password {
+            config.password(password);
+        }
+        for (host, port) in &parts.hosts {
+            config.host(host);
+            config.port(port.unwrap_or(DEFAULT_PORT));
+        }
+        if let Some(db) = &parts.dbname {
+            config.dbname(db);
+        }
         let mut schema = facts::POSTGRES_DEFAULT_SCHEMA.to_owned();
         let mut clock = ClockSource::Host;
         let mut statement_timeout = None;
         let (mut sslmode, mut rootcert) = (None, None);
-        let mut passthrough = Vec::new();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            match pair.split_once('=') {
-                Some(("sslmode", mode)) => sslmode = Some(mode),
-                Some(("sslrootcert", path)) => rootcert = Some(path),
-                Some(("schema", name)) => schema = name.to_owned(),
-                Some(("clock", "db" | "database")) => clock = ClockSource::Database,
-                Some(("clock", "host")) => clock = ClockSource::Host,
-                Some(("clock", other)) => {
-                    return Err(OpenError::BadOption(format!(
-                        "clock={other} (expected db or host)"
-                    )));
+        for (name, value) in &parts.params {
+            let value = value.as_str();
+            match name.as_str() {
+                "sslmode" => sslmode = Some(value),
+                "sslrootcert" => rootcert = Some(value),
+                "schema" => schema = value.to_owned(),
+                "clock" => {
+                    clock = match value {
+                        "db" | "database" => ClockSource::Database,
+                        "host" => ClockSource::Host,
+                        other => {
+                            return Err(OpenError::BadOption(format!(
+                                "clock={other} (expected db or host)"
+                            )));
+                        }
+                    }
                 }
-                Some(("statement_timeout_ms", ms)) => {
-                    let ms: u64 = ms.parse().map_err(|_| {
-                        OpenError::BadOption(format!("statement_timeout_ms={ms} (expected ms)"))
+                "statement_timeout_ms" => {
+                    let ms: u64 = value.parse().map_err(|_| {
+                        OpenError::BadOption(format!("statement_timeout_ms={value} (expected ms)"))
                     })?;
                     statement_timeout = Some(Duration::from_millis(ms));
                 }
-                _ => passthrough.push(pair),
+                other => libpq_param(&mut config, other, value)?,
             }
         }
         if !valid_schema(&schema) {
@@ -147,14 +196,6 @@ impl PostgresBackend {
                 "schema {schema:?}: expected a lowercase identifier ([a-z_][a-z0-9_]*, at most 63 bytes, not pg_*)"
             )));
         }
-        let dsn = if passthrough.is_empty() {
-            base.to_owned()
-        } else {
-            format!("{base}?{}", passthrough.join("&"))
-        };
-        let mut config: Config = dsn
-            .parse()
-            .map_err(|e| OpenError::BadOption(format!("postgres URL: {e}")))?;
         let tls = tls::Mode::parse(sslmode, rootcert)?;
         config.ssl_mode(tls.ssl_mode());
         let mut backend = PostgresBackend::with_tls(config, &schema, &tls)?;
@@ -189,13 +230,41 @@ impl PostgresBackend {
             clock: ClockSource::Host,
             last_now: Arc::new(AtomicU64::new(0)),
             target,
+            guard_statements: true,
         })
+    }
+
+    /// Turn off the guard that lexes sink bodies' statements, leaving only
+    /// the check behind it (the transaction id after the body): for the
+    /// host's own test that the check alone keeps a body's `COMMIT` or
+    /// `ROLLBACK` from being reported as a committed call. Never for use
+    /// otherwise.
+    #[doc(hidden)]
+    pub fn without_statement_guard_for_tests(mut self) -> Self {
+        self.guard_statements = false;
+        self
+    }
+
+    pub(crate) fn guards_statements(&self) -> bool {
+        self.guard_statements
     }
 
     /// Bound every statement server-side (`statement_timeout`): a call stuck
     /// behind a lock fails with `storage` instead of hanging.
     pub fn set_statement_timeout(&mut self, timeout: Duration) {
-        let option = format!("-c statement_timeout={}", timeout.as_millis());
+        self.add_option("statement_timeout", timeout);
+    }
+
+    /// Bound every wait for a lock server-side (`lock_timeout`; the kernel's
+    /// connection wait): a call that waits for a transaction that waits for
+    /// it — a sink body waiting for a call of its own on the same kernel,
+    /// from another thread — fails with `storage` instead of hanging.
+    pub fn set_lock_timeout(&mut self, timeout: Duration) {
+        self.add_option("lock_timeout", timeout);
+    }
+
+    fn add_option(&mut self, name: &str, timeout: Duration) {
+        let option = format!("-c {name}={}", timeout.as_millis().max(1));
         let options = match self.config.get_options() {
             Some(existing) if !existing.is_empty() => format!("{existing} {option}"),
             _ => option,
@@ -236,8 +305,9 @@ impl PostgresBackend {
     pub async fn connect(&self) -> Result<Client, StoreFault> {
         let failed = |e: tokio_postgres::Error| {
             StoreFault::Failure(format!(
-                "cannot connect to PostgreSQL at {}: {e:#}",
-                self.target
+                "cannot connect to PostgreSQL at {}: {}",
+                self.target,
+                said(&e)
             ))
         };
         match &self.tls {
@@ -283,6 +353,84 @@ impl PostgresBackend {
         self.admin(&format!("DROP SCHEMA IF EXISTS \"{s}\" CASCADE"))
             .await
     }
+}
+
+/// A libpq parameter of the URL's query, onto `config`. The value is never
+/// the user information (that ended at the last `@`), but a `password=`
+/// parameter's is a password too, and never shown.
+fn libpq_param(config: &mut Config, name: &str, value: &str) -> Result<(), OpenError> {
+    let bad = |expected: &str| {
+        let shown = if name == "password" { "***" } else { value };
+        OpenError::BadOption(format!("{name}={shown} (expected {expected})"))
+    };
+    let seconds = |v: &str| v.parse::<u64>().map(Duration::from_secs);
+    match name {
+        "host" => {
+            for h in value.split(',') {
+                config.host(h);
+            }
+        }
+        "hostaddr" => {
+            for h in value.split(',') {
+                config.hostaddr(h.parse().map_err(|_| bad("an IP address"))?);
+            }
+        }
+        "port" => {
+            for p in value.split(',') {
+                config.port(p.parse().map_err(|_| bad("a port"))?);
+            }
+        }
+        "user" => {
+            config.user(value);
+        }
+        "password" => {
+            config.password(value);
+        }
+        "dbname" => {
+            config.dbname(value);
+        }
+        "application_name" => {
+            config.application_name(value);
+        }
+        "options" => {
+            config.options(value);
+        }
+        "connect_timeout" => {
+            config.connect_timeout(seconds(value).map_err(|_| bad("seconds"))?);
+        }
+        "keepalives" => {
+            config.keepalives(match value {
+                "1" => true,
+                "0" => false,
+                _ => return Err(bad("0 or 1")),
+            });
+        }
+        "keepalives_idle" => {
+            config.keepalives_idle(seconds(value).map_err(|_| bad("seconds"))?);
+        }
+        "target_session_attrs" => {
+            config.target_session_attrs(match value {
+                "any" => tokio_postgres::config::TargetSessionAttrs::Any,
+                "read-write" => tokio_postgres::config::TargetSessionAttrs::ReadWrite,
+                "read-only" => tokio_postgres::config::TargetSessionAttrs::ReadOnly,
+                _ => return Err(bad("any, read-write or read-only")),
+            });
+        }
+        "channel_binding" => {
+            config.channel_binding(match value {
+                "disable" => tokio_postgres::config::ChannelBinding::Disable,
+                "prefer" => tokio_postgres::config::ChannelBinding::Prefer,
+                "require" => tokio_postgres::config::ChannelBinding::Require,
+                _ => return Err(bad("disable, prefer or require")),
+            });
+        }
+        other => {
+            return Err(OpenError::BadOption(format!(
+                "unknown PostgreSQL option {other:?} (gak takes schema, clock, statement_timeout_ms, sslmode, sslrootcert and libpq's host, hostaddr, port, user, password, dbname, application_name, options, connect_timeout, keepalives, keepalives_idle, target_session_attrs, channel_binding)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The tables and the two functions every host creates in a schema

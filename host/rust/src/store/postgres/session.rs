@@ -58,11 +58,23 @@ pub struct PostgresSession {
     /// answers `COMMIT` in an aborted transaction with `ROLLBACK`, not an
     /// error).
     lent: bool,
+    /// The transaction's id (`txid_current()`), read with the flush before
+    /// a body's first statement of its own: after the body, the same id
+    /// proves the transaction is still the one the kernel began, whatever
+    /// the body ran (HOSTS.md rule 12).
+    xact: Option<i64>,
+    /// A body's statement ended the transaction (another id after it).
+    lost: bool,
 }
+
+/// The transaction's id; reading it assigns one (the call writes anyway).
+pub(crate) const XACT: &str = "SELECT txid_current()";
 
 /// What a batch ends with, after `BEGIN` and the deferred writes.
 enum Then<'a> {
     Nothing,
+    /// Read the transaction's id after the deferred writes.
+    Identify,
     Commit,
     Read {
         keys: &'a [(&'static str, &'a str)],
@@ -90,14 +102,69 @@ impl PostgresSession {
             wrote: false,
             sent_writes: false,
             lent: false,
+            xact: None,
+            lost: false,
         }
     }
 
-    /// A body is about to run its own statement on the client.
-    pub(crate) fn lend(&mut self) {
+    /// Whether bodies' statements are lexed before they are sent.
+    pub(crate) fn guards_statements(&self) -> bool {
+        self.backend.guards_statements()
+    }
+
+    /// A body is about to run its own statement on the client: send what is
+    /// pending (`BEGIN`, the deferred writes) so the statement runs inside
+    /// the transaction and sees its writes, and, the first time, read the
+    /// transaction's id in the same round trip.
+    pub(crate) async fn lend(&mut self) -> Result<i64, StoreFault> {
+        if self.lost {
+            return Err(StoreFault::Failure(
+                "the kernel's transaction was ended by an earlier statement of the body".into(),
+            ));
+        }
+        if self.xact.is_none() {
+            self.batch(Then::Identify).await?;
+        } else {
+            self.flush().await?;
+        }
         self.lent = true;
         self.wrote = true;
         self.sent_writes = true;
+        self.xact
+            .ok_or_else(|| StoreFault::Failure("the transaction's id was not read".into()))
+    }
+
+    /// A body's statement ended the transaction: nothing more goes out on
+    /// it, and the body's end reports it.
+    pub(crate) fn lost(&mut self) {
+        self.lost = true;
+    }
+
+    /// After a body that ran statements of its own: the transaction must
+    /// still be the kernel's, open and healthy. A body's `COMMIT` or
+    /// `ROLLBACK` — a spelling the guard missed — shows as another id (the
+    /// statement then runs in a transaction of its own) or as an error; an
+    /// aborted transaction answers 25P02. Either way the kernel sends
+    /// nothing more of its own and the call ends with `storage`.
+    async fn check_identity(&mut self) -> Result<(), StoreFault> {
+        let Some(began) = self.xact else {
+            return Ok(());
+        };
+        if self.lost {
+            return Err(StoreFault::Failure(
+                "a statement of the sink body ended the kernel's transaction".into(),
+            ));
+        }
+        let client = self.open_client()?;
+        let r = client.query_one(XACT, &[]).await;
+        let now: i64 = self.check(r)?.get(0);
+        if now == began {
+            Ok(())
+        } else {
+            Err(StoreFault::Failure(format!(
+                "the sink body ended the kernel's transaction (it began as {began}, it is now {now}): nothing of the call is committed by the kernel"
+            )))
+        }
     }
 
     /// End a transaction that wrote nothing: its end matters only for
@@ -227,6 +294,7 @@ impl PostgresSession {
         let begin_pending = std::mem::replace(&mut self.begin_pending, false);
         let lent = self.lent;
         let commit = matches!(then, Then::Commit);
+        let identify = matches!(then, Then::Identify);
         let client = self.open_client()?;
 
         // Joined futures go on the wire in the order they are first polled:
@@ -249,6 +317,13 @@ impl PostgresSession {
                 None => Vec::new(),
             };
             Ok::<_, tokio_postgres::Error>(values)
+        };
+        let xact = async {
+            Ok::<_, tokio_postgres::Error>(if identify {
+                Some(client.query_one(XACT, &[]).await?.get::<_, i64>(0))
+            } else {
+                None
+            })
         };
         let pages = try_join_all(ranged.iter().map(|r| async move {
             let rows = client
@@ -278,13 +353,16 @@ impl PostgresSession {
             }
             Ok::<_, tokio_postgres::Error>(())
         };
-        let r = try_join5(begin, apply, read, pages, end)
+        let r = try_join5(begin, apply, try_join(read, xact), pages, end)
             .await
-            .map(|(_, _, values, pages, _)| (values, pages));
+            .map(|(_, _, (values, xact), pages, _)| (values, xact, pages));
         if write.is_some() {
             self.sent_writes = true;
         }
-        let (values, pages) = self.check(r)?;
+        let (values, xact, pages) = self.check(r)?;
+        if xact.is_some() {
+            self.xact = xact;
+        }
         if values.len() != keys.len() {
             return Err(StoreFault::Failure(format!(
                 "gak_read_v1 answered {} values for {} keys",
@@ -346,6 +424,8 @@ impl PostgresSession {
         self.wrote = false;
         self.sent_writes = false;
         self.lent = false;
+        self.xact = None;
+        self.lost = false;
     }
 }
 
@@ -464,6 +544,10 @@ impl Session for PostgresSession {
                 self.statements.clear();
             }
         })
+    }
+
+    fn body_ended(&mut self) -> StoreFuture<'_, ()> {
+        Box::pin(self.check_identity())
     }
 
     fn now(&mut self) -> Option<StoreFuture<'_, u64>> {

@@ -160,6 +160,18 @@ fn with_busy_retry<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::R
     }
 }
 
+/// Whether a body's statement error came from the database running it
+/// (see [`LentSqlite`]).
+fn ends_the_call(e: &rusqlite::Error) -> bool {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::AuthorizationForStatementDenied) => false,
+        Some(_) => true,
+        // The driver's own refusals (`MultipleStatement`, parameter counts,
+        // conversions): nothing ran.
+        None => false,
+    }
+}
+
 impl Backend for SqliteBackend {
     fn session(&self) -> StoreFuture<'_, Box<dyn Session>> {
         let session: Box<dyn Session> = Box::new(SqliteSession::new(self.writer.clone()));
@@ -204,30 +216,43 @@ impl<'a> LentSqlite<'a> {
 }
 
 impl LentSqlite<'_> {
-    /// Record a database error (not the authorizer's refusal of transaction
-    /// control, which the body sees and which changes nothing).
+    /// Record an error the database raised running a statement: it ends the
+    /// call with `storage`, as on PostgreSQL (where a failed statement
+    /// aborts the transaction), however the body handles it. Not recorded,
+    /// because nothing reached the database or changed: the authorizer's
+    /// refusal of transaction control, a text of several statements, the
+    /// driver's own checks (parameters, conversions, no row).
     fn track<T>(&mut self, r: rusqlite::Result<T>) -> rusqlite::Result<T> {
-        if let Err(e) = &r {
-            let refused = e.sqlite_error_code() == Some(ErrorCode::AuthorizationForStatementDenied);
-            if e.sqlite_error_code().is_some() && !refused {
-                self.failure.get_or_insert_with(|| {
-                    format!("a statement of the sink body failed in SQLite: {e}")
-                });
-            }
+        if let Err(e) = &r
+            && ends_the_call(e)
+        {
+            self.failure.get_or_insert_with(|| {
+                format!("a statement of the sink body failed in SQLite: {e}")
+            });
         }
         r
     }
 
-    /// Run one statement; the number of rows it changed.
+    /// Run one statement (a text of several is refused before any runs);
+    /// the number of rows it changed. Rows it returns are read and dropped,
+    /// as PostgreSQL's `execute` does.
     ///
     /// # Errors
-    /// SQLite's error (which also ends the call with `storage`).
+    /// SQLite's error (which also ends the call with `storage`), or the
+    /// refusals above (which do not).
     pub fn execute<P: rusqlite::Params>(
         &mut self,
         sql: &str,
         params: P,
     ) -> rusqlite::Result<usize> {
-        let r = self.conn.execute(sql, params);
+        let conn = self.conn;
+        let r = (|| {
+            let mut stmt = conn.prepare(sql)?;
+            let writes = !stmt.readonly();
+            let mut rows = stmt.query(params)?;
+            while rows.next()?.is_some() {}
+            Ok(if writes { conn.changes() as usize } else { 0 })
+        })();
         self.track(r)
     }
 
