@@ -78,8 +78,10 @@ impl std::fmt::Debug for Builder {
 /// Connections (and component instances) a kernel keeps at most, unless
 /// told otherwise.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
-/// How long a call waits for a free connection, unless told otherwise.
-pub const DEFAULT_CONNECTION_WAIT: Duration = Duration::from_secs(30);
+/// How long a call waits for a free connection — and for a lock another
+/// transaction holds — unless told otherwise (HOSTS.md rule 15; the same
+/// in every host).
+pub const DEFAULT_CONNECTION_WAIT: Duration = Duration::from_secs(5);
 
 impl Builder {
     /// The store: `memory:`, `sqlite:PATH[?synchronous=normal]`,
@@ -118,8 +120,9 @@ impl Builder {
         self
     }
 
-    /// How long a call waits for a free connection before failing with
-    /// `storage` (default 30 s).
+    /// How long a call waits for a free connection, and for a lock another
+    /// transaction holds (the memory binding's; PostgreSQL's `lock_timeout`),
+    /// before failing with `storage` (default 5 s).
     pub fn connection_wait(mut self, wait: Duration) -> Self {
         self.connection_wait = Some(wait);
         self
@@ -174,7 +177,9 @@ impl Builder {
         use store::postgres::PostgresBackend;
         let pg = match (self.postgres.take(), self.url.as_deref()) {
             (Some((config, schema)), _) => Some(PostgresBackend::from_config(config, &schema)?),
-            (None, Some(url)) if store::facts::store_kind(url) == Some("postgres") => {
+            (None, Some(url))
+                if store::facts::store_kind(url) == Some(store::facts::StoreKind::Postgres) =>
+            {
                 Some(PostgresBackend::parse(url)?)
             }
             (None, Some(url)) => return store::open(url).await,
@@ -184,6 +189,7 @@ impl Builder {
         if let Some(timeout) = self.statement_timeout {
             pg.set_statement_timeout(timeout);
         }
+        pg.set_lock_timeout(self.connection_wait.unwrap_or(DEFAULT_CONNECTION_WAIT));
         pg.ensure_schema().await.map_err(OpenError::Store)?;
         Ok(Arc::new(pg))
     }

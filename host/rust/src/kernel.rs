@@ -326,7 +326,7 @@ impl Kernel {
     where
         C: AsyncFnMut(&mut Instance) -> wasmtime::Result<Result<T, Error>>,
     {
-        crate::protocol::attempts(inst, &self.inner.retry, ending, call).await
+        crate::protocol::attempts(inst, &self.inner.retry, self.inner.pool.wait, ending, call).await
     }
 
     /// Call a pure export (one that MUST NOT touch the store, such as

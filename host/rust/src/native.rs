@@ -65,6 +65,7 @@ impl Caller {
         run(crate::protocol::attempts(
             self,
             &retry,
+            crate::DEFAULT_CONNECTION_WAIT,
             Ending::Commit,
             call,
         ))

@@ -91,9 +91,16 @@ pub(crate) trait Attempter {
 ///
 /// `call` MUST be re-runnable: each attempt starts from a rolled-back store.
 /// It answers `Err(trap)` when the component trapped.
+///
+/// Beginning a transaction waits at most `lock_wait` (the kernel's
+/// connection wait): a binding whose `begin` waits for another transaction
+/// (the memory binding's lock) then fails the call with `storage` instead
+/// of waiting for ever — as it would for a sink body that waits for a call
+/// of its own on the same kernel, made from another thread.
 pub(crate) async fn attempts<A, T, C, Trap>(
     who: &mut A,
     retry: &Retry,
+    lock_wait: Duration,
     ending: Ending,
     mut call: C,
 ) -> (Result<T, Error>, bool)
@@ -108,7 +115,15 @@ where
         tracing::Span::current().record("attempts", attempt);
         let may_retry = attempt < retry.attempts;
         who.clear_marks();
-        match who.session().begin().await {
+        let begun = tokio::time::timeout(lock_wait, who.session().begin())
+            .await
+            .unwrap_or_else(|_| {
+                Err(StoreFault::Failure(format!(
+                    "no transaction could begin within {} ms: another transaction of this store held it (a sink body waiting for a call of its own on the same kernel?)",
+                    lock_wait.as_millis()
+                )))
+            });
+        match begun {
             Ok(()) => {}
             Err(StoreFault::Conflict(why)) if may_retry => {
                 tracing::warn!(attempt, %why, "store busy at begin; re-running the call");
