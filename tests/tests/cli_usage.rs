@@ -175,7 +175,7 @@ fn refusals_exit_1_with_their_code_and_storage_failures_exit_3_without_secrets()
     ]);
     typo.expect_code(2);
     assert!(
-        !typo.all().contains(secret) && typo.stderr.contains("ops:***@db"),
+        !typo.all().contains(secret) && typo.stderr.contains("postgress://***@db"),
         "{}",
         typo.stderr
     );

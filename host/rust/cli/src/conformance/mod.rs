@@ -14,6 +14,7 @@ use gak::{Kernel, OpenError};
 
 mod calls;
 mod exports;
+pub mod fuzz;
 pub mod protocol;
 mod vector;
 

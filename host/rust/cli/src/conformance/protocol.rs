@@ -215,7 +215,7 @@ async fn run_on(case: &Case, store: &Store) -> Result<(), String> {
 }
 
 /// Removes a case's SQLite file or PostgreSQL schema when dropped.
-enum Cleanup {
+pub(crate) enum Cleanup {
     Nothing,
     File(std::path::PathBuf),
     #[cfg(feature = "postgres")]
@@ -239,6 +239,23 @@ impl Drop for Cleanup {
             }
         }
     }
+}
+
+/// A fresh store of `store`'s kind (the scripted one with no faults), and
+/// what removes it.
+pub(crate) async fn open_store(store: &Store) -> Result<(Arc<dyn Backend>, Cleanup), String> {
+    open(store, &Script::default()).await
+}
+
+/// A kernel on a scripted store whose faults (as a step's `faults`) stay
+/// armed for every call, on the manual clock at 0.
+pub(crate) async fn open_scripted(faults: &Value) -> Result<(Kernel, Cleanup), String> {
+    let script = Script::default();
+    script.arm(parse_faults(faults)?);
+    let (backend, cleanup) = open(&Store::Scripted, &script).await?;
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::at(0));
+    let kernel = Kernel::with_backend(backend, clock).map_err(|e| e.to_string())?;
+    Ok((kernel, cleanup))
 }
 
 async fn open(store: &Store, script: &Script) -> Result<(Arc<dyn Backend>, Cleanup), String> {
