@@ -24,9 +24,12 @@ lint:
 conformance STORE="memory:" *PATHS:
     cargo run -p gak-cli -- conformance --store {{STORE}} {{PATHS}}
 
-# the property and fuzz suites, much longer than in `test`
-soak CASES="5000":
+# the property and fuzz suites, much longer than in `test`; the host fuzzers
+# (tests/host-protocol/fuzz) with CASES SQL texts under a fresh seed (or SEED), in every host
+soak CASES="5000" SEED="":
     PROPTEST_CASES={{CASES}} cargo test --release -p gak-tests --test model --test bad_input -- --nocapture
+    seed="{{SEED}}"; cargo run -q -p gak-tests --bin gak-hostfuzz -- --seed "${seed:-$(date +%s)}" --sql {{CASES}} --passwords 200 --retries 200 --out target/soak-fuzz
+    GAK_HOST_FUZZ_DIR={{justfile_directory()}}/target/soak-fuzz cargo test -p gak-tests --test host_fuzz --test python --test js --test go -- --nocapture
 
 # the kernel beside native, SQL and ceiling baselines: `just bench --store sqlite:/tmp/b.db` (see README, "Benchmark")
 bench *ARGS:

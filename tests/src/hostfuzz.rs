@@ -410,7 +410,15 @@ fn plain_case(s: &mut Stream) -> SqlCase {
         } else {
             Expect::Any
         };
-        (p.text, Expect::Refuse, sqlite, end)
+        if s.chance(20) {
+            // U+FEFF where a token starts is a space to SQLite's tokenizer
+            // (the statement is still transaction control there) and a
+            // letter to PostgreSQL's (one identifier: a syntax error). Both
+            // raise.
+            (format!("\u{feff}{}", p.text), Expect::Refuse, sqlite, None)
+        } else {
+            (p.text, Expect::Refuse, sqlite, end)
+        }
     } else {
         (
             (*s.pick(&BENIGN)).to_owned(),
