@@ -88,6 +88,24 @@ fn main() {
         "sql: with the lexer off, the transaction-id check alone keeps a body's ending from being reported committed",
         |dsn| async move { second_line(&schema_url(&dsn, "xact")).await },
     );
+    suite.test(
+        "sql: a database error ends the call on sqlite, a refusal does not",
+        || {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let url = format!("sqlite:{}", dir.path().join("alike.db").display());
+            gak::blocking::run_future(alike(&url));
+        },
+    );
+    suite.needs_tokio(
+        &POSTGRES,
+        "sql: a database error ends the call on postgres, a refusal does not",
+        |dsn| async move {
+            let url = schema_url(&dsn, "alike");
+            alike(&url).await;
+            let backend = gak::store::postgres::PostgresBackend::parse(&url).expect("parse");
+            backend.drop_schema().await.expect("drop");
+        },
+    );
     suite.test("passwords: no entry point shows one", || {
         let (templates, cases) =
             fuzz::parse_passwords(&read("passwords.json")).expect("passwords.json parses");
@@ -145,6 +163,54 @@ fn main() {
         },
     );
     suite.run()
+}
+
+/// HOSTS.md rule 12: a statement the database ran and failed ends the call
+/// (`storage`) even when the body swallowed the error; a statement the host
+/// refused before sending changes nothing and the call commits — alike on
+/// both databases.
+async fn alike(url: &str) {
+    let kernel = gak::Kernel::open(url).await.expect("open");
+    for (i, (sql, ends)) in [
+        ("SELEC 1", true),
+        ("SELECT no_such_column", true),
+        ("SELECT * FROM gak_no_such_table", true),
+        ("SELECT 1; SELECT 2", false),
+        ("COMMIT", false),
+        ("ROLLBACK", false),
+        ("SELECT 1", false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let resource = format!("alike-{i}");
+        let answer = kernel
+            .sideeffect()
+            .write_fenced(&resource, 1, async move |down| {
+                let raised = {
+                    #[allow(clippy::option_map_unit_fn)]
+                    if let Some(mut conn) = down.sqlite() {
+                        conn.execute(sql, []).is_err()
+                    } else {
+                        let r = down.postgres_execute(sql, &[]).await.expect("a SQL store");
+                        r.is_err()
+                    }
+                };
+                assert_eq!(raised, sql != "SELECT 1", "{sql:?}: raised {raised}");
+                Ok::<(), ()>(())
+            })
+            .await;
+        match (ends, &answer) {
+            (true, Err(gak::SinkError::Kernel(gak::Error::Storage(_)))) | (false, Ok(())) => {}
+            _ => panic!("{sql:?} on {url}: answered {answer:?}"),
+        }
+        let fence = kernel
+            .sideeffect()
+            .sink_seen(&resource)
+            .await
+            .expect("seen");
+        assert_eq!(fence, u64::from(!ends), "{sql:?}");
+    }
 }
 
 /// The check behind the lexer (HOSTS.md rule 12): after a body's own

@@ -163,12 +163,16 @@ fn with_busy_retry<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::R
 /// Whether a body's statement error came from the database running it
 /// (see [`LentSqlite`]).
 fn ends_the_call(e: &rusqlite::Error) -> bool {
-    match e.sqlite_error_code() {
-        Some(ErrorCode::AuthorizationForStatementDenied) => false,
-        Some(_) => true,
+    match e {
+        rusqlite::Error::SqliteFailure(error, _) => {
+            error.code != ErrorCode::AuthorizationForStatementDenied
+        }
+        // A syntax error, with its offset (rusqlite's `modern_sqlite`
+        // reports it apart, and without an error code).
+        rusqlite::Error::SqlInputError { .. } => true,
         // The driver's own refusals (`MultipleStatement`, parameter counts,
         // conversions): nothing ran.
-        None => false,
+        _ => false,
     }
 }
 
@@ -248,6 +252,11 @@ impl LentSqlite<'_> {
         let conn = self.conn;
         let r = (|| {
             let mut stmt = conn.prepare(sql)?;
+            if stmt.expanded_sql().is_none() {
+                // Nothing but comments and spaces: nothing to run (SQLite
+                // answers "misuse" to stepping it; PostgreSQL, nothing).
+                return Ok(0);
+            }
             let writes = !stmt.readonly();
             let mut rows = stmt.query(params)?;
             while rows.next()?.is_some() {}
