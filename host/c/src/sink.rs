@@ -129,16 +129,21 @@ pub unsafe extern "C" fn gak_kernel_with_downstream(
         // SAFETY: the caller's promises, per the header.
         let k = unsafe { kernel(k)? };
         let body = body.ok_or_else(|| Error::InvalidInput("the body is NULL".into()))?;
-        k.with_downstream(|down| {
+        // The call answers what its last attempt did: an attempt that met a
+        // conflict runs again, and its body's code is forgotten with it.
+        let mut last = 0;
+        let done = k.with_downstream(|down| {
             // SAFETY: the caller promised `body` callable with `user`.
-            match unsafe { call_body(body, user, down) } {
+            last = unsafe { call_body(body, user, down) };
+            match last {
                 0 => Ok(()),
-                rc => {
-                    failed = rc;
-                    Err(Error::WriteFailed)
-                }
+                _ => Err(Error::WriteFailed),
             }
-        })
+        });
+        if matches!(done, Err(Error::WriteFailed)) {
+            failed = last;
+        }
+        done
     });
     if failed != 0 {
         gak_error_free_quiet(error);
