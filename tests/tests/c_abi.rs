@@ -15,7 +15,15 @@
 //!   is called by one of the two programs;
 //! - `every_export_catches_panics`: each exported function of the crate runs
 //!   its body through the panic guard (or is one of the few that cannot
-//!   panic).
+//!   panic);
+//! - `sizes_are_checked_before_reading`: every entry point that takes a
+//!   contract value refuses an oversized one with `invalid-input` before it
+//!   reads a byte of it (`host/c/tests/boundary.c sizes`: the argument's
+//!   memory ends at an unreadable page, so reading first crashes);
+//! - `a_call_answers_its_last_attempt_on_postgres`: a body that met a
+//!   serialization failure and failed, then succeeded on the re-run,
+//!   committed (`boundary.c retries`, `gak_sideeffect_write_fenced` and
+//!   `gak_kernel_with_downstream`).
 //!
 //! Without a C compiler with LeakSanitizer the C trials are ignored, with
 //! the reason; under `CI=true` they fail.
@@ -91,6 +99,29 @@ fn leaksanitizer_catches_a_forgotten_clear() {
         stderr.contains("LeakSanitizer: detected memory leaks"),
         "{stderr}"
     );
+}
+
+/// `host/c/tests/boundary.c`, built once.
+fn boundary() -> &'static Path {
+    static BOUNDARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BOUNDARY.get_or_init(|| build("tests/boundary.c", "boundary", &[]))
+}
+
+fn check_boundary(args: &[&str], at_least: u32) {
+    let out = run(boundary(), args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains(", 0 failed"),
+        "{}",
+        cenv::report(&format!("boundary {}", args[0]), &out)
+    );
+    let checks: u32 = stdout
+        .split(": ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(checks >= at_least, "only {checks} checks ran:\n{stdout}");
 }
 
 /// The demo program, built once for the three stores.
@@ -276,5 +307,16 @@ fn main() {
         let schema = pg::Schema::new(dsn, "cdemo");
         check_demo(&schema.url);
     });
+    suite.needs(cc, "c_abi::sizes_are_checked_before_reading", |_| {
+        check_boundary(&["sizes"], 38)
+    });
+    suite.needs(
+        &CC_AND_POSTGRES,
+        "c_abi::a_call_answers_its_last_attempt_on_postgres",
+        |dsn| {
+            let schema = pg::Schema::new(dsn, "cretry");
+            check_boundary(&["retries", &schema.url], 15);
+        },
+    );
     suite.run();
 }

@@ -37,7 +37,9 @@ pub struct gak_options {
     pub clock: *const gak_clock,
     /// Connections (each with its component instance) at most; 0: 16.
     pub max_connections: u32,
-    /// How long a call waits for a free connection, ms; 0: 30 000.
+    /// How long a call waits at most, ms, for a free connection and for a
+    /// lock another call's transaction holds (then it fails with
+    /// `storage`); 0: 5 000.
     pub connection_wait_ms: u64,
     /// PostgreSQL: fail any statement running longer, ms; 0: no limit.
     pub statement_timeout_ms: u64,

@@ -12,9 +12,13 @@
 //!   are owned by the caller's struct until its `_clear` function;
 //! - every failure is a `gak_error` with the contract's kebab-case code;
 //! - no panic unwinds into the caller: it becomes a `storage` error;
+//! - sizes are checked from the lengths the caller passed before a byte of
+//!   an argument is read (HOSTS.md rule 16; `limits`);
 //! - callbacks (a fenced sink's body, an effect body) run on the calling
-//!   thread, inside the call; a call from one into the same kernel is
-//!   refused with `invalid-input`, never a deadlock.
+//!   thread, inside the call; a call from one into the same kernel, on that
+//!   thread, is refused with `invalid-input` at once; a thread the body
+//!   starts that calls the kernel waits for the body's locks at most the
+//!   kernel's connection wait, then fails with `storage`.
 // The C ABI is raw pointers by nature: every block says why it is sound.
 #![allow(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -24,6 +28,7 @@ pub mod abi;
 mod codes;
 pub mod error;
 pub mod kernel;
+mod limits;
 #[cfg(feature = "json-call-probe")]
 pub mod probe;
 pub mod records;

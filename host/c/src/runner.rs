@@ -11,6 +11,7 @@ use gak_host::{BodyError, Error, Heartbeat, Lease, Ran, RunError};
 use crate::abi::{Out, gak_bytes, gak_str, guard};
 use crate::error::gak_error;
 use crate::kernel::{gak_kernel, kernel};
+use crate::limits::Scale;
 use crate::records::{gak_action, gak_lease};
 
 /// What an effect body returns: `GAK_BODY_OK`, `GAK_BODY_FAILED` (it may
@@ -107,6 +108,7 @@ pub unsafe extern "C" fn gak_run_effect(
     out: *mut gak_ran,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call().action(&action)?;
         // SAFETY: the caller's promises, per the header.
         let (k, action, out) =
             unsafe { (kernel(k)?, action.read()?, Out::new(out, "run_effect")?) };
@@ -232,6 +234,8 @@ pub unsafe extern "C" fn gak_effect_set_result(
     result: gak_bytes,
 ) -> *mut gak_error {
     guard(|| {
+        // The result goes to `complete`: refused here, before it is copied.
+        Scale::call().bytes(result, "result")?;
         // SAFETY: the caller's promises, per the header.
         let (e, result) = unsafe {
             (

@@ -3,6 +3,7 @@
 use crate::abi::{Out, gak_str, guard, items};
 use crate::error::gak_error;
 use crate::kernel::{gak_kernel, kernel};
+use crate::limits::Scale;
 use crate::records::{gak_outcome, gak_plan, gak_pruned, gak_snapshot, gak_step_def};
 
 /// Save `snapshot` only if it is newer: refused `invalid-input`,
@@ -23,6 +24,7 @@ pub unsafe extern "C" fn gak_checkpoint_save_if_newer(
             let snap = snapshot
                 .as_ref()
                 .ok_or_else(|| gak_host::Error::InvalidInput("the snapshot is NULL".into()))?;
+            Scale::call().snapshot(snap)?;
             (kernel(k)?, snap.read()?)
         };
         k.checkpoint().save_if_newer(&snap)
@@ -41,6 +43,7 @@ pub unsafe extern "C" fn gak_checkpoint_load(
     out: *mut gak_snapshot,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call().str(run_id, "run_id")?;
         // SAFETY: the caller's promises, per the header.
         let (k, run_id, out) =
             unsafe { (kernel(k)?, run_id.text("run_id")?, Out::new(out, "load")?) };
@@ -68,6 +71,11 @@ pub unsafe extern "C" fn gak_checkpoint_build_plan(
     guard(|| {
         // SAFETY: the caller's promises, per the header.
         let (k, steps, snap, out) = unsafe {
+            let mut scale = Scale::plan();
+            scale.steps(steps, steps_len)?;
+            if let Some(snap) = snapshot.as_ref() {
+                scale.snapshot(snap)?;
+            }
             let steps = items(steps, steps_len, "steps")?
                 .iter()
                 .map(|s| s.read())
@@ -99,6 +107,10 @@ pub unsafe extern "C" fn gak_commitgate_commit(
     out: *mut gak_outcome,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call()
+            .str(run_id, "run_id")?
+            .str(step, "step")?
+            .outcome(&outcome)?;
         // SAFETY: the caller's promises, per the header.
         let (k, run_id, step, outcome, out) = unsafe {
             (
@@ -127,6 +139,7 @@ pub unsafe extern "C" fn gak_commitgate_read(
     out: *mut gak_outcome,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call().str(run_id, "run_id")?.str(step, "step")?;
         // SAFETY: the caller's promises, per the header.
         let (k, run_id, step, out) = unsafe {
             (

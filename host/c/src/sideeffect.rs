@@ -3,6 +3,7 @@
 use crate::abi::{Out, gak_bytes, gak_str, guard};
 use crate::error::gak_error;
 use crate::kernel::{gak_kernel, kernel};
+use crate::limits::Scale;
 use crate::records::{
     gak_acquired, gak_action, gak_key_info, gak_key_page, gak_key_state, gak_lease,
     gak_reconcile_claim, gak_resolution, gak_resolved, key_state,
@@ -24,6 +25,7 @@ pub unsafe extern "C" fn gak_sideeffect_acquire(
     out: *mut gak_acquired,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call().action(&action)?;
         // SAFETY: the caller's promises, per the header.
         let (k, action, out) = unsafe { (kernel(k)?, action.read()?, Out::new(out, "acquire")?) };
         out.put(gak_acquired::from_rust(
@@ -49,6 +51,10 @@ pub unsafe extern "C" fn gak_sideeffect_complete(
     out: *mut gak_bytes,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call()
+            .action(&action)?
+            .lease(&lease)?
+            .bytes(result, "result")?;
         // SAFETY: the caller's promises, per the header.
         let (k, action, lease, result, out) = unsafe {
             (
@@ -78,6 +84,7 @@ pub unsafe extern "C" fn gak_sideeffect_release(
     lease: gak_lease,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call().action(&action)?.lease(&lease)?;
         // SAFETY: the caller's promises, per the header.
         let (k, action, lease) = unsafe { (kernel(k)?, action.read()?, lease.read()?) };
         k.sideeffect().release(&action, &lease)
@@ -97,6 +104,10 @@ pub unsafe extern "C" fn gak_sideeffect_abandon(
     reason: gak_str,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call()
+            .action(&action)?
+            .lease(&lease)?
+            .str(reason, "reason")?;
         // SAFETY: the caller's promises, per the header.
         let (k, action, lease, reason) = unsafe {
             (
@@ -125,6 +136,7 @@ pub unsafe extern "C" fn gak_sideeffect_renew(
     out: *mut gak_lease,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call().action(&action)?.lease(&lease)?;
         // SAFETY: the caller's promises, per the header.
         let (k, action, lease, out) = unsafe {
             (
@@ -151,6 +163,10 @@ pub unsafe extern "C" fn gak_sideeffect_mark_uncertain(
     reason: gak_str,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call()
+            .action(&action)?
+            .lease(&lease)?
+            .str(reason, "reason")?;
         // SAFETY: the caller's promises, per the header.
         let (k, action, lease, reason) = unsafe {
             (
@@ -178,6 +194,7 @@ pub unsafe extern "C" fn gak_sideeffect_begin_reconcile(
     out: *mut gak_reconcile_claim,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call().action(&action)?;
         // SAFETY: the caller's promises, per the header.
         let (k, action, out) = unsafe {
             (
@@ -205,6 +222,7 @@ pub unsafe extern "C" fn gak_sideeffect_resolve_uncertain(
     out: *mut gak_resolved,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call().action(&action)?.resolution(&resolution)?;
         // SAFETY: the caller's promises, per the header.
         let (k, action, resolution, out) = unsafe {
             (
@@ -234,6 +252,7 @@ pub unsafe extern "C" fn gak_sideeffect_sink_seen(
     out: *mut u64,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call().str(resource, "resource")?;
         // SAFETY: the caller's promises, per the header.
         let (k, resource, out) = unsafe {
             (
@@ -262,6 +281,7 @@ pub unsafe extern "C" fn gak_sideeffect_list(
     out: *mut gak_key_page,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call().str(after, "after")?;
         // SAFETY: the caller's promises, per the header.
         let (k, after, out) =
             unsafe { (kernel(k)?, after.opt_text("after")?, Out::new(out, "list")?) };
@@ -282,6 +302,7 @@ pub unsafe extern "C" fn gak_sideeffect_get(
     out: *mut gak_key_info,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call().str(key, "key")?;
         // SAFETY: the caller's promises, per the header.
         let (k, key, out) = unsafe { (kernel(k)?, key.text("key")?, Out::new(out, "get")?) };
         out.put(k.sideeffect().get(key)?.into());

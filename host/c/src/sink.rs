@@ -10,6 +10,7 @@ use gak_host::{Error, SinkError};
 use crate::abi::{Out, gak_str, guard, items, owned_list, take_list};
 use crate::error::gak_error;
 use crate::kernel::{gak_kernel, kernel};
+use crate::limits::Scale;
 
 /// A body's view of the call's open transaction. Valid only inside the
 /// body it was passed to, on the thread that called it: everything written
@@ -24,8 +25,11 @@ pub struct gak_downstream {
 /// A body run inside a call's transaction: return 0 for success, anything
 /// else for failure (the whole transaction then rolls back). It may run
 /// more than once when the store reports a conflict, so it must be
-/// re-runnable. It must not call into the same kernel (refused with
-/// `invalid-input`), nor keep `down` after returning.
+/// re-runnable; the call answers what its last run returned. It must not
+/// call into the same kernel (refused with `invalid-input` on its own
+/// thread; a thread it starts and waits for waits for the body's locks, at
+/// most the kernel's connection wait, then fails with `storage`), nor keep
+/// `down` after returning.
 #[allow(non_camel_case_types)]
 pub type gak_sink_body =
     Option<unsafe extern "C" fn(user: *mut c_void, down: *mut gak_downstream) -> i32>;
@@ -81,6 +85,7 @@ pub unsafe extern "C" fn gak_sideeffect_write_fenced(
 ) -> *mut gak_error {
     let mut failed = 0;
     let error = guard(|| {
+        Scale::call().str(resource, "resource")?;
         // SAFETY: the caller's promises, per the header.
         let (k, resource) = unsafe { (kernel(k)?, resource.text("resource")?) };
         let body = body.ok_or_else(|| Error::InvalidInput("the body is NULL".into()))?;

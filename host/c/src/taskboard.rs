@@ -2,6 +2,7 @@
 use crate::abi::{Out, gak_str, guard, items};
 use crate::error::gak_error;
 use crate::kernel::{gak_kernel, kernel};
+use crate::limits::Scale;
 use crate::records::{gak_task, gak_task_page, gak_task_seed, gak_task_state, task_state};
 
 /// Load `tasks[0..len]` onto the board (idempotent; re-seeding a task
@@ -18,6 +19,7 @@ pub unsafe extern "C" fn gak_taskboard_seed(
     guard(|| {
         // SAFETY: the caller's promises, per the header.
         let (k, seeds) = unsafe {
+            Scale::call().seeds(tasks, len)?;
             let seeds = items(tasks, len, "tasks")?
                 .iter()
                 .map(|t| t.read())
@@ -43,6 +45,7 @@ pub unsafe extern "C" fn gak_taskboard_list(
     out: *mut gak_task_page,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call().str(after, "after")?;
         // SAFETY: the caller's promises, per the header.
         let (k, after, out) =
             unsafe { (kernel(k)?, after.opt_text("after")?, Out::new(out, "list")?) };
@@ -63,6 +66,7 @@ pub unsafe extern "C" fn gak_taskboard_get(
     out: *mut gak_task,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call().str(id, "id")?;
         // SAFETY: the caller's promises, per the header.
         let (k, id, out) = unsafe { (kernel(k)?, id.text("id")?, Out::new(out, "get")?) };
         out.put(k.taskboard().get(id)?.into());
@@ -85,6 +89,7 @@ pub unsafe extern "C" fn gak_taskboard_claim(
     out: *mut gak_task,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call().str(id, "id")?.str(agent, "agent")?;
         // SAFETY: the caller's promises, per the header.
         let (k, id, agent, out) = unsafe {
             (
@@ -115,6 +120,7 @@ pub unsafe extern "C" fn gak_taskboard_claim_next(
     found: *mut bool,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call().str(agent, "agent")?;
         // SAFETY: the caller's promises, per the header.
         let (k, agent, out, found) = unsafe {
             (
@@ -147,6 +153,7 @@ pub unsafe extern "C" fn gak_taskboard_release(
     token: gak_str,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call().str(id, "id")?.str(token, "token")?;
         // SAFETY: the caller's promises, per the header.
         let (k, id, token) = unsafe { (kernel(k)?, id.text("id")?, token.text("token")?) };
         k.taskboard().release(id, token)
@@ -165,6 +172,7 @@ pub unsafe extern "C" fn gak_taskboard_complete(
     token: gak_str,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call().str(id, "id")?.str(token, "token")?;
         // SAFETY: the caller's promises, per the header.
         let (k, id, token) = unsafe { (kernel(k)?, id.text("id")?, token.text("token")?) };
         k.taskboard().complete(id, token)
@@ -185,6 +193,7 @@ pub unsafe extern "C" fn gak_taskboard_renew(
     out: *mut gak_task,
 ) -> *mut gak_error {
     guard(|| {
+        Scale::call().str(id, "id")?.str(token, "token")?;
         // SAFETY: the caller's promises, per the header.
         let (k, id, token, out) = unsafe {
             (
