@@ -75,7 +75,10 @@ fn postgres_urls_split_as_the_shared_cases_say() {
     use gak::store::url::parse_postgres;
     for (url, want) in cases("postgres-url") {
         let url = url.as_str().expect("a URL");
-        match (parse_postgres(url), want.get("error").and_then(Value::as_str)) {
+        match (
+            parse_postgres(url),
+            want.get("error").and_then(Value::as_str),
+        ) {
             (Ok(parts), None) => {
                 let got = serde_json::json!({
                     "user": parts.user,
@@ -92,7 +95,10 @@ fn postgres_urls_split_as_the_shared_cases_say() {
             }
             (Err(e), Some(word)) => {
                 let text = e.to_string();
-                assert!(text.contains(word), "{url:?}: {text:?} does not say {word:?}");
+                assert!(
+                    text.contains(word),
+                    "{url:?}: {text:?} does not say {word:?}"
+                );
                 let userinfo = url.split_once("://").map(|(_, r)| r).unwrap_or_default();
                 if let Some((info, _)) = userinfo.rsplit_once('@') {
                     // (A one-letter user is in every sentence.)
@@ -104,5 +110,29 @@ fn postgres_urls_split_as_the_shared_cases_say() {
             }
             (got, _) => panic!("{url:?}: {got:?}, expected {want}"),
         }
+    }
+}
+
+#[test]
+fn the_protocol_numbers_are_the_ones_the_host_uses() {
+    let retry = gak::Retry::default();
+    for (name, want) in cases("protocol") {
+        let want = want.as_u64().expect("a number");
+        let used = match name.as_str().expect("a name") {
+            "connection-wait-ms" => gak::DEFAULT_CONNECTION_WAIT.as_millis() as u64,
+            "max-connections" => gak::DEFAULT_MAX_CONNECTIONS as u64,
+            "retry-attempts" => u64::from(retry.attempts),
+            "retry-base-ms" => retry.base.as_millis() as u64,
+            "retry-max-ms" => retry.max.as_millis() as u64,
+            // The host's checks before lowering use these, and
+            // host/rust/src/limits.rs asserts at compile time that the
+            // rules' own bounds equal them.
+            "max-value-bytes" => facts::MAX_VALUE_BYTES as u64,
+            "max-list-items" => facts::MAX_LIST_ITEMS as u64,
+            "max-call-bytes" => facts::MAX_CALL_BYTES as u64,
+            "max-entropy" => u64::from(facts::MAX_ENTROPY),
+            other => panic!("no such protocol number: {other}"),
+        };
+        assert_eq!(used, want, "{name}");
     }
 }

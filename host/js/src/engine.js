@@ -27,12 +27,14 @@
 import { GakError, fromRefusal, isRefusal } from './errors.js';
 import { StoreConflict, StoreFailure } from './store/errors.js';
 import { entropy, wasiImports } from './wasi.js';
+import { RETRY_ATTEMPTS as MAX_ATTEMPTS, RETRY_BASE_MS, RETRY_MAX_MS } from './store/facts.js';
 
-/** How many times one call runs before store conflicts make it `storage` (HOSTS.md 3). */
-export const MAX_ATTEMPTS = 10;
-/** The first pause between runs, and the longest (ms), as the Rust host's `Retry`. */
-export const RETRY_BASE_MS = 1;
-export const RETRY_MAX_MS = 500;
+/**
+ * How many times one call runs before store conflicts make it `storage`
+ * (HOSTS.md 3), and the first and longest pause between runs (ms): the
+ * protocol's numbers, generated from host/sql/store.json for every host.
+ */
+export { MAX_ATTEMPTS, RETRY_BASE_MS, RETRY_MAX_MS };
 /** Every number the kernel handles stays below 2^53 (SPEC 8). */
 const MAX_NUMBER = (1n << 53n) - 1n;
 

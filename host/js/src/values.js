@@ -13,16 +13,17 @@
 // numbers below 2^53) stay the component's to judge.
 import { GakError, invalidInput } from './errors.js';
 import { compareKeys } from './store/keys.js';
+import { MAX_VALUE_BYTES, MAX_LIST_ITEMS, MAX_CALL_BYTES } from './store/facts.js';
 
 const U64_END = 1n << 64n;
 const U32_MAX = 0xffff_ffff;
 
-/** The longest string or bytes argument (no contract value is longer: results are 1 MiB). */
-export const MAX_VALUE_BYTES = 1 << 20;
-/** The longest list argument. */
-export const MAX_LIST_ITEMS = 10_000;
-/** The most string and byte data one call may carry. */
-export const MAX_CALL_BYTES = 64 << 20;
+/**
+ * The longest string or bytes argument (no contract value is longer: results
+ * are 1 MiB), the longest list argument, and the most string and byte data
+ * one call may carry (HOSTS.md rule 16): generated from host/sql/store.json.
+ */
+export { MAX_VALUE_BYTES, MAX_LIST_ITEMS, MAX_CALL_BYTES };
 
 const utf8Length = (s) => Buffer.byteLength(s, 'utf8');
 

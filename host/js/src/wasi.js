@@ -26,6 +26,7 @@
 import { randomFillSync } from 'node:crypto';
 import * as cli from '@bytecodealliance/preview2-shim/cli';
 import * as io from '@bytecodealliance/preview2-shim/io';
+import { MAX_ENTROPY } from './store/facts.js';
 
 const POOL_BYTES = 4096;
 const pool = new Uint8Array(POOL_BYTES);
@@ -53,8 +54,8 @@ export function randomU64() {
   return value;
 }
 
-/** The most bytes one `store.read` may ask for (WIT `reads.entropy`). */
-export const MAX_ENTROPY = 64;
+/** The most bytes one `store.read` may ask for (WIT `reads.entropy`; host/sql/store.json). */
+export { MAX_ENTROPY };
 
 const NO_BYTES = new Uint8Array(0);
 

@@ -70,3 +70,28 @@ test('the SQLite schema creates every table', () => {
   }
   assert.equal(facts.SQLITE_SCHEMA.split('CREATE TABLE').length - 1, facts.TABLES.length);
 });
+
+test('the protocol numbers are the ones the host uses (tests/store-facts/cases.json: protocol)', async () => {
+  const engine = await import('../src/engine.js');
+  const values = await import('../src/values.js');
+  const wasi = await import('../src/wasi.js');
+  // JavaScript has one thread and no pool: a connection wait and a pool
+  // size do not apply to it.
+  const used = {
+    'retry-attempts': engine.MAX_ATTEMPTS,
+    'retry-base-ms': engine.RETRY_BASE_MS,
+    'retry-max-ms': engine.RETRY_MAX_MS,
+    'max-value-bytes': values.MAX_VALUE_BYTES,
+    'max-list-items': values.MAX_LIST_ITEMS,
+    'max-call-bytes': values.MAX_CALL_BYTES,
+    'max-entropy': wasi.MAX_ENTROPY,
+  };
+  let checked = 0;
+  for (const [name, want] of cases.protocol) {
+    if (name === 'connection-wait-ms' || name === 'max-connections') continue;
+    assert.ok(name in used, `no such protocol number: ${name}`);
+    assert.equal(used[name], want, name);
+    checked++;
+  }
+  assert.equal(checked, Object.keys(used).length);
+});

@@ -77,11 +77,12 @@ impl std::fmt::Debug for Builder {
 
 /// Connections (and component instances) a kernel keeps at most, unless
 /// told otherwise.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
+pub const DEFAULT_MAX_CONNECTIONS: usize = store::facts::MAX_CONNECTIONS;
 /// How long a call waits for a free connection — and for a lock another
 /// transaction holds — unless told otherwise (HOSTS.md rule 15; the same
 /// in every host).
-pub const DEFAULT_CONNECTION_WAIT: Duration = Duration::from_secs(5);
+pub const DEFAULT_CONNECTION_WAIT: Duration =
+    Duration::from_millis(store::facts::CONNECTION_WAIT_MS);
 
 impl Builder {
     /// The store: `memory:`, `sqlite:PATH[?synchronous=normal]`,

@@ -324,7 +324,7 @@ impl WasiView for HostState {
 impl types::Host for HostState {}
 
 /// The most entropy one read may ask for (WIT `store.reads.entropy`).
-const MAX_ENTROPY: u8 = 64;
+const MAX_ENTROPY: u8 = crate::store::facts::MAX_ENTROPY;
 
 impl HostState {
     /// The call's instant: the binding's clock (the database's) when it has

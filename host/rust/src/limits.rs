@@ -9,7 +9,12 @@ use gak_rules::{
 };
 
 /// The most bytes of strings and byte lists one call may carry in all.
-pub(crate) const MAX_CALL: usize = 64 << 20;
+pub(crate) const MAX_CALL: usize = crate::store::facts::MAX_CALL_BYTES;
+
+// The component's own bounds are the protocol's (HOSTS.md rule 16): one
+// number in `host/sql/store.json`, checked against the rules here.
+const _: () = assert!(MAX_PAYLOAD == crate::store::facts::MAX_VALUE_BYTES);
+const _: () = assert!(MAX_ITEMS == crate::store::facts::MAX_LIST_ITEMS);
 
 /// What a call's argument carries, for the checks before lowering.
 pub(crate) trait Weigh {

@@ -45,10 +45,11 @@ pub struct Retry {
 
 impl Default for Retry {
     fn default() -> Self {
+        use crate::store::facts::{RETRY_ATTEMPTS, RETRY_BASE_MS, RETRY_MAX_MS};
         Retry {
-            attempts: 10,
-            base: Duration::from_millis(1),
-            max: Duration::from_millis(500),
+            attempts: RETRY_ATTEMPTS,
+            base: Duration::from_millis(RETRY_BASE_MS),
+            max: Duration::from_millis(RETRY_MAX_MS),
         }
     }
 }

@@ -40,6 +40,83 @@ struct Facts {
     usage: String,
     /// The leading words of the statements a body may not run.
     transaction_control: Vec<String>,
+    /// The calling convention's numbers, in the order emitted.
+    protocol: Protocol,
+}
+
+/// `/protocol` of `host/sql/store.json`.
+struct Protocol {
+    connection_wait_ms: u64,
+    max_connections: u64,
+    retry_attempts: u64,
+    retry_base_ms: u64,
+    retry_max_ms: u64,
+    value_bytes: u64,
+    list_items: u64,
+    call_bytes: u64,
+    max_entropy: u64,
+}
+
+impl Protocol {
+    /// (name, Rust type, value, doc) of every constant.
+    fn constants(&self) -> [(&'static str, &'static str, u64, &'static str); 9] {
+        [
+            (
+                "CONNECTION_WAIT_MS",
+                "u64",
+                self.connection_wait_ms,
+                "How long a call waits for a free connection, and for a lock another transaction holds (HOSTS.md rule 15), unless told otherwise.",
+            ),
+            (
+                "MAX_CONNECTIONS",
+                "usize",
+                self.max_connections,
+                "Workers (instance and connection) a kernel keeps at most, unless told otherwise.",
+            ),
+            (
+                "RETRY_ATTEMPTS",
+                "u32",
+                self.retry_attempts,
+                "Runs of a call in all when the store keeps reporting conflicts (HOSTS.md rule 3).",
+            ),
+            (
+                "RETRY_BASE_MS",
+                "u64",
+                self.retry_base_ms,
+                "The first pause between runs.",
+            ),
+            (
+                "RETRY_MAX_MS",
+                "u64",
+                self.retry_max_ms,
+                "The longest pause between runs.",
+            ),
+            (
+                "MAX_VALUE_BYTES",
+                "usize",
+                self.value_bytes,
+                "The longest string or byte list a call may carry (HOSTS.md rule 16).",
+            ),
+            (
+                "MAX_LIST_ITEMS",
+                "usize",
+                self.list_items,
+                "The longest list a call may carry.",
+            ),
+            (
+                "MAX_CALL_BYTES",
+                "usize",
+                self.call_bytes,
+                "The most bytes of strings and byte lists one call may carry in all.",
+            ),
+            (
+                "MAX_ENTROPY",
+                "u8",
+                self.max_entropy,
+                "The most random bytes one store read may ask for (HOSTS.md rule 7).",
+            ),
+        ]
+    }
 }
 
 fn load(c: &Contract, root: &Path) -> Result<Facts, String> {
@@ -129,6 +206,17 @@ fn load(c: &Contract, root: &Path) -> Result<Facts, String> {
         memory_urls: texts("/memory/urls")?,
         usage: text("/usage")?,
         transaction_control: texts("/bodies/transaction-control")?,
+        protocol: Protocol {
+            connection_wait_ms: number("/protocol/connection-wait-ms")?,
+            max_connections: number("/protocol/max-connections")?,
+            retry_attempts: number("/protocol/retry/attempts")?,
+            retry_base_ms: number("/protocol/retry/base-ms")?,
+            retry_max_ms: number("/protocol/retry/max-ms")?,
+            value_bytes: number("/protocol/limits/value-bytes")?,
+            list_items: number("/protocol/limits/list-items")?,
+            call_bytes: number("/protocol/limits/call-bytes")?,
+            max_entropy: number("/protocol/max-entropy")?,
+        },
     })
 }
 
@@ -243,6 +331,9 @@ fn rust(c: &Contract, f: &Facts) -> String {
         f.transaction_control.len(),
         quoted(&f.transaction_control),
     );
+    for (name, ty, value, doc) in f.protocol.constants() {
+        let _ = writeln!(o, "/// {doc}\npub const {name}: {ty} = {value};\n");
+    }
     let _ = writeln!(
         o,
         "/// A PostgreSQL schema name gak accepts: a plain lowercase identifier\n\
@@ -379,7 +470,7 @@ fn python(c: &Contract, f: &Facts) -> String {
          #: The leading words (upper case) of the statements a sink body may not run\n\
          #: through a lent driver handle: they begin, end or split the kernel's\n\
          #: transaction (HOSTS.md rule 12).\n\
-         TRANSACTION_CONTROL: tuple[str, ...] = {}\n\n",
+         TRANSACTION_CONTROL: tuple[str, ...] = {}\n",
         py_tuple(&f.pg_schemes),
         lit(&f.pg_default_schema),
         f.pg_setup_lock,
@@ -388,6 +479,10 @@ fn python(c: &Contract, f: &Facts) -> String {
         lit(&f.usage),
         py_tuple(&f.transaction_control),
     );
+    for (name, _, value, doc) in f.protocol.constants() {
+        let _ = writeln!(o, "#: {doc}\n{name} = {value}\n");
+    }
+    o.push('\n');
     let _ = writeln!(
         o,
         "def valid_schema(name: str) -> bool:\n\
@@ -517,6 +612,9 @@ fn js(c: &Contract, f: &Facts) -> String {
         q(&f.usage),
         js_list(&f.transaction_control),
     );
+    for (name, _, value, doc) in f.protocol.constants() {
+        let _ = writeln!(o, "/** {doc} */\nexport const {name} = {value};\n");
+    }
     let _ = writeln!(
         o,
         "/**\n * A PostgreSQL schema name gak accepts: a plain lowercase identifier (first\n * {first}, then {rest}; at most {max} bytes; not `{forbidden}*`),\n * so it can be quoted safely and never names another schema.\n */\n\

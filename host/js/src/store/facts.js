@@ -73,6 +73,33 @@ export const USAGE = 'memory:, sqlite:PATH[?synchronous=normal] or postgres://US
  */
 export const TRANSACTION_CONTROL = Object.freeze(['ABORT', 'BEGIN', 'COMMIT', 'END', 'PREPARE TRANSACTION', 'RELEASE', 'ROLLBACK', 'SAVEPOINT', 'START']);
 
+/** How long a call waits for a free connection, and for a lock another transaction holds (HOSTS.md rule 15), unless told otherwise. */
+export const CONNECTION_WAIT_MS = 5000;
+
+/** Workers (instance and connection) a kernel keeps at most, unless told otherwise. */
+export const MAX_CONNECTIONS = 16;
+
+/** Runs of a call in all when the store keeps reporting conflicts (HOSTS.md rule 3). */
+export const RETRY_ATTEMPTS = 10;
+
+/** The first pause between runs. */
+export const RETRY_BASE_MS = 1;
+
+/** The longest pause between runs. */
+export const RETRY_MAX_MS = 500;
+
+/** The longest string or byte list a call may carry (HOSTS.md rule 16). */
+export const MAX_VALUE_BYTES = 1048576;
+
+/** The longest list a call may carry. */
+export const MAX_LIST_ITEMS = 10000;
+
+/** The most bytes of strings and byte lists one call may carry in all. */
+export const MAX_CALL_BYTES = 67108864;
+
+/** The most random bytes one store read may ask for (HOSTS.md rule 7). */
+export const MAX_ENTROPY = 64;
+
 /**
  * A PostgreSQL schema name gak accepts: a plain lowercase identifier (first
  * abcdefghijklmnopqrstuvwxyz_, then abcdefghijklmnopqrstuvwxyz0123456789_; at most 63 bytes; not `pg_*`),

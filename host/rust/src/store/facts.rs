@@ -76,6 +76,33 @@ pub const TRANSACTION_CONTROL: [&str; 9] = [
     "START",
 ];
 
+/// How long a call waits for a free connection, and for a lock another transaction holds (HOSTS.md rule 15), unless told otherwise.
+pub const CONNECTION_WAIT_MS: u64 = 5000;
+
+/// Workers (instance and connection) a kernel keeps at most, unless told otherwise.
+pub const MAX_CONNECTIONS: usize = 16;
+
+/// Runs of a call in all when the store keeps reporting conflicts (HOSTS.md rule 3).
+pub const RETRY_ATTEMPTS: u32 = 10;
+
+/// The first pause between runs.
+pub const RETRY_BASE_MS: u64 = 1;
+
+/// The longest pause between runs.
+pub const RETRY_MAX_MS: u64 = 500;
+
+/// The longest string or byte list a call may carry (HOSTS.md rule 16).
+pub const MAX_VALUE_BYTES: usize = 1048576;
+
+/// The longest list a call may carry.
+pub const MAX_LIST_ITEMS: usize = 10000;
+
+/// The most bytes of strings and byte lists one call may carry in all.
+pub const MAX_CALL_BYTES: usize = 67108864;
+
+/// The most random bytes one store read may ask for (HOSTS.md rule 7).
+pub const MAX_ENTROPY: u8 = 64;
+
 /// A PostgreSQL schema name gak accepts: a plain lowercase identifier
 /// (first abcdefghijklmnopqrstuvwxyz_, then abcdefghijklmnopqrstuvwxyz0123456789_; at most 63 bytes; not `pg_*`),
 /// so it can be quoted safely and never names another schema.

@@ -75,6 +75,33 @@ USAGE = "memory:, sqlite:PATH[?synchronous=normal] or postgres://USER@HOST:PORT/
 #: transaction (HOSTS.md rule 12).
 TRANSACTION_CONTROL: tuple[str, ...] = ("ABORT", "BEGIN", "COMMIT", "END", "PREPARE TRANSACTION", "RELEASE", "ROLLBACK", "SAVEPOINT", "START")
 
+#: How long a call waits for a free connection, and for a lock another transaction holds (HOSTS.md rule 15), unless told otherwise.
+CONNECTION_WAIT_MS = 5000
+
+#: Workers (instance and connection) a kernel keeps at most, unless told otherwise.
+MAX_CONNECTIONS = 16
+
+#: Runs of a call in all when the store keeps reporting conflicts (HOSTS.md rule 3).
+RETRY_ATTEMPTS = 10
+
+#: The first pause between runs.
+RETRY_BASE_MS = 1
+
+#: The longest pause between runs.
+RETRY_MAX_MS = 500
+
+#: The longest string or byte list a call may carry (HOSTS.md rule 16).
+MAX_VALUE_BYTES = 1048576
+
+#: The longest list a call may carry.
+MAX_LIST_ITEMS = 10000
+
+#: The most bytes of strings and byte lists one call may carry in all.
+MAX_CALL_BYTES = 67108864
+
+#: The most random bytes one store read may ask for (HOSTS.md rule 7).
+MAX_ENTROPY = 64
+
 
 def valid_schema(name: str) -> bool:
     """A PostgreSQL schema name gak accepts: a plain lowercase identifier
