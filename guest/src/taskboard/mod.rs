@@ -7,6 +7,7 @@ use crate::format::{V, digest};
 use crate::txn::{decode, mark, mint, read_many, scan_all, store};
 use crate::{Error, Table, Task, TaskPage, TaskSeed, TaskState, Txn, input, keys};
 
+mod held;
 mod record;
 
 use record::{Board, QueueEntry, write};
@@ -101,7 +102,7 @@ pub fn seed(tx: &mut impl Txn, tasks: &[TaskSeed]) -> Result<(), Error> {
         let release = old.is_some() && (finished || old_deps != new_deps);
         write(tx, old, record, ready)?;
         if release {
-            crate::retention::release_held(tx, &record.id)?;
+            held::release_held(tx, &record.id)?;
         }
     }
 
@@ -434,7 +435,7 @@ pub fn complete(tx: &mut impl Txn, id: &str, token: &str) -> Result<(), Error> {
     write(tx, Some(&record), &mut done, false)?;
     let mut known = HashMap::from([(id.to_owned(), true)]);
     recheck_dependents(tx, id, &HashSet::new(), &mut known)?;
-    crate::retention::release_held(tx, id)
+    held::release_held(tx, id)
 }
 
 /// Qualification check: current token and a live lease, else `lease-lost`.
