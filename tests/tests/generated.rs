@@ -59,7 +59,7 @@ fn a_hand_edited_generated_file_is_reported() {
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::write(&to, &o.text).unwrap();
     }
-    let mut extra_inputs = gak_gen::inputs(&root);
+    let mut extra_inputs = gak_gen::inputs();
     extra_inputs.retain(|p| !p.starts_with("wit"));
     for input in extra_inputs {
         copy_file(&root.join(&input), &copy.path().join(&input));

@@ -34,8 +34,7 @@ pub fn banner(contract: &Contract) -> String {
 
 /// The files, besides `wit/`, that the generators read (relative to the
 /// root): a copy of the repository for tests needs them too.
-pub fn inputs(root: &Path) -> Vec<PathBuf> {
-    let _ = root;
+pub fn inputs() -> Vec<PathBuf> {
     emit::inputs()
 }
 
