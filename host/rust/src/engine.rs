@@ -174,9 +174,10 @@ pub(crate) struct HostState {
     /// with the export itself, a call's crossings of the component
     /// boundary. For the tests and tools that show them.
     pub store_crossings: u64,
-    /// What this instance's memories grew to, when measured
-    /// ([`probe_startup`] only).
-    tally: Option<MemoryTally>,
+    /// What limits this instance's memories and tables, if anything does
+    /// (nothing, for the kernel's own instances; `crate::measure` counts
+    /// with one).
+    limiter: Option<Box<dyn wasmtime::ResourceLimiter + Send>>,
 }
 
 impl HostState {
@@ -189,36 +190,8 @@ impl HostState {
             conflict: false,
             failure: None,
             store_crossings: 0,
-            tally: None,
+            limiter: None,
         }
-    }
-}
-
-/// Counts what an instance's memories grow to, refusing nothing: a store
-/// limiter used only to measure (`gak bench`'s `instance_bytes`).
-#[derive(Default)]
-struct MemoryTally {
-    bytes: usize,
-}
-
-impl wasmtime::ResourceLimiter for MemoryTally {
-    fn memory_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        self.bytes += desired.saturating_sub(current);
-        Ok(true)
-    }
-
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        _desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        Ok(true)
     }
 }
 
@@ -297,12 +270,28 @@ impl Instance {
         session: Box<dyn Session>,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, String> {
+        Instance::limited(compiled, session, clock, None).await
+    }
+
+    /// An instance whose memories and tables `limiter` watches from the
+    /// first page on.
+    pub async fn limited(
+        compiled: &Compiled,
+        session: Box<dyn Session>,
+        clock: Arc<dyn Clock>,
+        limiter: Option<Box<dyn wasmtime::ResourceLimiter + Send>>,
+    ) -> Result<Self, String> {
         let wasi = WasiCtx::builder()
             .inherit_stderr()
             .secure_random(OsRandom)
             .build();
-        let state = HostState::new(session, clock, wasi);
+        let mut state = HostState::new(session, clock, wasi);
+        let limited = limiter.is_some();
+        state.limiter = limiter;
         let mut store = Store::new(&compiled.engine, state);
+        if limited {
+            store.limiter(|s| s.limiter.as_deref_mut().expect("set above"));
+        }
         let kernel = compiled
             .pre
             .instantiate_async(&mut store)
@@ -405,89 +394,6 @@ impl store::Host for HostState {
         let r = self.session.write(&writes).await;
         self.fault(r)
     }
-}
-
-/// What a process pays for the component before its first call (`gak
-/// bench` reports it).
-#[derive(Debug)]
-pub struct StartupProbe {
-    /// `Component::new` from the bytes (Cranelift), no cache.
-    pub compile: std::time::Duration,
-    /// `Component::deserialize_file` of the serialized artifact, each try.
-    pub load_cached: Vec<std::time::Duration>,
-    /// `Store::new` + `instantiate_async`, as the kernel does per worker.
-    pub instantiate: Vec<std::time::Duration>,
-    /// Linear memory given to one fresh instance.
-    pub instance_bytes: usize,
-}
-
-/// Measure the component's start-up costs in this process: compile it,
-/// load its cached artifact five times, and instantiate it `instantiations`
-/// times over sessions of `backend`.
-///
-/// # Errors
-/// Why the component could not be compiled, cached or instantiated.
-pub async fn probe_startup(
-    backend: &dyn crate::store::Backend,
-    clock: Arc<dyn Clock>,
-    instantiations: usize,
-) -> Result<StartupProbe, String> {
-    use std::time::Instant;
-
-    let compiled = compiled()?;
-    let t = Instant::now();
-    let component = Component::new(&compiled.engine, COMPONENT_WASM)
-        .map_err(|e| format!("compiling the component: {e}"))?;
-    let compile = t.elapsed();
-    let bytes = component
-        .serialize()
-        .map_err(|e| format!("serializing the component: {e}"))?;
-    let path = std::env::temp_dir().join(format!("gak-probe-{}.cwasm", std::process::id()));
-    std::fs::write(&path, bytes).map_err(|e| format!("writing {}: {e}", path.display()))?;
-    let mut load_cached = Vec::new();
-    for _ in 0..5 {
-        let t = Instant::now();
-        // SAFETY: the file was serialized just above by this engine.
-        #[allow(unsafe_code)]
-        let loaded = unsafe { Component::deserialize_file(&compiled.engine, &path) };
-        load_cached.push(t.elapsed());
-        if let Err(e) = loaded {
-            let _ = std::fs::remove_file(&path);
-            return Err(format!("loading the cached component: {e}"));
-        }
-    }
-    let _ = std::fs::remove_file(&path);
-
-    let mut instantiate = Vec::with_capacity(instantiations);
-    for _ in 0..instantiations {
-        let session = backend.session().await.map_err(|f| f.to_string())?;
-        let t = Instant::now();
-        let instance = Instance::new(&compiled, session, clock.clone()).await?;
-        instantiate.push(t.elapsed());
-        drop(instance);
-    }
-
-    let session = backend.session().await.map_err(|f| f.to_string())?;
-    let mut state = HostState::new(
-        session,
-        clock,
-        WasiCtx::builder().secure_random(OsRandom).build(),
-    );
-    state.tally = Some(MemoryTally::default());
-    let mut store = Store::new(&compiled.engine, state);
-    store.limiter(|s| s.tally.as_mut().expect("set above"));
-    compiled
-        .pre
-        .instantiate_async(&mut store)
-        .await
-        .map_err(|e| format!("instantiating the component: {e}"))?;
-    let instance_bytes = store.data().tally.as_ref().map_or(0, |t| t.bytes);
-    Ok(StartupProbe {
-        compile,
-        load_cached,
-        instantiate,
-        instance_bytes,
-    })
 }
 
 #[cfg(test)]

@@ -52,14 +52,7 @@ mod protocol;
 mod runner;
 pub mod store;
 
-/// What `gak bench` measures with: the component's start-up in this
-/// process, and the rules of `gak-rules` run natively over the same store
-/// bindings, transaction and call loop as the component (the baseline that
-/// isolates the cost of the WebAssembly boundary).
-pub mod measure {
-    pub use crate::engine::{StartupProbe, probe_startup};
-    pub use crate::native::{Caller, NativeStore, random128};
-}
+pub mod measure;
 
 pub use api::{Checkpoint, Commitgate, Retention, Sideeffect, SinkError, Taskboard};
 pub use builder::{Builder, DEFAULT_CONNECTION_WAIT, DEFAULT_MAX_CONNECTIONS};
