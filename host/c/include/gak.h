@@ -92,9 +92,10 @@ typedef struct gak_options {
   const struct gak_clock *clock;
   // Connections (each with its component instance) at most; 0: 16.
   uint32_t max_connections;
-  // How long a call waits at most, ms, for a free connection and for a
-  // lock another call's transaction holds (then it fails with
-  // `storage`); 0: 5 000.
+  // How long a call waits at most, ms, for a free connection and, on
+  // memory and PostgreSQL, for a lock another call's transaction holds
+  // (then it fails with `storage`; SQLite waits out its busy timeout,
+  // 5 s, on each attempt of the call); 0: 5 000.
   uint64_t connection_wait_ms;
   // PostgreSQL: fail any statement running longer, ms; 0: no limit.
   uint64_t statement_timeout_ms;
@@ -384,9 +385,10 @@ typedef struct gak_resolution {
 // more than once when the store reports a conflict, so it must be
 // re-runnable; the call answers what its last run returned. It must not
 // call into the same kernel (refused with `invalid-input` on its own
-// thread; a thread it starts and waits for waits for the body's locks, at
-// most the kernel's connection wait, then fails with `storage`), nor keep
-// `down` after returning.
+// thread; a thread it starts and waits for waits for the body's locks —
+// on memory and PostgreSQL at most the kernel's connection wait, on
+// SQLite its busy timeout on each attempt — then fails with `storage`),
+// nor keep `down` after returning.
 typedef int32_t (*gak_sink_body)(void *user, struct gak_downstream *down);
 
 // Rows a query returned: `rows * columns` cells, row after row. A cell's
