@@ -20,10 +20,19 @@ import (
 // WithDownstream's): what it writes through down commits or rolls back
 // with the call. Returning an error rolls everything back (the call is
 // CodeWriteFailed, the error its Err). It may run more than once when the
-// store reports a conflict, so it must be re-runnable. It must not call
-// the same kernel (ctx carries the mark that refuses such calls with
-// CodeInvalidInput), use down after returning, or call runtime.Goexit
-// (t.FailNow): it runs on a C stack frame.
+// store reports a conflict, so it must be re-runnable; the call answers
+// what its last run did (an earlier run's error or panic is forgotten
+// with the conflict that re-ran it).
+//
+// It must not call the same kernel: a call through ctx (which carries the
+// mark) or on the body's goroutine is refused at once with
+// CodeInvalidInput; a goroutine the body starts that calls the kernel
+// with another context cannot be told from any other caller, and waits
+// for the locks the body's transaction holds — on memory and PostgreSQL at
+// most Options.ConnectionWait, on SQLite its busy timeout on each attempt
+// — then fails with a *StorageError (so a body that waits for such a
+// goroutine is slow, never stuck). Nor may it use down after returning, or
+// call runtime.Goexit (t.FailNow): it runs on a C stack frame.
 type SinkBody func(ctx context.Context, down *Downstream) error
 
 // Downstream is a sink body's access to the call's transaction: the
@@ -46,7 +55,8 @@ type sinkCall struct {
 
 func (c *sinkCall) run(down *C.gak_downstream) (rc C.int32_t) {
 	d := &Downstream{c: down, live: true}
-	c.err = nil
+	// Each run answers for itself: the call reports the last one.
+	c.err, c.panicked, c.panicVal = nil, false, nil
 	defer func() {
 		d.mu.Lock()
 		d.live = false
@@ -66,19 +76,28 @@ func (c *sinkCall) run(down *C.gak_downstream) (rc C.int32_t) {
 	return 0
 }
 
-// runBody runs one call whose body is a SinkBody, and finishes it: the
-// body's error behind a write-failed refusal, its panic re-raised.
+// runBody runs one call whose body is a SinkBody, and finishes it with
+// what the last run of the body did: its error behind a write-failed
+// refusal, its panic re-raised. A run whose store met a conflict ran
+// again, and a call that ends with a store error (every run met a
+// conflict, or a store failure) is a *StorageError whatever the body did.
 func (k *Kernel) runBody(ctx context.Context, body SinkBody, call func(cb C.gak_sink_body, user unsafe.Pointer) *C.gak_error) error {
 	state := &sinkCall{ctx: within(ctx, k), body: body}
 	h := cgo.NewHandle(state)
 	defer h.Delete()
 	handle := uintptr(h)
 	err := check(call(C.gak_sink_body(C.gakGoSinkBody), unsafe.Pointer(&handle)))
-	if state.panicked {
-		panic(state.panicVal)
+	if r, ok := err.(*Refused); ok && r.Code == CodeWriteFailed {
+		if state.panicked {
+			panic(state.panicVal)
+		}
+		if state.err != nil {
+			r.Err = state.err
+		}
 	}
-	if r, ok := err.(*Refused); ok && r.Code == CodeWriteFailed && state.err != nil {
-		r.Err = state.err
+	if e, ok := err.(*StorageError); ok && state.panicked {
+		// The store error is the answer (rule 12); the panic is not lost.
+		e.Message += fmt.Sprintf(" (and the sink body's last run panicked: %v)", state.panicVal)
 	}
 	return err
 }
