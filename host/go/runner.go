@@ -179,8 +179,11 @@ func (h *Heartbeat) lose(err error) {
 //     fails its error is returned and nothing is retried (the intent stays
 //     and the key turns uncertain when it expires, never a second grant);
 //   - replayed, uncertain, in flight, contended → that Ran, body not called;
-//   - the body fails → MarkUncertain, Release (best effort) →
-//     *BodyFailedError;
+//   - the body fails → MarkUncertain ("body failed"), Release (best
+//     effort) → *BodyFailedError; a panic is raised again after them, and
+//     a body that ends its goroutine (runtime.Goexit, t.FailNow) leaves the
+//     key the same way (uncertain, resource released) before the goroutine
+//     ends;
 //   - the body returns NotApplied(err) → Abandon (best effort) →
 //     *NotAppliedError.
 //
@@ -219,13 +222,30 @@ func (r *Runner) Run(ctx context.Context, action Action, body EffectBody) (Ran, 
 			r.keepAlive(action, hb, stop)
 		}()
 	}
-	result, bodyErr := callBody(bodyCtx, body, acquired.Lease, hb)
-	close(stop)
-	renewing.Wait()
-	lease := hb.Lease()
 	// The verdict is sent whatever the caller's context says now: an
 	// effect that ran must be recorded.
 	verdict := context.Background()
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		// The body called runtime.Goexit (t.FailNow): this goroutine ends
+		// here and Run never returns. The effect may or may not have
+		// happened, as after a failed body, so the key is marked uncertain
+		// and the resource released — left alone, the renewals would keep
+		// the key in flight for ever.
+		close(stop)
+		renewing.Wait()
+		lease := hb.Lease()
+		_ = gate.MarkUncertain(verdict, action, lease, "body failed")
+		_ = gate.Release(verdict, action, lease)
+	}()
+	result, bodyErr := callBody(bodyCtx, body, acquired.Lease, hb)
+	returned = true
+	close(stop)
+	renewing.Wait()
+	lease := hb.Lease()
 	if bodyErr == nil {
 		recorded, err := gate.Complete(verdict, action, lease, result)
 		if err != nil {
