@@ -98,7 +98,14 @@ func (r *Runner) WithRenewals(every time.Duration) *Runner {
 // it alive: the current lease, how many renewals succeeded, and — as soon
 // as a renewal is refused — that the lease is lost, so a long body can
 // stop early instead of finishing work whose result will be refused.
+// No fmt verb shows the lease's holder.
 type Heartbeat struct {
+	// The state is behind a pointer so that a Heartbeat value can be
+	// printed (Format) without copying its mutex.
+	st *heartbeatState
+}
+
+type heartbeatState struct {
 	mu       sync.Mutex
 	lease    Lease
 	renewals uint64
@@ -108,69 +115,69 @@ type Heartbeat struct {
 }
 
 func newHeartbeat(lease Lease, cancel context.CancelFunc) *Heartbeat {
-	return &Heartbeat{lease: lease, changed: make(chan struct{}), cancel: cancel}
+	return &Heartbeat{st: &heartbeatState{lease: lease, changed: make(chan struct{}), cancel: cancel}}
 }
 
 // Lease is the lease as last renewed.
 func (h *Heartbeat) Lease() Lease {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lease
+	h.st.mu.Lock()
+	defer h.st.mu.Unlock()
+	return h.st.lease
 }
 
 // Renewals is how many renewals succeeded so far.
 func (h *Heartbeat) Renewals() uint64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.renewals
+	h.st.mu.Lock()
+	defer h.st.mu.Unlock()
+	return h.st.renewals
 }
 
 // Check is a *Refused with CodeLeaseLost once a renewal was refused (the
 // resource changed hands, the attempt is over, or the hold expired):
 // stop and return. Nil while the lease holds.
 func (h *Heartbeat) Check() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.lost != nil {
-		return &Refused{Code: CodeLeaseLost, Message: "lease-lost: a renewal was refused", Err: h.lost}
+	h.st.mu.Lock()
+	defer h.st.mu.Unlock()
+	if h.st.lost != nil {
+		return &Refused{Code: CodeLeaseLost, Message: "lease-lost: a renewal was refused", Err: h.st.lost}
 	}
 	return nil
 }
 
 // Refusal is the refusal that lost the lease, or nil.
 func (h *Heartbeat) Refusal() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.lost
+	h.st.mu.Lock()
+	defer h.st.mu.Unlock()
+	return h.st.lost
 }
 
 // Changed is closed at the next renewal or at the loss of the lease
 // (ask again for the change after that).
 func (h *Heartbeat) Changed() <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.changed
+	h.st.mu.Lock()
+	defer h.st.mu.Unlock()
+	return h.st.changed
 }
 
-func (h *Heartbeat) notify() {
-	close(h.changed)
-	h.changed = make(chan struct{})
+func (st *heartbeatState) notify() {
+	close(st.changed)
+	st.changed = make(chan struct{})
 }
 
 func (h *Heartbeat) renewed(l Lease) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.lease = l
-	h.renewals++
-	h.notify()
+	h.st.mu.Lock()
+	defer h.st.mu.Unlock()
+	h.st.lease = l
+	h.st.renewals++
+	h.st.notify()
 }
 
 func (h *Heartbeat) lose(err error) {
-	h.mu.Lock()
-	h.lost = err
-	h.notify()
-	h.mu.Unlock()
-	h.cancel()
+	h.st.mu.Lock()
+	h.st.lost = err
+	h.st.notify()
+	h.st.mu.Unlock()
+	h.st.cancel()
 }
 
 // Run runs body at most once per action.Key:

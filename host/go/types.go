@@ -1,7 +1,5 @@
 package gak
 
-import "fmt"
-
 // Times (Until, CompletedAt, Prune's before) are milliseconds since the
 // Unix epoch, as the kernel's clock reads them; a ttl is a time.Duration
 // of whole milliseconds (sub-millisecond parts are dropped), 1 ms to a
@@ -77,18 +75,13 @@ func NewAction(key, resource string) Action {
 }
 
 // Lease is the right to run one attempt of an effect. Holder is a
-// capability: never log it (String hides it).
+// capability: never log it (no fmt verb shows it).
 type Lease struct {
 	Key      string
 	Resource string
 	Fence    uint64
 	Holder   string
 	Until    uint64
-}
-
-// String shows the lease without its holder.
-func (l Lease) String() string {
-	return fmt.Sprintf("Lease{Key:%q Resource:%q Fence:%d Holder:<redacted> Until:%d}", l.Key, l.Resource, l.Fence, l.Until)
 }
 
 // Kind is what acquire decided, or how a Runner's run ended.
@@ -121,15 +114,10 @@ type Acquired struct {
 }
 
 // ReconcileClaim is the right to reconcile an uncertain key. Claim is a
-// capability.
+// capability (no fmt verb shows it).
 type ReconcileClaim struct {
 	Claim string
 	Until uint64
-}
-
-// String shows the claim without its capability.
-func (c ReconcileClaim) String() string {
-	return fmt.Sprintf("ReconcileClaim{Claim:<redacted> Until:%d}", c.Until)
 }
 
 // Resolution is a reconciler's verdict on an uncertain key.
@@ -204,7 +192,7 @@ type TaskSeed struct {
 }
 
 // Task is a task on the board. Token is a capability, set only by Claim,
-// ClaimNext and Renew (String hides it).
+// ClaimNext and Renew (no fmt verb shows it).
 type Task struct {
 	ID    string
 	Title string
@@ -218,19 +206,6 @@ type Task struct {
 	Until *uint64
 	// Fence is the takeover generation: strictly increasing per task.
 	Fence uint64
-}
-
-// String shows the task without its token.
-func (t Task) String() string {
-	token := ""
-	if t.Token != "" {
-		token = "<redacted>"
-	}
-	until := "nil"
-	if t.Until != nil {
-		until = fmt.Sprint(*t.Until)
-	}
-	return fmt.Sprintf("Task{ID:%q State:%s Owner:%q Token:%s Until:%s Fence:%d}", t.ID, t.State, t.Owner, token, until, t.Fence)
 }
 
 // TaskPage is one page of the board; Next is the cursor for the next page
