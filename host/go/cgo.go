@@ -9,6 +9,7 @@ package gak
 import "C"
 
 import (
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -115,6 +116,10 @@ type arena struct {
 	size   int
 }
 
+// arenaBytes counts the C memory arenas ever allocated (the tests check
+// that an oversized argument is refused before any is).
+var arenaBytes atomic.Int64
+
 // arenaChunk is the size of an arena's usual (and first) chunk.
 const arenaChunk = 4096
 
@@ -133,6 +138,7 @@ func (a *arena) alloc(n int) unsafe.Pointer {
 		if p == nil {
 			panic("gak: out of C memory")
 		}
+		arenaBytes.Add(int64(size))
 		a.blocks = append(a.blocks, p)
 		a.cur, a.used, a.size = p, 0, size
 	}

@@ -15,6 +15,17 @@
 // transaction on its own connection from the kernel's pool. Every method
 // checks its context before the call starts (a call that started runs to
 // its end: the kernel's transactions are short and never left half done).
+//
+// What is promised about waiting: a call never waits for ever. A call from
+// inside a sink body into the same kernel (through the body's context, or
+// on the body's goroutine) is refused at once with CodeInvalidInput; a call
+// made after Close began fails at once. A wait for a free connection, and
+// on memory and PostgreSQL a wait for a lock another call's transaction
+// holds (what a goroutine a body started waits for if it calls the kernel
+// while the body waits for it), lasts at most Options.ConnectionWait; on
+// SQLite a lock is waited for up to SQLite's busy timeout (5 s) on each
+// attempt of the call (Options.RetryAttempts, 10 by default). Then the
+// call fails with a *StorageError.
 package gak
 
 /*
@@ -25,6 +36,8 @@ import "C"
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"runtime"
 	"strconv"
 	"sync"
@@ -34,9 +47,17 @@ import (
 
 // Kernel is the kernel over one store.
 type Kernel struct {
-	mu    sync.RWMutex // calls hold it shared; Close exclusively
-	k     *C.gak_kernel
-	clock *ManualClock // kept alive with the kernel
+	// mu guards the fields below. It is never held during a call: a call
+	// counts itself in inflight instead, so Close, waiting for the calls
+	// that run, never stands in the way of a call (a read-write lock did:
+	// a waiting writer blocks new readers, and a sink body's call into its
+	// own kernel then waited for a Close that waited for the body).
+	mu       sync.Mutex
+	k        *C.gak_kernel
+	inflight int
+	closing  bool
+	idle     *sync.Cond   // signalled when inflight drops to 0 while closing
+	clock    *ManualClock // kept alive with the kernel
 }
 
 // Options are every setting of a kernel beyond its store; zero values
@@ -49,8 +70,10 @@ type Options struct {
 	Clock *ManualClock
 	// MaxConnections bounds the pool (default 16).
 	MaxConnections int
-	// ConnectionWait is how long a call waits for a free connection
-	// (default 30 s).
+	// ConnectionWait bounds a call's wait (default 5 s) for a free
+	// connection and, on memory and PostgreSQL, for a lock another call's
+	// transaction holds (SQLite waits out its busy timeout, 5 s, on each
+	// attempt). Then the call fails with a *StorageError.
 	ConnectionWait time.Duration
 	// StatementTimeout fails any PostgreSQL statement running longer.
 	StatementTimeout time.Duration
@@ -61,32 +84,63 @@ type Options struct {
 	RetryMax      time.Duration
 }
 
-// Open opens a kernel on a store URL with the system clock: "memory:",
-// "sqlite:PATH", "postgres://…" (the Rust host's grammar). Errors:
-// *Refused with CodeInvalidInput for an unknown URL or a bad option,
-// *StorageError when the store or the component cannot be used; no
-// message shows a password.
+// Open opens a kernel on a store URL with the system clock and default
+// settings: "memory:", "sqlite:PATH", "postgres://…" (the Rust host's
+// grammar). Errors: *Refused with CodeInvalidInput for an unknown URL or a
+// bad option, *StorageError when the store or the component cannot be
+// used; no message shows a password.
 func Open(url string) (*Kernel, error) {
-	return OpenWith(Options{Store: url})
-}
-
-func ms(d time.Duration) C.uint64_t {
-	if d <= 0 {
-		return 0
+	var k *C.gak_kernel
+	if err := check(C.gak_kernel_open(str(url), &k)); err != nil {
+		return nil, err
 	}
-	return C.uint64_t(d / time.Millisecond)
+	return adopt(k, nil), nil
 }
 
-// OpenWith opens a kernel with settings.
+// ms is d in whole milliseconds for an option (0: the default); a
+// positive d below 1 ms is 1 ms, never the default, and a negative one is
+// refused.
+func ms(name string, d time.Duration) (C.uint64_t, error) {
+	switch {
+	case d < 0:
+		return 0, refused(CodeInvalidInput, name+": a negative duration")
+	case d > 0 && d < time.Millisecond:
+		return 1, nil
+	}
+	return C.uint64_t(d / time.Millisecond), nil
+}
+
+// u32 is n for an option libgak takes as uint32 (0: the default); out of
+// range is refused, never wrapped (2^32 + 1 would have been a pool of 1).
+func u32(name string, n int) (C.uint32_t, error) {
+	if n < 0 || uint64(n) > math.MaxUint32 {
+		return 0, refused(CodeInvalidInput, fmt.Sprintf("%s: %d is out of range (0 to %d)", name, n, uint32(math.MaxUint32)))
+	}
+	return C.uint32_t(n), nil
+}
+
+// OpenWith opens a kernel with settings (errors as Open; an option out of
+// its range is CodeInvalidInput).
 func OpenWith(o Options) (*Kernel, error) {
-	opts := C.gak_options{
-		store:                str(o.Store),
-		max_connections:      C.uint32_t(max0(o.MaxConnections)),
-		connection_wait_ms:   ms(o.ConnectionWait),
-		statement_timeout_ms: ms(o.StatementTimeout),
-		retry_attempts:       C.uint32_t(max0(o.RetryAttempts)),
-		retry_base_ms:        ms(o.RetryBase),
-		retry_max_ms:         ms(o.RetryMax),
+	opts := C.gak_options{store: str(o.Store)}
+	var err error
+	if opts.max_connections, err = u32("MaxConnections", o.MaxConnections); err != nil {
+		return nil, err
+	}
+	if opts.connection_wait_ms, err = ms("ConnectionWait", o.ConnectionWait); err != nil {
+		return nil, err
+	}
+	if opts.statement_timeout_ms, err = ms("StatementTimeout", o.StatementTimeout); err != nil {
+		return nil, err
+	}
+	if opts.retry_attempts, err = u32("RetryAttempts", o.RetryAttempts); err != nil {
+		return nil, err
+	}
+	if opts.retry_base_ms, err = ms("RetryBase", o.RetryBase); err != nil {
+		return nil, err
+	}
+	if opts.retry_max_ms, err = ms("RetryMax", o.RetryMax); err != nil {
+		return nil, err
 	}
 	if o.Clock != nil {
 		opts.clock = o.Clock.c
@@ -96,25 +150,29 @@ func OpenWith(o Options) (*Kernel, error) {
 		return nil, err
 	}
 	runtime.KeepAlive(o.Clock)
-	kernel := &Kernel{k: k, clock: o.Clock}
+	return adopt(k, o.Clock), nil
+}
+
+func adopt(k *C.gak_kernel, clock *ManualClock) *Kernel {
+	kernel := &Kernel{k: k, clock: clock}
+	kernel.idle = sync.NewCond(&kernel.mu)
 	// A kernel dropped without Close still closes its connections.
 	runtime.SetFinalizer(kernel, (*Kernel).Close)
-	return kernel, nil
+	return kernel
 }
 
-func max0(n int) int {
-	if n < 0 {
-		return 0
-	}
-	return n
-}
-
-// Close closes the kernel's connections, after every running call
-// returned; calls afterwards fail with a *StorageError. Closing twice is
-// harmless. Never call it from inside a sink body.
+// Close closes the kernel's connections. From the moment it is called,
+// new calls fail at once with a *StorageError ("the kernel is closed"),
+// including calls the running calls' sink bodies make; Close returns once
+// every running call returned. Closing twice is harmless. Never call it
+// from inside a sink body (it would wait for the body's own call).
 func (k *Kernel) Close() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.closing = true
+	for k.inflight > 0 {
+		k.idle.Wait()
+	}
 	if k.k != nil {
 		C.gak_kernel_free(k.k)
 		k.k = nil
@@ -148,7 +206,8 @@ func within(ctx context.Context, k *Kernel) context.Context {
 
 // enter starts a call: the context is checked, a call from inside one of
 // this kernel's sink bodies is refused (it would wait for the
-// transaction it runs in), and the kernel is held open until leave.
+// transaction it runs in), a call after Close began fails, and the kernel
+// is held open until leave. Nothing here waits.
 func (k *Kernel) enter(ctx context.Context) (*C.gak_kernel, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -156,15 +215,23 @@ func (k *Kernel) enter(ctx context.Context) (*C.gak_kernel, error) {
 	if in, ok := ctx.Value(insideKey{}).(*inside); ok && in.holds(k) {
 		return nil, refused(CodeInvalidInput, "a kernel call cannot be made from inside another call on the same kernel (a fenced sink's body runs inside its call's transaction)")
 	}
-	k.mu.RLock()
-	if k.k == nil {
-		k.mu.RUnlock()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closing || k.k == nil {
 		return nil, &StorageError{Message: "the kernel is closed"}
 	}
+	k.inflight++
 	return k.k, nil
 }
 
-func (k *Kernel) leave() { k.mu.RUnlock() }
+func (k *Kernel) leave() {
+	k.mu.Lock()
+	k.inflight--
+	if k.inflight == 0 && k.closing {
+		k.idle.Broadcast()
+	}
+	k.mu.Unlock()
+}
 
 // Checkpoint is the kernel's snapshots and resume plans.
 func (k *Kernel) Checkpoint() Checkpoint { return Checkpoint{k} }
@@ -209,7 +276,9 @@ func (c *ManualClock) Set(ms uint64) error {
 // Advance moves the clock forward by d (whole ms).
 func (c *ManualClock) Advance(d time.Duration) {
 	defer runtime.KeepAlive(c)
-	C.gak_clock_advance(c.c, ms(d))
+	if d > 0 {
+		C.gak_clock_advance(c.c, C.uint64_t(d/time.Millisecond))
+	}
 }
 
 // AdvanceMs moves the clock forward by ms.
@@ -227,11 +296,13 @@ func DropPostgresSchema(url string) error {
 // Version is libgak's version.
 func Version() string { return C.GoString(C.gak_version()) }
 
-// Component is the component libgak embeds (every kernel runs it).
+// Component is a copy of the component libgak embeds (every kernel runs
+// it): libgak's own bytes are read-only memory, which a caller writing to
+// the slice would fault on.
 func Component() []byte {
 	var b C.gak_bytes
 	C.gak_component(&b)
-	return unsafe.Slice((*byte)(unsafe.Pointer(b.ptr)), int(b.len))
+	return C.GoBytes(unsafe.Pointer(b.ptr), C.int(b.len))
 }
 
 // ttl converts a duration to whole ms; below 0 or beyond the kernel's

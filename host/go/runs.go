@@ -74,6 +74,9 @@ func (c Checkpoint) SaveIfNewer(ctx context.Context, snap Snapshot) error {
 		return err
 	}
 	defer c.k.leave()
+	if err := (&scale{}).snapshot(&snap); err != nil {
+		return err
+	}
 	var a arena
 	defer a.free()
 	return check(C.gak_checkpoint_save_if_newer(k, a.snapshot(&snap)))
@@ -103,6 +106,15 @@ func (c Checkpoint) BuildPlan(ctx context.Context, steps []StepDef, snap *Snapsh
 		return Plan{}, err
 	}
 	defer c.k.leave()
+	plan := &scale{totalOnly: true}
+	if err := plan.steps(steps); err != nil {
+		return Plan{}, err
+	}
+	if snap != nil {
+		if err := plan.snapshot(snap); err != nil {
+			return Plan{}, err
+		}
+	}
 	var a arena
 	defer a.free()
 	var defs *C.gak_step_def

@@ -74,6 +74,9 @@ func (t Taskboard) Seed(ctx context.Context, tasks []TaskSeed) error {
 		return err
 	}
 	defer t.k.leave()
+	if err := (&scale{}).seeds(tasks); err != nil {
+		return err
+	}
 	var a arena
 	defer a.free()
 	var seeds *C.gak_task_seed
