@@ -10,7 +10,10 @@
 //!   own behaviour;
 //! - `host_protocol`, `host_protocol_postgres`: the shared host-protocol
 //!   cases that apply to this host (the rest are skipped, each with its
-//!   reason, and only the scripted-store ones may be);
+//!   reason, and only the scripted-store ones may be), and the fuzzers'
+//!   cases (`tests/host-protocol/fuzz`, or `$GAK_HOST_FUZZ_DIR`): SQL texts
+//!   on SQLite (and PostgreSQL), passwords through every URL entry point
+//!   and the tool, retry sequences on PostgreSQL;
 //! - `readme_snippet`: the README's "Embed it from Go" code, in a fresh
 //!   module set up as the README says;
 //! - `latency_tool`: `cmd/gak-latency` prints what `host/latency.py` parses.
@@ -183,6 +186,25 @@ fn host_protocol(dsn: Option<&str>) {
         passed >= if dsn.is_some() { 23 } else { 17 },
         "only {passed} cases ran:\n{stdout}"
     );
+    let mut replays = vec![
+        "fuzz/sql.json [sqlite]",
+        "fuzz/passwords.json [open]",
+        "fuzz/passwords.json [cli]",
+    ];
+    if dsn.is_some() {
+        replays.extend([
+            "fuzz/sql.json [postgres]",
+            "fuzz/retries.json [postgres] write-fenced",
+            "fuzz/retries.json [postgres] with-downstream",
+        ]);
+    }
+    for replay in replays {
+        let line = format!("ok   {replay}: ");
+        assert!(
+            stdout.lines().any(|l| l.starts_with(&line)),
+            "no {line:?} line:\n{stdout}"
+        );
+    }
     for skip in stdout.lines().filter(|l| l.starts_with("SKIP")) {
         let scripted =
             skip.contains("[scripted]") && skip.contains("the Rust host's transaction loop");

@@ -2,7 +2,7 @@
 // host-protocol replay and the cross-language worker.
 //
 //	go run ./cmd/gak conformance [--component F] [--store URL] [FILE_OR_DIR…]
-//	go run ./cmd/gak host-protocol [--postgres DSN] [FILE…]
+//	go run ./cmd/gak host-protocol [--postgres DSN] [--fuzz DIR] [FILE…]
 //	go run ./cmd/gak xworker --store URL --worker NAME --index N --tasks T --rounds R --keys K --sink-rounds S [--barrier DIR --parties P] [--hold-ms H]
 package main
 
@@ -18,7 +18,7 @@ import (
 )
 
 const usage = `usage: gak conformance [--component FILE] [--store URL] [FILE_OR_DIR...]
-       gak host-protocol [--postgres DSN] [FILE...]
+       gak host-protocol [--postgres DSN] [--fuzz DIR] [FILE...]
        gak xworker --store URL --worker NAME --index N --tasks T --rounds R --keys K --sink-rounds S [--barrier DIR --parties P] [--hold-ms H]
 `
 
@@ -92,6 +92,7 @@ func conformanceCmd(args []string) int {
 func hostProtocolCmd(args []string) int {
 	fs := flag.NewFlagSet("host-protocol", flag.ContinueOnError)
 	postgres := fs.String("postgres", "", "a PostgreSQL DSN for the cases that run there")
+	fuzzDir := fs.String("fuzz", "", "the fuzzers' cases (default: $GAK_HOST_FUZZ_DIR, else tests/host-protocol/fuzz); replayed when no FILE is given")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -143,11 +144,67 @@ func hostProtocolCmd(args []string) int {
 			}
 		}
 	}
+	if fs.NArg() == 0 || *fuzzDir != "" {
+		p, f, s := fuzzReplays(stores, *fuzzDir, scratch)
+		passed, failed, skipped = passed+p, failed+f, skipped+s
+	}
 	fmt.Printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped)
 	if failed > 0 {
 		return 1
 	}
 	return 0
+}
+
+// fuzzReplays replays the fuzzers' cases (tests/host-protocol/README.md,
+// "Fuzzers"), a line per file and store, a line per failed case; every
+// case counts as one passed, failed or skipped.
+func fuzzReplays(stores *conformance.Stores, dir, scratch string) (passed, failed, skipped int) {
+	if dir == "" {
+		var err error
+		if dir, err = conformance.FuzzDir(); err != nil {
+			fmt.Printf("FAIL fuzz: %v\n", err)
+			return 0, 1, 0
+		}
+	}
+	f, err := conformance.LoadFuzz(dir)
+	if err != nil {
+		fmt.Printf("FAIL fuzz: %v\n", err)
+		return 0, 1, 0
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Printf("FAIL fuzz: cannot find this tool to run it: %v\n", err)
+		return 0, 1, 0
+	}
+	results := []conformance.FuzzResult{
+		stores.ReplaySQL(f, "sqlite"),
+		stores.ReplaySQL(f, "postgres"),
+		conformance.ReplayPasswords(f),
+		conformance.ReplayPasswordsCLI(f, self, scratch),
+		stores.ReplayRetries(f, "write-fenced"),
+		stores.ReplayRetries(f, "with-downstream"),
+		{Name: "retries.json [scripted]", Skipped: conformance.ScriptedSkip},
+	}
+	for _, r := range results {
+		switch {
+		case r.Skipped != "":
+			fmt.Printf("SKIP fuzz/%s: %s\n", r.Name, r.Skipped)
+			skipped++
+		case len(r.Failures) == 0:
+			fmt.Printf("ok   fuzz/%s: %d cases\n", r.Name, r.Cases)
+			passed += r.Cases
+		default:
+			for _, why := range r.Failures {
+				fmt.Printf("FAIL fuzz/%s %s\n", r.Name, why)
+			}
+			fmt.Printf("FAIL fuzz/%s: %d of %d cases failed\n", r.Name, len(r.Failures), r.Cases)
+			failed += len(r.Failures)
+			if n := r.Cases - len(r.Failures); n > 0 {
+				passed += n
+			}
+		}
+	}
+	return passed, failed, skipped
 }
 
 func asSkip(err error, skip **conformance.ErrSkipped) bool {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	gak "github.com/gak-kernel/gak/host/go"
+	"github.com/gak-kernel/gak/host/go/internal/secret"
 )
 
 const (
@@ -239,7 +240,7 @@ func work(a workerArgs) error {
 	ctx := context.Background()
 	k, err := gak.Open(a.store)
 	if err != nil {
-		return fmt.Errorf("opening %s: %v", a.store, err)
+		return fmt.Errorf("opening %s: %v", secret.Redact(a.store), err)
 	}
 	defer k.Close()
 	line := func(phase string) error {

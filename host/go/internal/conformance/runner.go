@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	gak "github.com/gak-kernel/gak/host/go"
+	"github.com/gak-kernel/gak/host/go/internal/secret"
 )
 
 // Target makes a kernel over a fresh, empty store, judged by clock.
@@ -39,7 +40,7 @@ func NewURLTarget(store string) (*URLTarget, error) {
 		strings.HasPrefix(store, "postgres://"), strings.HasPrefix(store, "postgresql://"):
 		return &URLTarget{url: store}, nil
 	}
-	return nil, fmt.Errorf("unknown store %q: expected memory:, sqlite:PATH or postgres://USER@HOST:PORT/DB", store)
+	return nil, fmt.Errorf("unknown store %q: expected memory:, sqlite:PATH or postgres://USER@HOST:PORT/DB", secret.Redact(store))
 }
 
 // Cleanup removes the last scenario's file or schema.
@@ -78,7 +79,8 @@ func (t *URLTarget) Fresh(clock *gak.ManualClock) (*gak.Kernel, error) {
 	case strings.HasPrefix(store, "postgres"):
 		u, err := url.Parse(store)
 		if err != nil {
-			return nil, fmt.Errorf("bad postgres URL: %v", err)
+			// url.Parse's message quotes the URL, password and all.
+			return nil, fmt.Errorf("bad postgres URL %s: not a URL", secret.Redact(store))
 		}
 		q := u.Query()
 		base := q.Get("schema")
