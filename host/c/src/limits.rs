@@ -15,22 +15,23 @@
 //! Only the contract's values are weighed (what is lowered into the
 //! component); store URLs, the downstream table's keys and values, SQL
 //! text and parameters, and a body's error message are not, as in the Rust
-//! host. The bounds are the Rust host's (`gak_rules::input::MAX_PAYLOAD`,
-//! `MAX_ITEMS`, and its 64 MiB per call); `tests/tests/c_abi.rs` checks
-//! that libgak refuses where the Rust host starts refusing.
+//! host. The bounds are every host's (`host/sql/store.json`, generated into
+//! the Rust host's store facts); `tests/boundary.c` checks that a value at
+//! the bound still reaches the component.
 use gak_host::Error;
+use gak_host::store::facts::{MAX_CALL_BYTES, MAX_LIST_ITEMS, MAX_VALUE_BYTES};
 
 use crate::abi::{gak_bytes, gak_str};
 use crate::records::{
     gak_action, gak_lease, gak_outcome, gak_resolution, gak_snapshot, gak_step_def, gak_task_seed,
 };
 
-/// The longest string or bytes value the contract takes.
-pub(crate) const MAX_VALUE: usize = 1 << 20;
-/// The most items a list argument may hold.
-pub(crate) const MAX_ITEMS: usize = 10_000;
-/// The most bytes of strings and bytes one call may carry in all.
-pub(crate) const MAX_CALL: usize = 64 << 20;
+/// The longest string or bytes value the contract takes (1 MiB).
+const MAX_VALUE: usize = MAX_VALUE_BYTES;
+/// The most items a list argument may hold (10,000).
+const MAX_ITEMS: usize = MAX_LIST_ITEMS;
+/// The most bytes of strings and bytes one call may carry in all (64 MiB).
+const MAX_CALL: usize = MAX_CALL_BYTES;
 
 /// A call's arguments weighed so far.
 pub(crate) struct Scale {
