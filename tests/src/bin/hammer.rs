@@ -41,8 +41,10 @@ fn main() -> Result<()> {
         return queue(&kernel, worker);
     }
     together("claims", worker)?;
+    forced_taken(&kernel, worker)?;
     claims(&kernel, worker, rounds)?;
     together("effects", worker)?;
+    forced_in_flight(&kernel, worker, ledger)?;
     effects(&kernel, worker, keys, ledger)?;
     if let Some(schema) = ledger {
         together("sink", worker)?;
@@ -106,6 +108,96 @@ fn together(phase: &str, worker: &str) -> Result<()> {
     }
 }
 
+/// Started together (`GAK_HAMMER_START`), the workers meet at least once
+/// however the machine schedules them: worker 0 holds `t0` while every
+/// other worker tries it, and each must be refused `taken`. (Hoping for a
+/// race is not enough: with another build on the cores, a whole phase once
+/// ran in one process before the next woke up.)
+fn forced_taken(kernel: &Kernel, worker: &str) -> Result<()> {
+    if std::env::var_os("GAK_HAMMER_START").is_none() {
+        return Ok(());
+    }
+    let board = kernel.taskboard();
+    let first = index(worker) == 0;
+    let held = if first {
+        let t = board.claim("t0", worker, 60_000)?;
+        println!("WIN t0 {} {}", t.fence, now());
+        Some(t.token.unwrap_or_default())
+    } else {
+        None
+    };
+    together("claims-held", worker)?;
+    if !first {
+        match board.claim("t0", worker, 60_000) {
+            Err(Error::Taken) => println!("TAKEN t0 {}", now()),
+            other => bail!("t0, while worker 0 held it: {other:?}"),
+        }
+    }
+    together("claims-tried", worker)?;
+    if let Some(token) = held {
+        board.release("t0", &token)?;
+    }
+    Ok(())
+}
+
+/// As [`forced_taken`], for effects: worker 0's body for `k0` waits while
+/// every other worker tries `k0`, and each must find it in flight.
+fn forced_in_flight(kernel: &Kernel, worker: &str, ledger: Option<&str>) -> Result<()> {
+    if std::env::var_os("GAK_HAMMER_START").is_none() {
+        return Ok(());
+    }
+    let runner = Runner::new(kernel, 60_000);
+    let action = Action::new("k0", "res0");
+    if index(worker) == 0 {
+        let ran = runner.run(&action, |lease| {
+            let result = body(kernel, "k0", worker, lease.fence, ledger);
+            together("effects-held", worker)
+                .map_err(|e| BodyError::Failed(Error::storage(e.to_string())))?;
+            together("effects-tried", worker)
+                .map_err(|e| BodyError::Failed(Error::storage(e.to_string())))?;
+            result
+        });
+        match ran {
+            Ok(Ran::Applied(_)) => Ok(()),
+            other => bail!("k0, held by worker 0: {other:?}"),
+        }
+    } else {
+        together("effects-held", worker)?;
+        match runner.run(&action, |_| Ok::<_, BodyError<Error>>(Vec::new())) {
+            Ok(Ran::InFlight) => println!("INFLIGHT k0 {}", now()),
+            other => bail!("k0, while worker 0's body ran: {other:?}"),
+        }
+        together("effects-tried", worker)
+    }
+}
+
+/// An effect's body: say so, work, and (PostgreSQL) write its downstream
+/// row through a fenced write.
+fn body(
+    kernel: &Kernel,
+    key: &str,
+    worker: &str,
+    fence: u64,
+    ledger: Option<&str>,
+) -> Result<Vec<u8>, BodyError<Error>> {
+    println!("BODY {key} {worker} {fence} {}", now());
+    work();
+    if let Some(schema) = ledger {
+        let sql =
+            format!("INSERT INTO \"{schema}\".effects (key, worker, fence) VALUES ($1, $2, $3)");
+        let signed = fence as i64;
+        kernel
+            .sideeffect()
+            .write_fenced(&format!("effect-{key}"), fence, |down| {
+                down.postgres_execute(&sql, &[&key, &worker, &signed])
+                    .unwrap_or_else(|| Err(Error::storage("not postgres")))
+                    .map(drop)
+            })
+            .map_err(|e| BodyError::Failed(e.contract_error()))?;
+    }
+    Ok(worker.as_bytes().to_vec())
+}
+
 /// Claim hot tasks, release each win: every claim epoch is one fence.
 ///
 /// A win is held until the worker's next win, so a worker always holds a
@@ -115,6 +207,12 @@ fn claims(kernel: &Kernel, worker: &str, rounds: usize) -> Result<()> {
     let board = kernel.taskboard();
     let mut held: Option<(String, String)> = None;
     for r in 0..rounds {
+        if r == rounds / 2 {
+            // Halfway, every worker waits for the others: even if each ran
+            // its first half alone, the wins of the second half come after
+            // every worker's first ones, so the winners interleave in time.
+            together("claims-half", worker)?;
+        }
         let task = format!("t{}", r % 4);
         if held.as_ref().is_some_and(|(t, _)| *t == task) {
             continue;
@@ -163,23 +261,7 @@ fn effects(kernel: &Kernel, worker: &str, keys: usize, ledger: Option<&str>) -> 
         let mut spins = 0u32;
         loop {
             let ran = runner.run(&action, |lease| {
-                println!("BODY {key} {worker} {} {}", lease.fence, now());
-                work();
-                if let Some(schema) = ledger {
-                    let sql = format!(
-                        "INSERT INTO \"{schema}\".effects (key, worker, fence) VALUES ($1, $2, $3)"
-                    );
-                    let fence = lease.fence as i64;
-                    kernel
-                        .sideeffect()
-                        .write_fenced(&format!("effect-{key}"), lease.fence, |down| {
-                            down.postgres_execute(&sql, &[&key, &worker, &fence])
-                                .unwrap_or_else(|| Err(Error::storage("not postgres")))
-                                .map(drop)
-                        })
-                        .map_err(|e| BodyError::Failed(e.contract_error()))?;
-                }
-                Ok::<_, BodyError<Error>>(worker.as_bytes().to_vec())
+                body(kernel, &key, worker, lease.fence, ledger)
             });
             match ran {
                 Ok(Ran::Applied(_) | Ran::Replayed(_)) => break,
