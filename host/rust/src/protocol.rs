@@ -95,9 +95,10 @@ pub(crate) trait Attempter {
 ///
 /// Beginning a transaction waits at most `lock_wait` (the kernel's
 /// connection wait): a binding whose `begin` waits for another transaction
-/// (the memory binding's lock) then fails the call with `storage` instead
-/// of waiting for ever — as it would for a sink body that waits for a call
-/// of its own on the same kernel, made from another thread.
+/// (the memory binding's lock) then answers a conflict — busy — and the
+/// call re-runs up to the retry bound, then ends with `storage`, instead of
+/// waiting for ever, as it would for a sink body that waits for a call of
+/// its own on the same kernel, made from another thread.
 pub(crate) async fn attempts<A, T, C, Trap>(
     who: &mut A,
     retry: &Retry,
@@ -119,7 +120,8 @@ where
         let begun = tokio::time::timeout(lock_wait, who.session().begin())
             .await
             .unwrap_or_else(|_| {
-                Err(StoreFault::Failure(format!(
+                // Busy, as a lock timeout is: re-run, bounded.
+                Err(StoreFault::Conflict(format!(
                     "no transaction could begin within {} ms: another transaction of this store held it (a sink body waiting for a call of its own on the same kernel?)",
                     lock_wait.as_millis()
                 )))

@@ -106,6 +106,15 @@ pub(crate) fn fault(e: tokio_postgres::Error) -> StoreFault {
         {
             StoreFault::Conflict(e.to_string())
         }
+        // `lock_timeout` (the connection wait): the lock's holder kept it
+        // longer — a busy server, or a transaction that waits for this one
+        // (a sink body waiting for a call of its own). Busy, as SQLite's
+        // busy timeout is: the call re-runs, and after the retry bound ends
+        // with `storage`. Nothing of the transaction committed.
+        Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE => StoreFault::Conflict(format!(
+            "waited longer than the lock timeout (the connection wait): {}",
+            said(&e)
+        )),
         _ => StoreFault::Failure(said(&e)),
     }
 }
