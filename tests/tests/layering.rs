@@ -714,7 +714,14 @@ fn the_library_imports_one_way() {
 #[test]
 fn the_rules_import_one_way() {
     let graph = module_graph(&root().join("guest/src"));
-    for expected in ["taskboard", "retention", "sideeffect", "checkpoint", "keys", "txn"] {
+    for expected in [
+        "taskboard",
+        "retention",
+        "sideeffect",
+        "checkpoint",
+        "keys",
+        "txn",
+    ] {
         assert!(graph.contains_key(expected), "{graph:?}");
     }
     if let Some(circle) = find_circle(&graph) {
