@@ -17,6 +17,7 @@ pub mod golden;
 pub mod hammer;
 pub mod hostfuzz;
 pub mod jsenv;
+pub mod model;
 pub mod pg;
 pub mod proxy;
 pub mod pyenv;
