@@ -139,16 +139,13 @@ func TestCloseNeverBlocksACallFromInsideABody(t *testing.T) {
 // while the body waits for it, cannot be told from any other caller: it
 // waits for the lock the body's transaction holds. Every such wait is
 // bounded: the goroutine's call fails, and the body (and its call) go on.
-// On memory and PostgreSQL the bound is ConnectionWait (300 ms here). On
-// SQLite it is SQLite's busy wait (5 s) on each of the call's attempts — 10
-// by default, about 50 s — so the SQLite run allows 2 attempts.
+// Each attempt waits at most ConnectionWait (300 ms here) on memory and
+// PostgreSQL, SQLite's busy timeout (5 s) on SQLite; a wait that runs out
+// is a conflict, re-run up to RetryAttempts (2 here; 10 by default, about
+// 50 s on SQLite).
 func TestAGoroutineABodyWaitsForGivesUpAfterTheConnectionWait(t *testing.T) {
 	everyStore(t, func(t *testing.T, url string) {
-		o := gak.Options{Store: url, ConnectionWait: 300 * time.Millisecond}
-		if strings.HasPrefix(url, "sqlite:") {
-			o.RetryAttempts = 2
-		}
-		k, err := gak.OpenWith(o)
+		k, err := gak.OpenWith(gak.Options{Store: url, ConnectionWait: 300 * time.Millisecond, RetryAttempts: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,13 +19,14 @@
 // What is promised about waiting: a call never waits for ever. A call from
 // inside a sink body into the same kernel (through the body's context, or
 // on the body's goroutine) is refused at once with CodeInvalidInput; a call
-// made after Close began fails at once. A wait for a free connection, and
-// on memory and PostgreSQL a wait for a lock another call's transaction
-// holds (what a goroutine a body started waits for if it calls the kernel
-// while the body waits for it), lasts at most Options.ConnectionWait; on
-// SQLite a lock is waited for up to SQLite's busy timeout (5 s) on each
-// attempt of the call (Options.RetryAttempts, 10 by default). Then the
-// call fails with a *StorageError.
+// made after Close began fails at once. A wait for a free connection
+// lasts at most Options.ConnectionWait, then the call fails with a
+// *StorageError. A wait for a lock another call's transaction holds (what
+// a goroutine a body started waits for if it calls the kernel while the
+// body waits for it) lasts at most Options.ConnectionWait on memory and
+// PostgreSQL, SQLite's busy timeout (5 s) on SQLite; one that runs out is
+// a conflict, so the call runs again, at most Options.RetryAttempts times
+// in all (10 by default), then fails with a *StorageError.
 package gak
 
 /*
@@ -71,9 +72,10 @@ type Options struct {
 	// MaxConnections bounds the pool (default 16).
 	MaxConnections int
 	// ConnectionWait bounds a call's wait (default 5 s) for a free
-	// connection and, on memory and PostgreSQL, for a lock another call's
-	// transaction holds (SQLite waits out its busy timeout, 5 s, on each
-	// attempt). Then the call fails with a *StorageError.
+	// connection (then the call fails with a *StorageError) and, on memory
+	// and PostgreSQL, each attempt's wait for a lock another call's
+	// transaction holds (then the attempt is a conflict and runs again, up
+	// to RetryAttempts; SQLite waits out its busy timeout, 5 s, instead).
 	ConnectionWait time.Duration
 	// StatementTimeout fails any PostgreSQL statement running longer.
 	StatementTimeout time.Duration

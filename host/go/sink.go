@@ -28,10 +28,10 @@ import (
 // mark) or on the body's goroutine is refused at once with
 // CodeInvalidInput; a goroutine the body starts that calls the kernel
 // with another context cannot be told from any other caller, and waits
-// for the locks the body's transaction holds — on memory and PostgreSQL at
-// most Options.ConnectionWait, on SQLite its busy timeout on each attempt
-// — then fails with a *StorageError (so a body that waits for such a
-// goroutine is slow, never stuck). Nor may it use down after returning, or
+// for the locks the body's transaction holds — each attempt at most
+// Options.ConnectionWait on memory and PostgreSQL, SQLite's busy timeout
+// on SQLite, RetryAttempts attempts — then fails with a *StorageError (so
+// a body that waits for such a goroutine is slow, never stuck). Nor may it use down after returning, or
 // call runtime.Goexit (t.FailNow): it runs on a C stack frame.
 type SinkBody func(ctx context.Context, down *Downstream) error
 

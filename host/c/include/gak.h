@@ -92,10 +92,11 @@ typedef struct gak_options {
   const struct gak_clock *clock;
   // Connections (each with its component instance) at most; 0: 16.
   uint32_t max_connections;
-  // How long a call waits at most, ms, for a free connection and, on
-  // memory and PostgreSQL, for a lock another call's transaction holds
-  // (then it fails with `storage`; SQLite waits out its busy timeout,
-  // 5 s, on each attempt of the call); 0: 5 000.
+  // How long a call waits at most, ms, for a free connection (then it
+  // fails with `storage`) and, on memory and PostgreSQL, each attempt
+  // for a lock another call's transaction holds (then the attempt is a
+  // conflict and runs again, up to `retry_attempts`; SQLite waits out
+  // its busy timeout, 5 s, instead); 0: 5 000.
   uint64_t connection_wait_ms;
   // PostgreSQL: fail any statement running longer, ms; 0: no limit.
   uint64_t statement_timeout_ms;
@@ -386,9 +387,10 @@ typedef struct gak_resolution {
 // re-runnable; the call answers what its last run returned. It must not
 // call into the same kernel (refused with `invalid-input` on its own
 // thread; a thread it starts and waits for waits for the body's locks —
-// on memory and PostgreSQL at most the kernel's connection wait, on
-// SQLite its busy timeout on each attempt — then fails with `storage`),
-// nor keep `down` after returning.
+// each attempt at most the kernel's connection wait on memory and
+// PostgreSQL, SQLite's busy timeout on SQLite, as many attempts as the
+// retry policy allows — then fails with `storage`), nor keep `down` after
+// returning.
 typedef int32_t (*gak_sink_body)(void *user, struct gak_downstream *down);
 
 // Rows a query returned: `rows * columns` cells, row after row. A cell's

@@ -37,10 +37,11 @@ pub struct gak_options {
     pub clock: *const gak_clock,
     /// Connections (each with its component instance) at most; 0: 16.
     pub max_connections: u32,
-    /// How long a call waits at most, ms, for a free connection and, on
-    /// memory and PostgreSQL, for a lock another call's transaction holds
-    /// (then it fails with `storage`; SQLite waits out its busy timeout,
-    /// 5 s, on each attempt of the call); 0: 5 000.
+    /// How long a call waits at most, ms, for a free connection (then it
+    /// fails with `storage`) and, on memory and PostgreSQL, each attempt
+    /// for a lock another call's transaction holds (then the attempt is a
+    /// conflict and runs again, up to `retry_attempts`; SQLite waits out
+    /// its busy timeout, 5 s, instead); 0: 5 000.
     pub connection_wait_ms: u64,
     /// PostgreSQL: fail any statement running longer, ms; 0: no limit.
     pub statement_timeout_ms: u64,

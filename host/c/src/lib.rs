@@ -17,9 +17,10 @@
 //! - callbacks (a fenced sink's body, an effect body) run on the calling
 //!   thread, inside the call; a call from one into the same kernel, on that
 //!   thread, is refused with `invalid-input` at once; a thread the body
-//!   starts that calls the kernel waits for the body's locks (at most the
-//!   kernel's connection wait on memory and PostgreSQL, SQLite's busy
-//!   timeout on each attempt), then fails with `storage`.
+//!   starts that calls the kernel waits for the body's locks (each attempt
+//!   at most the kernel's connection wait on memory and PostgreSQL,
+//!   SQLite's busy timeout on SQLite, as many attempts as the retry policy
+//!   allows), then fails with `storage`.
 // The C ABI is raw pointers by nature: every block says why it is sound.
 #![allow(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]

@@ -28,9 +28,10 @@ pub struct gak_downstream {
 /// re-runnable; the call answers what its last run returned. It must not
 /// call into the same kernel (refused with `invalid-input` on its own
 /// thread; a thread it starts and waits for waits for the body's locks —
-/// on memory and PostgreSQL at most the kernel's connection wait, on
-/// SQLite its busy timeout on each attempt — then fails with `storage`),
-/// nor keep `down` after returning.
+/// each attempt at most the kernel's connection wait on memory and
+/// PostgreSQL, SQLite's busy timeout on SQLite, as many attempts as the
+/// retry policy allows — then fails with `storage`), nor keep `down` after
+/// returning.
 #[allow(non_camel_case_types)]
 pub type gak_sink_body =
     Option<unsafe extern "C" fn(user: *mut c_void, down: *mut gak_downstream) -> i32>;
