@@ -1,0 +1,71 @@
+// graphile-worker: jobs in `<schema>._private_jobs`, claimed by `get_job`-style
+// queries with SKIP LOCKED, deleted on completion.
+import { Drain } from './drain.mjs';
+
+// Read when graphile-worker loads: without it every job logs a "Completed
+// task" line (formatted even when the logger drops it).
+process.env.NO_LOG_SUCCESS ??= '1';
+const { run, makeWorkerUtils, Logger } = await import('graphile-worker');
+
+const quiet = new Logger(() => (level, message) => {
+  if (level === 'error' || level === 'warning') process.stderr.write(`graphile-worker ${level}: ${message}\n`);
+});
+
+/** The peer's settings for one mode at `workers` concurrency. */
+function settings(mode, workers) {
+  const common = {
+    concurrency: workers,
+    // Their advice: at least 10, or concurrentJobs + 2.
+    maxPoolSize: Math.max(10, workers + 2),
+  };
+  if (mode === 'unbatched') {
+    // The defaults: one get-job query per job, one complete query per job.
+    return { ...common, localQueue: { size: -1 }, completeJobBatchDelay: -1, failJobBatchDelay: -1 };
+  }
+  // Batched, as their performance docs describe: a local queue fetches and
+  // locks `size` jobs per query and hands them to the workers; completions
+  // made within the same turn of the event loop (delay 0) go to one query.
+  return { ...common, localQueue: { size: 100 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 };
+}
+
+async function drain({ dsn, schema, jobs, workers, admin, mode }) {
+  const chosen = settings(mode, workers);
+  const utils = await makeWorkerUtils({ connectionString: dsn, schema, logger: quiet });
+  try {
+    await utils.migrate();
+    for (let at = 0; at < jobs; at += 5000) {
+      const n = Math.min(5000, jobs - at);
+      await utils.addJobs(Array.from({ length: n }, () => ({ identifier: 'noop', payload: {} })));
+    }
+  } finally {
+    await utils.release();
+  }
+  const progress = new Drain(jobs);
+  const { concurrency, maxPoolSize, ...worker } = chosen;
+  const runner = await run({
+    connectionString: dsn,
+    schema,
+    concurrency,
+    maxPoolSize,
+    logger: quiet,
+    noHandleSignals: true,
+    taskList: { noop: async (_payload, helpers) => progress.ran(helpers.job.id) },
+    preset: { worker },
+  });
+  runner.events.on('pool:fatalError', ({ error }) => progress.fail(error));
+  runner.events.on('job:failed', ({ job, error }) => progress.fail(new Error(`job ${job.id} failed: ${error}`)));
+  try {
+    const table = `${admin.escapeIdentifier(schema)}._private_jobs`;
+    return {
+      ...(await progress.measure(async () => (await admin.query(`select count(*)::int as n from ${table}`)).rows[0].n)),
+      settings: chosen,
+    };
+  } finally {
+    await runner.stop();
+  }
+}
+
+export const workloads = [
+  { peer: 'graphile-worker', mode: 'unbatched', batch: 1, drain },
+  { peer: 'graphile-worker', mode: 'batched', batch: 100, drain },
+];

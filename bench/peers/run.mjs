@@ -1,0 +1,170 @@
+#!/usr/bin/env node
+// The peers: the job queues people would pick instead of gak, draining the
+// same N trivial jobs on the same PostgreSQL, one table (or one JSON object
+// per row with --json). See README.md beside this file.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { ensureInstalled, here } from './install.mjs';
+
+const USAGE = `usage: node bench/peers/run.mjs [--jobs N] [--workers W] [--dsn DSN] [--json] [--only NAME]... [--install-only]
+
+  --jobs N        jobs per workload (default 30000)
+  --workers W     concurrency of each peer (default 8)
+  --dsn DSN       PostgreSQL (default $GAK_PG_DSN, else postgres://postgres@127.0.0.1:5432/test)
+  --json          one JSON object per row on stdout, nothing else there
+  --only NAME     a peer (graphile-worker, pg-boss) or one workload (pg-boss/work-poll);
+                  repeatable; opt-in workloads run only when named
+  --install-only  install bench/peers/node_modules from the lock if stale, then exit`;
+
+function options() {
+  const { values } = parseArgs({
+    options: {
+      jobs: { type: 'string', default: '30000' },
+      workers: { type: 'string', default: '8' },
+      dsn: { type: 'string', default: process.env.GAK_PG_DSN || 'postgres://postgres@127.0.0.1:5432/test' },
+      json: { type: 'boolean', default: false },
+      only: { type: 'string', multiple: true, default: [] },
+      'install-only': { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+  const count = (name) => {
+    const n = Number(values[name]);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, not ${values[name]}`);
+    return n;
+  };
+  return { ...values, jobs: count('jobs'), workers: count('workers') };
+}
+
+/** The DSN without credentials, for the header: host, port, database. */
+function where(dsn) {
+  try {
+    const url = new URL(dsn);
+    return `${url.hostname}:${url.port || 5432}${url.pathname}`;
+  } catch {
+    return '(unparsable DSN)';
+  }
+}
+
+function version(pkg) {
+  return JSON.parse(readFileSync(join(here, 'node_modules', pkg, 'package.json'), 'utf8')).version;
+}
+
+const COLUMNS = ['peer', 'mode', 'batch', 'workers', 'jobs', 'seconds', 'jobs/s', 'node cpu s'];
+
+function cells(row) {
+  return [
+    row.peer,
+    row.mode,
+    String(row.batch),
+    String(row.workers),
+    String(row.jobs),
+    row.seconds.toFixed(3),
+    Math.round(row.jobs_per_s).toLocaleString('en-US'),
+    row.node_cpu_seconds.toFixed(2),
+  ];
+}
+
+function table(rows) {
+  const all = [COLUMNS, ...rows.map(cells)];
+  const width = COLUMNS.map((_, i) => Math.max(...all.map((r) => r[i].length)));
+  const line = (r) => `| ${r.map((c, i) => (i < 2 ? c.padEnd(width[i]) : c.padStart(width[i]))).join(' | ')} |`;
+  return [line(COLUMNS), `|${width.map((w, i) => (i < 2 ? '-'.repeat(w + 2) : `${'-'.repeat(w + 1)}:`)).join('|')}|`, ...rows.map((r) => line(cells(r)))].join('\n');
+}
+
+async function main() {
+  let opts;
+  try {
+    opts = options();
+  } catch (error) {
+    console.error(`${error.message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (opts.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  ensureInstalled();
+  if (opts['install-only']) return 0;
+
+  const pg = (await import('pg')).default;
+  const all = [
+    ...(await import('./graphile-worker.mjs')).workloads,
+    ...(await import('./pg-boss.mjs')).workloads,
+  ];
+  const name = (w) => `${w.peer}/${w.mode}`;
+  for (const only of opts.only) {
+    if (!all.some((w) => w.peer === only || name(w) === only)) {
+      console.error(`--only ${only}: no such peer or workload; there are ${all.map(name).join(', ')}`);
+      return 2;
+    }
+  }
+  const chosen = all.filter((w) =>
+    opts.only.length === 0 ? !w.optIn : opts.only.some((o) => o === name(w) || (o === w.peer && !w.optIn)),
+  );
+
+  const admin = new pg.Client({ connectionString: opts.dsn });
+  await admin.connect();
+  const postgres = (await admin.query('show server_version')).rows[0].server_version;
+  if (!opts.json) {
+    console.log(
+      `peers on PostgreSQL ${postgres} at ${where(opts.dsn)}, Node ${process.version}, ${opts.jobs} jobs, ${opts.workers} workers;\n` +
+        'seconds: performance.now() from the first job reaching a handler to the database showing every job completed',
+    );
+  }
+  const rows = [];
+  let failed = 0;
+  for (const w of chosen) {
+    const schema = `gak_peers_${w.peer.replace(/\W/g, '')}_${w.mode.replace(/\W/g, '')}_${process.pid}`;
+    const drop = `drop schema if exists ${admin.escapeIdentifier(schema)} cascade`;
+    try {
+      await admin.query(drop);
+      const measured = await w.drain({ dsn: opts.dsn, schema, jobs: opts.jobs, workers: opts.workers, admin, mode: w.mode });
+      const row = {
+        peer: w.peer,
+        version: version(w.peer),
+        mode: w.mode,
+        batch: w.batch,
+        workers: opts.workers,
+        jobs: opts.jobs,
+        seconds: measured.seconds,
+        jobs_per_s: measured.jobs_per_s,
+        node_cpu_seconds: measured.node_cpu_seconds,
+        settings: measured.settings,
+        node: process.version,
+        postgres,
+      };
+      rows.push(row);
+      if (opts.json) console.log(JSON.stringify(row));
+    } catch (error) {
+      failed += 1;
+      console.error(`${name(w)} failed: ${error?.stack ?? error}`);
+    } finally {
+      try {
+        await admin.query(drop);
+        const left = (await admin.query('select to_regnamespace($1) as ns', [schema])).rows[0].ns;
+        if (left !== null) throw new Error(`schema ${schema} is still there after the drop`);
+      } catch (error) {
+        failed += 1;
+        console.error(`${name(w)}: cleaning up: ${error?.message ?? error}`);
+      }
+    }
+  }
+  await admin.end();
+  if (!opts.json && rows.length > 0) console.log(table(rows));
+  return failed === 0 ? 0 : 1;
+}
+
+let unhandled = 0;
+process.on('unhandledRejection', (error) => {
+  unhandled += 1;
+  console.error(`unhandled rejection: ${error?.stack ?? error}`);
+});
+main().then(
+  (code) => process.exit(code || (unhandled > 0 ? 1 : 0)),
+  (error) => {
+    console.error(error?.stack ?? error);
+    process.exit(1);
+  },
+);
