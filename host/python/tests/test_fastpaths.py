@@ -1,59 +1,63 @@
 """The hot path's shortcuts agree with what they stand in for: the code
-gak._abi generates per export (arguments lowered with one pack, results
+generated from the WIT per export (arguments lowered with one pack, results
 lifted with one unpack per record, texts handed over in place) with the
-codec objects, the read answer's one-pack lowering with the generic
-codec, the admission fast path with the full walk of gak.limits, and
-gak._maker.maker with the dataclasses' own constructors."""
+codec objects, the read answer's one-pack block with the generic codec, the
+admission fast path with the full walk of gak.limits, and gak._new's
+constructors with the dataclasses' own."""
 
 from __future__ import annotations
 
+import dataclasses
+import enum
+import re
 import sys
+import typing
 from typing import Any, Iterator
 
 import pytest
 
-from gak import _abi, _engine
+from gak import _abi, _codecs, _engine, _layout, _lower, _mem, _new, _signatures, _store_abi, types
 from gak.component import find_component
+from gak.errors import OpenError
 from gak.limits import MAX_TOTAL, MAX_VALUE, _flat_within, _walk, oversized
-from gak._maker import maker
 from gak.types import Granted, KeyInfo, KeyState, Lease, Replayed, RetrySafety, Task, TaskState
 
 _TEXTS = ["", "t1", "".join(["run", "-", "7"]), "é", "\U0001f600 x", "k" * 5000, "ünïcödé" * 300]
 
 
-def _samples(codec: _abi.Codec, i: int) -> Any:
+def _samples(codec: _codecs.Codec, i: int) -> Any:
     """The ``i``-th of several values of ``codec``'s type (cycling through
     edge cases: empty and long texts, non-ASCII, bounds, absent options)."""
     t = type(codec)
-    if t is _abi._String:
+    if t is _codecs.String:
         return _TEXTS[i % len(_TEXTS)]
-    if t is _abi._U64Codec:
+    if t is _codecs.U64:
         return [0, 1, (1 << 53) - 1, (1 << 64) - 1, 60_000][i % 5]
-    if t is _abi._U32Codec:
+    if t is _codecs.U32:
         return [0, 1, (1 << 32) - 1, 100][i % 4]
-    if t is _abi._U8Codec:
+    if t is _codecs.U8:
         return [0, 255, 16][i % 3]
-    if t is _abi._Bool:
+    if t is _codecs.Bool:
         return i % 2 == 0
-    if t is _abi._Enum:
+    if t is _codecs.Enum:
         names = sorted(codec.names)  # type: ignore[attr-defined]
         return names[i % len(names)]
-    if t is _abi._Bytes:
+    if t is _codecs.Bytes:
         return [b"", b"\x00\xff", bytes(range(256)), b"ok"][i % 4]
-    if t is _abi._Option:
+    if t is _codecs.Option:
         return None if i % 3 == 0 else _samples(codec.inner, i // 3 + i)  # type: ignore[attr-defined]
-    if t in (_abi._Record, _abi._Reads):
+    if t is _codecs.Record:
         return tuple(_samples(f, i + j) for j, f in enumerate(codec.fields))  # type: ignore[attr-defined]
-    if t is _abi._Tuple:
+    if t is _codecs.Tuple:
         return tuple(_samples(e, i + j) for j, e in enumerate(codec.elems))  # type: ignore[attr-defined]
-    if t in (_abi._List, _abi._Changes):
+    if t is _codecs.List:
         return [_samples(codec.elem, i + j) for j in range(i % 3)]  # type: ignore[attr-defined]
-    if t in (_abi._Result, _abi._ResultAnswers):
+    if t is _codecs.Result:
         ok, err = codec.ok, codec.err  # type: ignore[attr-defined]
         if i % 4 == 3:
             return (False, None if err is None else _samples(err, i))
         return (True, None if ok is None else _samples(ok, i))
-    if t is _abi._Variant:
+    if t is _codecs.Variant:
         cases = sorted(codec.cases.items())  # type: ignore[attr-defined]
         tag, (_, c) = cases[i % len(cases)]
         return (tag, None if c is None else _samples(c, i))
@@ -72,9 +76,15 @@ def _exports() -> Iterator[tuple[str, _abi.FuncCodec]]:
 EXPORTS = sorted(_exports(), key=lambda e: e[0])
 
 
-def _params(arena: _abi.Arena, codec: _abi.FuncCodec) -> list[Any]:
+def _params(arena: _mem.Arena, codec: _abi.FuncCodec) -> list[Any]:
     """The parameter Vals in an arena's slots, lifted by the codecs."""
-    return [c.lift(arena.slots + _abi._VAL * (1 + i)) for i, c in enumerate(codec.params)]
+    return [c.lift(arena.slots + _layout.VAL * (1 + i)) for i, c in enumerate(codec.params)]
+
+
+def test_every_export_has_generated_code() -> None:
+    assert {name for name, _ in EXPORTS} == set(_lower.LOWER) == set(_signatures.SIGNATURES) - {"store#read", "store#write"}
+    for name, codec in EXPORTS:
+        assert codec.lower_args is _lower.LOWER[name][0], name
 
 
 @pytest.mark.parametrize("zero_copy", [True, False], ids=["in-place", "copied"])
@@ -82,30 +92,67 @@ def _params(arena: _abi.Arena, codec: _abi.FuncCodec) -> list[Any]:
 def test_generated_lowering_writes_what_the_codecs_write(
     name: str, codec: _abi.FuncCodec, zero_copy: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if zero_copy and not _abi.ZERO_COPY:
-        pytest.skip("this interpreter's strings are not laid out as gak._abi expects")
-    monkeypatch.setattr(_abi, "ZERO_COPY", zero_copy)
-    lower, _ = _abi._compile_lower(codec.params)  # compiled for this mode
+    if zero_copy and not _mem.ZERO_COPY:
+        pytest.skip("this interpreter's strings are not laid out as gak._layout says")
+    monkeypatch.setattr(_lower, "ZERO_COPY", zero_copy)
+    monkeypatch.setattr(_mem, "ZERO_COPY", zero_copy)  # Arena.hold: keep or copy
+    lower = codec.lower_args
     assert lower is not None
     for i in range(12):
         args = tuple(_samples(c, i) for c in codec.params)
-        fast, slow = _abi.Arena(slots=True), _abi.Arena(slots=True)
-        _abi.MEM[fast.slots] = 0xFF  # the result slot: what the last call left there
+        fast, slow = _mem.Arena(slots=True), _mem.Arena(slots=True)
+        _mem.MEM[fast.slots] = 0xFF  # the result slot: what the last call left there
         assert lower(args, fast) is True
-        assert _abi.MEM[fast.slots] == 0xFF  # left alone: wasmtime drops it when it assigns the next
+        assert _mem.MEM[fast.slots] == 0xFF  # left alone: wasmtime drops it when it assigns the next
         _abi._lower_with_codecs(codec, args, slow)
         assert _params(fast, codec) == _params(slow, codec) == list(args)
 
 
+def _kebab(cls: type) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", cls.__name__).lower()
+
+
+#: The variants' case classes (``Granted``) by class: their WIT case name.
+_CASES = {cls: _kebab(cls) for union in (types.Acquired, types.Resolved) for cls in typing.get_args(union)}
+
+
+def _wire(v: Any) -> Any:
+    """What the API built (dataclasses, members, dicts), as the generic
+    codecs lift it (tuples in the WIT's field order, names, pairs)."""
+    if type(v) in _CASES:
+        payload = [getattr(v, f.name) for f in dataclasses.fields(v)]
+        return (_CASES[type(v)], _wire(payload[0]) if payload else None)
+    if dataclasses.is_dataclass(v):
+        return tuple(_wire(getattr(v, f.name)) for f in dataclasses.fields(v))
+    if isinstance(v, enum.Enum):
+        return v.value
+    if isinstance(v, dict):
+        return [(k, _wire(x)) for k, x in v.items()]
+    if isinstance(v, list):
+        return [_wire(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_wire(x) for x in v)
+    return v
+
+
 @pytest.mark.parametrize(("name", "codec"), EXPORTS, ids=[e[0] for e in EXPORTS])
-def test_generated_lifting_reads_what_the_codecs_read(name: str, codec: _abi.FuncCodec) -> None:
+def test_generated_lifting_builds_what_the_codecs_read(name: str, codec: _abi.FuncCodec) -> None:
+    """Every export's generated lift builds the API's types from what the
+    generic codecs read as tuples: the same values, field by field."""
     assert codec.result is not None and codec.lift_result is not None
-    for i in range(12):
+    seen = set()
+    for i in range(16):
         value = _samples(codec.result, i)
-        arena = _abi.Arena()
-        at = arena.alloc(_abi._VAL)
+        arena = _mem.Arena()
+        at = arena.alloc(_layout.VAL)
         codec.result.lower(value, arena, at)
-        assert codec.lift_result(at) == codec.result.lift(at) == value
+        got = codec.lift_result(at)
+        assert _wire(got) == codec.result.lift(at) == value
+        seen.add(type(got[1]).__name__)
+    if name == "sideeffect#acquire":
+        assert {"Granted", "Replayed", "InFlight", "tuple"} <= seen, seen  # errors stay tuples
+    if name in ("taskboard#claim", "taskboard#get"):
+        assert {"Task", "tuple"} <= seen, seen
 
 
 @pytest.mark.parametrize(
@@ -117,61 +164,84 @@ def test_generated_lifting_reads_what_the_codecs_read(name: str, codec: _abi.Fun
         ("a", "w", -1),
         (type("S", (str,), {})("a"), "w", 1),  # a str subclass: not compact, sent by the codecs
         ("a", "w"),  # too few
+        ("x" * (MAX_VALUE + 1), "w", 1),  # too long to take (the walk refuses it before)
     ],
-    ids=["surrogate", "u64-overflow", "bool", "negative", "str-subclass", "arity"],
+    ids=["surrogate", "u64-overflow", "bool", "negative", "str-subclass", "arity", "too-long"],
 )
 def test_generated_lowering_declines_what_it_does_not_take(args: tuple[Any, ...]) -> None:
     codec = dict(EXPORTS)["taskboard#claim"]
     assert codec.lower_args is not None
-    assert codec.lower_args(args, _abi.Arena(slots=True)) is None
-    arena = _abi.Arena(slots=True)
-    if isinstance(args[0], str) and type(args[0]) is not str:
+    assert codec.lower_args(args, _mem.Arena(slots=True)) is None
+    arena = _mem.Arena(slots=True)
+    if (isinstance(args[0], str) and type(args[0]) is not str) or len(args[0]) > MAX_VALUE:
         _abi._lower_with_codecs(codec, args, arena)  # the codecs send it
         assert _params(arena, codec) == list(args)
     else:
-        with pytest.raises((_abi.ArgError, TypeError, IndexError)):
+        with pytest.raises((_codecs.ArgError, TypeError, IndexError)):
             _abi._lower_with_codecs(codec, args, arena)
 
 
+def test_generated_lowering_of_lists_declines_a_bad_item() -> None:
+    """A list is lowered item by item: an item the lowering does not take
+    (here an enum name the contract does not have) declines the whole
+    call, and the codecs raise the error."""
+    codec = dict(EXPORTS)["taskboard#seed"]
+    good = [("a", None, [], None), ("b", "title", ["a"], "open")]
+    assert codec.lower_args is not None
+    assert codec.lower_args((good,), _mem.Arena(slots=True)) is True
+    bad = good + [("c", None, [], "nonsense")]
+    assert codec.lower_args((bad,), _mem.Arena(slots=True)) is None
+    with pytest.raises(_codecs.ArgError):
+        _abi._lower_with_codecs(codec, (bad,), _mem.Arena(slots=True))
+
+
 def test_text_is_handed_over_in_place_only_when_compact_ascii() -> None:
-    arena = _abi.Arena()
+    arena = _mem.Arena()
     ascii_ = "".join(["ab", "c"])
-    n, at = arena.text(ascii_)
-    assert (n, at) == (3, id(ascii_) + _abi._STR_DATA) or not _abi.ZERO_COPY
+    n, at = _codecs.text(arena, ascii_)
+    assert (n, at) == (3, id(ascii_) + _layout.STR_DATA) or not _mem.ZERO_COPY
     for text in ["é" * 3, type("S", (str,), {})("abc"), ""]:
-        n, at = arena.text(text)
-        assert _abi.MEM[at : at + n].tobytes() == str(text).encode()
-    assert _abi.ZERO_COPY == _abi._layout_holds()
+        n, at = _codecs.text(arena, text)
+        assert _mem.MEM[at : at + n].tobytes() == str(text).encode()
+    assert _mem.ZERO_COPY == _mem._layout_holds()
     if sys.implementation.name == "cpython" and sys.version_info < (3, 14) and not hasattr(sys, "_is_gil_enabled"):
-        assert _abi.ZERO_COPY  # the interpreters this package is tested on
+        assert _mem.ZERO_COPY  # the interpreters this package is tested on
 
 
-def _read_codec() -> _abi._ResultAnswers:
+def _read_codec() -> _abi.FuncCodec:
     compiled = _engine.compiled(find_component())
     store = compiled.component.type.imports(compiled.engine)[f"gak:kernel/store@{_engine.VERSION}"].ty
-    codec = _abi.FuncCodec(store.exports(compiled.engine)["read"].ty).result
-    assert isinstance(codec, _abi._ResultAnswers)
-    return codec
+    return _abi.FuncCodec(store.exports(compiled.engine)["read"].ty, "store#read")
 
 
 @pytest.mark.parametrize(
-    ("value", "fast"),
+    ("value", "path"),
     [
-        ((True, ([], [], None, b"")), True),
-        ((True, (['{"v":1}'], [], 1_796_180_824_502, bytes(range(16)))), True),
-        ((True, ([None, "é" * 300, "".join(["{", "}"]), ""], [], (1 << 64) - 1, b"\x00" * 64)), True),
-        ((True, ([None], [[("a", "{}")]], 5, b"")), False),  # pages: the codec
-        ((True, (["1", "2", "3", "4", "5"], [], 5, b"")), False),  # five values: the codec
-        ((False, ("conflict", "busy")), False),
+        ((True, ([], [], None, b"")), "block"),
+        ((True, (['{"v":1}'], [], 1_796_180_824_502, bytes(range(16)))), "block"),
+        ((True, ([None, "é" * 300, "".join(["{", "}"]), ""], [], (1 << 64) - 1, b"\x00" * 64)), "block"),
+        ((True, ([None], [[("a", "{}")]], 5, b"")), "general"),  # pages
+        ((True, (["1", "2", "3", "4", "5"], [], 5, b"")), "general"),  # five values
+        ((True, (["1"], [], 5, bytes(65))), "general"),  # more entropy than the block holds
+        ((True, (["1"], [], 5, bytearray(b"x"))), "codec"),  # not bytes
+        ((False, ("conflict", "busy")), "codec"),
     ],
 )
-def test_answers_lowered_in_one_pack_read_back_as_sent(value: Any, fast: bool) -> None:
+def test_answers_lowered_into_the_block_read_back_as_sent(value: Any, path: str) -> None:
     codec = _read_codec()
-    arena = _abi.Arena(8192, slots=True, answer=True)
+    assert codec.lower_result is _store_abi.LOWER_RESULTS["store#read"]
+    arena = _mem.Arena(8192, slots=True, block=_store_abi.BLOCK_SIZE)
+    _store_abi.prepare_block(arena.block)
     for _ in range(2):  # the second time over what the first left in the block
-        c = codec.lower_fast(value, arena.reset())
-        assert (c is arena.c_answer) == fast
-        assert codec.lift(c.value) == value
+        c = codec.lower_result(value, arena.reset())
+        assert {"block": arena.c_block, "general": arena.c_out, "codec": None}[path] is c
+        if c is None:
+            c = codec.lower_generic(value, arena.reset())
+        assert codec.result.lift(c.value) == _plain(value)  # type: ignore[union-attr]
+
+
+def _plain(v: Any) -> Any:
+    return bytes(v) if isinstance(v, bytearray) else tuple(_plain(x) for x in v) if isinstance(v, tuple) else v
 
 
 def test_the_admission_fast_path_never_passes_what_the_walk_refuses() -> None:
@@ -204,26 +274,36 @@ def test_the_admission_fast_path_never_passes_what_the_walk_refuses() -> None:
     assert oversized(("t1", "w", 60_000)) is None
 
 
-def test_maker_builds_the_same_instances() -> None:
+def test_constructors_build_the_same_instances() -> None:
     lease = ("k", "r", 3, "holder", 99)
-    assert maker(Lease)(*lease) == Lease(*lease)
-    assert hash(maker(Lease)(*lease)) == hash(Lease(*lease))
+    assert _new.new_lease(*lease) == Lease(*lease)
+    assert hash(_new.new_lease(*lease)) == hash(Lease(*lease))
     task = ("t1", "", ["d"], TaskState.CLAIMED, "w", "tok", 5, 1)
-    made = maker(Task)(*task)
+    made = _new.new_task(*task)
     assert made == Task(*task) and repr(made) == repr(Task(*task)) and type(made) is Task
-    assert maker(Granted)(maker(Lease)(*lease)) == Granted(Lease(*lease))
-    assert maker(Replayed)(b"ok") == Replayed(b"ok")
+    assert _new.new_granted(_new.new_lease(*lease)) == Granted(Lease(*lease))
+    assert _new.new_replayed(b"ok") == Replayed(b"ok")
     info = ("k", KeyState.CLEARED, RetrySafety.SAFE, None, "r", None, None, None, None)
-    assert maker(KeyInfo)(*info) == KeyInfo(*info)
+    assert _new.new_key_info(*info) == KeyInfo(*info)
     with pytest.raises(AttributeError):
-        made.id = "other"  # still frozen
+        made.id = "other"  # type: ignore[misc]  # still frozen
 
-    class Checked:
-        def __post_init__(self) -> None:
-            pass
 
-    with pytest.raises(TypeError):
-        maker(Checked)
+def test_constructors_cover_every_answer_class_and_skip_nothing_init_does() -> None:
+    """gak._new fills ``__dict__`` instead of calling ``__init__``: right
+    only for classes whose ``__init__`` does nothing more (no
+    ``__post_init__``, no slots, no field a default factory computes for an
+    answer), which every dataclass of gak.types is."""
+    made = {name[len("new_") :] for name in vars(_new) if name.startswith("new_")}
+    for cls in vars(types).values():
+        if dataclasses.is_dataclass(cls) and isinstance(cls, type):
+            assert not hasattr(cls, "__post_init__") and "__slots__" not in vars(cls), cls
+    for name, fn in vars(_new).items():
+        if name.startswith("new_"):
+            cls = fn.__globals__[fn.__annotations__["return"]]
+            params = fn.__code__.co_varnames[: fn.__code__.co_argcount]
+            assert [p.rstrip("_") for p in params] == [f.name for f in dataclasses.fields(cls)], name
+    assert {"task", "lease", "granted", "in_flight", "key_page", "pruned", "snapshot"} <= made
 
 
 @pytest.mark.parametrize(
@@ -331,69 +411,28 @@ def test_a_workers_last_result_is_freed_when_it_closes() -> None:
     assert kernel.taskboard.get("a").id == "a"
     worker = kernel._pool.checkout()
     kernel._pool.checkin(worker)
-    assert _abi.MEM[worker.arena.slots] == _abi._RESULT  # held
+    assert _mem.MEM[worker.arena.slots] == _layout.RESULT  # held
     kernel.close()
-    assert _abi.MEM[worker.arena.slots] == 0
+    assert _mem.MEM[worker.arena.slots] == 0
 
 
-def test_results_lifted_into_dataclasses_equal_the_converted_tuples() -> None:
-    """_wire.SHAPES: the shaped lift builds what lifting tuples and
-    converting them with the generated ``lift_*`` functions builds, for
-    every export whose answer has a shape."""
-    from gak import _wire
-
-    compiled = _engine.compiled(find_component())
-    lift = {
-        "checkpoint#load": _wire.lift_snapshot,
-        "checkpoint#build-plan": _wire.lift_plan,
-        "commitgate#commit": _wire.lift_outcome,
-        "commitgate#read": _wire.lift_outcome,
-        "sideeffect#acquire": _wire.lift_acquired,
-        "sideeffect#renew": _wire.lift_lease,
-        "sideeffect#begin-reconcile": _wire.lift_reconcile_claim,
-        "sideeffect#resolve-uncertain": _wire.lift_resolved,
-        "sideeffect#list": _wire.lift_key_page,
-        "sideeffect#get": _wire.lift_key_info,
-        "taskboard#list": _wire.lift_task_page,
-        "taskboard#get": _wire.lift_task,
-        "taskboard#claim": _wire.lift_task,
-        "taskboard#claim-next": lambda w: None if w is None else _wire.lift_task(w),
-        "taskboard#renew": _wire.lift_task,
-        "retention#prune": _wire.lift_pruned,
-    }
-    assert set(_wire.SHAPES) == set(lift)
-    for name, shape in _wire.SHAPES.items():
-        codec = compiled.export(name)[1]
-        shaped = compiled.shaped(name, shape)
-        assert shaped.lower_args is codec.lower_args  # only the result differs
-        seen = set()
-        for i in range(16):
-            value = _samples(codec.result, i)  # type: ignore[arg-type]
-            arena = _abi.Arena()
-            at = arena.alloc(_abi._VAL)
-            codec.result.lower(value, arena, at)  # type: ignore[union-attr]
-            ok, wire = codec.lift_result(at)  # type: ignore[misc]
-            got = shaped.lift_result(at)  # type: ignore[misc]
-            assert got == (ok, lift[name](wire) if ok else wire)
-            seen.add(type(got[1]).__name__)
-        assert "tuple" in seen and len(seen) >= 2, seen  # errors stay tuples
-        if name == "sideeffect#acquire":
-            assert {"Granted", "Replayed", "InFlight"} <= seen, seen
-
-
-def test_a_shape_matches_the_components_fields_by_name() -> None:
-    """A shape naming its fields gets each where its make expects it, in
-    whatever order the component's record has them, and refuses a record
-    whose names differ (a component of another contract), never lifting
-    into the wrong fields."""
-    codec = _abi._Record(["b", "a"], [_abi._String(), _abi._U64Codec()])
-    arena = _abi.Arena()
-    at = arena.alloc(_abi._VAL)
-    codec.lower(("text", 7), arena, at)
-    ordered = _abi._compile_lift(codec, shape=_abi.Make(lambda a, b: (a, b), [], ("a", "b")))
-    assert ordered(at) == (7, "text")
-    with pytest.raises(TypeError, match="regenerate"):
-        _abi._compile_lift(codec, shape=_abi.Make(lambda a, c: (a, c), [], ("a", "c")))
+def test_a_component_of_another_wit_is_refused_when_opened(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generated code reads and writes the WIT's layout: a component
+    whose functions have other types (built from another WIT of the same
+    version) is refused when it is opened, naming the function, never
+    lifted into the wrong fields."""
+    path = find_component()
+    _engine.Compiled(path)  # the component this package was generated for
+    claim = _signatures.SIGNATURES["taskboard#claim"]
+    moved = claim.replace("id: string, title: string", "title: string, id: string")
+    assert moved != claim
+    monkeypatch.setitem(_signatures.SIGNATURES, "taskboard#claim", moved)
+    with pytest.raises(OpenError, match=r"taskboard#claim differs .* regenerate"):
+        _engine.Compiled(path)
+    monkeypatch.setitem(_signatures.SIGNATURES, "taskboard#claim", claim)
+    monkeypatch.setitem(_signatures.SIGNATURES, "store#write", "func(changes: list<string>) -> result<_, _>")
+    with pytest.raises(OpenError, match="store#write differs"):
+        _engine.Compiled(path)
 
 
 def test_a_call_lowered_ahead_is_lowered_again_after_another_used_the_arena() -> None:

@@ -1,7 +1,7 @@
 """gak._wire (generated from the WIT) agrees with the component by field
 name: every record an export takes is lowered with each field where the
-component's record has it, and every answer's shape names exactly the
-component's fields."""
+component's record has it; and the types the generated lifts and
+lowerings were written for (gak._signatures) are the component's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import fields
 from enum import Enum
 from typing import Any, Iterator
 
-from gak import _abi, _engine, _wire
+from gak import _abi, _codecs, _engine, _signatures, _wire
 from gak.component import find_component
 from gak.types import (
     Action,
@@ -48,7 +48,7 @@ def _exports() -> Iterator[tuple[str, _abi.FuncCodec]]:
 
 def _records(codec: Any) -> Iterator[Any]:
     """Every record codec in a codec tree."""
-    if isinstance(codec, _abi._Record):
+    if isinstance(codec, _codecs.Record):
         yield codec
         for f in codec.fields:
             yield from _records(f)
@@ -57,7 +57,7 @@ def _records(codec: Any) -> Iterator[Any]:
             yield from _records(getattr(codec, inner))
     for e in getattr(codec, "elems", ()):
         yield from _records(e)
-    if isinstance(codec, _abi._Variant):
+    if isinstance(codec, _codecs.Variant):
         for _, case in codec.cases.values():
             if case is not None:
                 yield from _records(case)
@@ -93,7 +93,19 @@ def test_each_field_is_lowered_where_the_components_record_has_it() -> None:
     assert covered == set(taken), set(taken) - covered  # every record an export takes
 
 
-def test_every_shape_names_the_components_fields() -> None:
-    answers = {_names(r) for _, codec in _exports() if codec.result for r in _records(codec.result)}
-    shaped = {tuple(n.decode() for n in s.names) for s in vars(_wire).values() if isinstance(s, _abi.Make)}
-    assert shaped == answers
+def test_the_signatures_are_the_components() -> None:
+    """Every function the generated code serves has, in the component, the
+    type it was generated for (records' fields by name and order, enums'
+    and variants' cases), and the component has no other gak function."""
+    from wasmtime.component import _types as wt
+
+    compiled = _engine.compiled(find_component())
+    ty = compiled.component.type
+    found = {}
+    for name, item in list(ty.imports(compiled.engine).items()) + list(ty.exports(compiled.engine).items()):
+        if name.startswith("gak:kernel/"):
+            iface = name.partition("/")[2].partition("@")[0]
+            for fn, member in item.ty.exports(compiled.engine).items():
+                if isinstance(member.ty, wt.FuncType):
+                    found[f"{iface}#{fn}"] = _codecs.describe(member.ty)
+    assert found == _signatures.SIGNATURES

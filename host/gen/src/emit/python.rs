@@ -3,11 +3,18 @@
 //! - `_contract.py`: the package name, version and error codes;
 //! - `types.py`: the records of the exported interfaces as dataclasses, the
 //!   enums as `str` enums, the variants as unions of one dataclass per case;
-//! - `_wire.py`: how each of them crosses the component boundary, by field
-//!   name — the tuple a dataclass lowers to, the dataclass a lifted tuple
-//!   becomes, and the shapes `gak._abi` lifts answers straight into;
+//! - `_new.py`: a constructor of each dataclass an answer is built as;
+//! - `_wire.py`: the tuple a dataclass argument is sent as, by field name;
+//! - `_lower.py`, `_lift.py`, `_store_abi.py`: every export's arguments
+//!   lowered and answer lifted, and the store import's batches, as straight
+//!   Python over wasmtime's C API values, their offsets computed from the
+//!   WIT's types (`vals.rs`, whose layout `_layout.py` states);
+//!   `_signatures.py`: the types they were written for, which the host
+//!   checks a component against when it opens it;
 //! - `conformance/_calls.py`: the vectors' JSON to and from those types,
 //!   and one vector call per exported function.
+//!
+//! Nothing of this is generated at run time: the package runs no `exec`.
 //!
 //! What Python's API adds to the WIT (defaults, which records a caller may
 //! edit, keyword-only fields) is in the tables below: the one place a
@@ -22,9 +29,15 @@ use crate::model::{Case, Kind, Named, Ty};
 use crate::names::{camel, snake, type_name};
 use crate::{Contract, Output, banner};
 
+mod block;
 mod calls;
-mod shapes;
+mod lift;
+mod lower;
+mod new;
+mod signatures;
+mod store_abi;
 mod types;
+mod vals;
 mod wire;
 
 /// Records a caller edits between calls (`Committer` replaces a snapshot's
@@ -65,24 +78,21 @@ use crate::emit::vectors::HOST_LEVEL;
 pub fn emit(c: &Contract, _root: &Path) -> Result<Vec<Output>, String> {
     let api = Api::new(c)?;
     let dir = "host/python/src/gak";
+    let file = |name: &str, text: String| Output {
+        path: format!("{dir}/{name}").into(),
+        text,
+    };
     Ok(vec![
-        Output {
-            path: format!("{dir}/_contract.py").into(),
-            text: contract(c),
-        },
-        Output {
-            path: format!("{dir}/types.py").into(),
-            text: types::emit(&api)?,
-        },
-        Output {
-            path: format!("{dir}/_wire.py").into(),
-            // The shapes close the module: they use its lift helpers.
-            text: wire::emit(&api)? + &shapes::emit(&api)?,
-        },
-        Output {
-            path: format!("{dir}/conformance/_calls.py").into(),
-            text: calls::emit(&api)?,
-        },
+        file("_contract.py", contract(c)),
+        file("types.py", types::emit(&api)?),
+        file("_new.py", new::emit(&api)?),
+        file("_wire.py", wire::emit(&api)?),
+        file("_layout.py", vals::layout(c)),
+        file("_lower.py", lower::emit(&api)?),
+        file("_lift.py", lift::emit(&api)?),
+        file("_store_abi.py", store_abi::emit(&api)?),
+        file("_signatures.py", signatures::emit(&api)),
+        file("conformance/_calls.py", calls::emit(&api)?),
     ])
 }
 
@@ -234,25 +244,6 @@ fn fn_name(t: &Named) -> String {
         }
     }
     o
-}
-
-/// A module-level constant's name for a type (`TASK_STATE`).
-fn constant(t: &Named) -> String {
-    fn_name(t).to_uppercase()
-}
-
-/// A local variable for field `name` that no generated expression's own
-/// names shadow (`list`, `dict`, the comprehension variables).
-fn local(name: &str) -> String {
-    let id = ident(name);
-    let taken = [
-        "dict", "list", "w", "v", "case", "payload", "out", "k", "a", "r",
-    ];
-    if taken.contains(&id.as_str()) || (id.starts_with('e') && id[1..].parse::<u32>().is_ok()) {
-        id + "_"
-    } else {
-        id
-    }
 }
 
 /// `func(args)` at `indent`, one argument a line when it would pass 100

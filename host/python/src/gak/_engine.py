@@ -34,11 +34,16 @@ import wasmtime
 from wasmtime import Engine, Store, WasiConfig
 from wasmtime.component import Component, Linker
 
+from wasmtime.component import _types as wt
+
 from . import _abi
+from ._codecs import describe
 from ._contract import PACKAGE, VERSION
 from ._fork import FORKS
+from ._signatures import SIGNATURES
 from .clock import Clock
 from .errors import OpenError
+from .stores._facts import MAX_ENTROPY
 from .stores.base import StoreConflict, StoreFailure
 
 #: ``gak:kernel@0.3.0``: the contract this host implements (a component of
@@ -47,8 +52,6 @@ CONTRACT = f"{PACKAGE}@{VERSION}"
 #: Integers the contract accepts stay below 2**53 (every host language
 #: represents them exactly); a clock past that is broken.
 MAX_NUMBER = (1 << 53) - 1
-#: The most entropy one read may ask for (WIT ``store.reads.entropy``).
-MAX_ENTROPY = _abi.MAX_ENTROPY
 
 #: Live workers by store context address, for the host functions. Weak: a
 #: process-wide registry must not keep a dropped kernel's workers (and their
@@ -108,7 +111,9 @@ def _load(engine: Engine, wasm: bytes) -> Component:
 
 
 class Compiled:
-    """Engine, component, linker and the per-function codecs (built once)."""
+    """Engine, component, linker and the per-function codecs (built once).
+    A component is checked when it is opened: its contract version, then
+    its functions' types against those the generated code was written for."""
 
     def __init__(self, path: Path) -> None:
         try:
@@ -122,13 +127,13 @@ class Compiled:
         except wasmtime.WasmtimeError as e:
             raise OpenError(f"{path} is not a loadable component: {e}") from e
         check_version(self.engine, self.component, path)
+        check_signatures(self.engine, self.component, path)
         self.linker = Linker(self.engine)
         self.linker.add_wasip2()
         link_kernel_imports(self.engine, self.component, self.linker, path)
         shadow_random(self.engine, self.component, self.linker, path)
         self._exports = self.component.type.exports(self.engine)
         self._funcs: dict[str, tuple[Any, _abi.FuncCodec]] = {}
-        self._shaped: dict[str, _abi.FuncCodec] = {}
         self._lock = threading.Lock()
 
     def export(self, name: str) -> tuple[Any, _abi.FuncCodec]:
@@ -144,21 +149,9 @@ class Compiled:
             if index is None:
                 raise OpenError(f"the component exports no {qualified}#{fn}")
             fty = self._exports[qualified].ty.exports(self.engine)[fn].ty
-            found = (index, _abi.FuncCodec(fty))
+            found = (index, _abi.FuncCodec(fty, name))
             self._funcs[name] = found
             return found
-
-    def shaped(self, name: str, shape: Any) -> _abi.FuncCodec:
-        """The codec of ``interface#function`` whose result lift builds
-        what ``shape`` says (gak._abi.FuncCodec.shaped), made once."""
-        found = self._shaped.get(name)
-        if found is None:
-            codec = self.export(name)[1]
-            with self._lock:
-                found = self._shaped.get(name)
-                if found is None:
-                    found = self._shaped[name] = codec.shaped(shape)
-        return found
 
 
 def check_version(engine: Engine, component: Component, path: Path) -> None:
@@ -176,6 +169,33 @@ def check_version(engine: Engine, component: Component, path: Path) -> None:
         raise OpenError(f"{path} is not a {PACKAGE} component; this host implements {CONTRACT}")
     if found != {CONTRACT}:
         raise OpenError(f"{path} is {' and '.join(sorted(found))}; this host implements {CONTRACT}")
+
+
+def check_signatures(engine: Engine, component: Component, path: Path) -> None:
+    """Refuse a component whose functions have other types than those of
+    the WIT this package was generated from (:mod:`gak._signatures`): the
+    generated code reads and writes values by the WIT's layout, and would
+    read another one's fields wrongly. Same version, another WIT: a
+    component built before a WIT edit, or a package not regenerated after
+    one."""
+    ty = component.type
+    for name, item in list(ty.imports(engine).items()) + list(ty.exports(engine).items()):
+        if not name.startswith(f"{PACKAGE}/"):
+            continue
+        iface = name.partition("/")[2].partition("@")[0]
+        for fn, member in item.ty.exports(engine).items():
+            want = SIGNATURES.get(f"{iface}#{fn}")
+            if want is None or not isinstance(member.ty, wt.FuncType):
+                continue
+            have = describe(member.ty)
+            if have != want:
+                at = next((i for i, (a, b) in enumerate(zip(have, want)) if a != b), min(len(have), len(want)))
+                lo = max(0, at - 40)
+                raise OpenError(
+                    f"{path}: {iface}#{fn} differs from the WIT this package was generated from, "
+                    f"at ...{have[lo : at + 40]}... (expected ...{want[lo : at + 40]}...): "
+                    "regenerate the package (cargo run -p gak-gen) or use the component built from its wit/"
+                )
 
 
 def link_kernel_imports(engine: Engine, component: Component, linker: Linker, path: Path) -> None:
@@ -278,7 +298,7 @@ class Worker:
 
     def call_with(self, name: str, args: Any, codec: Optional[_abi.FuncCodec] = None) -> Any:
         """:meth:`call` with the arguments as one sequence (and, given
-        ``codec``, the result lifted by it: one of Compiled.shaped)."""
+        ``codec``, the one of Compiled.export: a caller may keep it)."""
         f = self._funcs.get(name) or self._func(name)
         return _abi.call_export(f[0], self.c_context, codec or f[1], args, self.arena)
 

@@ -1,10 +1,9 @@
 """The five WIT interfaces as Python classes (``kernel.checkpoint`` …), with
 snake_case methods mirroring the Rust host's ``api.rs``.
 
-Each method lowers its dataclasses to the wire form of :mod:`gak._abi` with
-the functions :mod:`gak._wire` generates from the WIT (by field name), runs
-one export in one transaction, and returns the answer the lift built
-(:data:`gak._wire.SHAPES`). Nothing here decides anything: every rule is the
+Each method lowers its dataclasses to the wire form with the functions
+:mod:`gak._wire` generates from the WIT (by field name), runs one export in
+one transaction, and returns the answer :mod:`gak._lift` built. Nothing here decides anything: every rule is the
 component's.
 """
 
@@ -13,8 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
 from ._wire import (
-    lift_plan,
-    lift_pruned,
     lower_action,
     lower_lease,
     lower_outcome,
@@ -74,10 +71,10 @@ class Checkpoint(_Interface):
 
     def build_plan(self, steps: Sequence[StepDef], snap: Optional[Snapshot] = None) -> Plan:
         """Validate the DAG and plan a resume. Pure: no store transaction."""
-        wire = self._kernel._pure(
+        plan: Plan = self._kernel._pure(
             "checkpoint#build-plan", lower_step_def_list(steps), None if snap is None else lower_snapshot(snap)
         )
-        return lift_plan(wire)
+        return plan
 
 
 class Commitgate(_Interface):
@@ -251,7 +248,8 @@ class Retention(_Interface):
     def prune_dry_run(self, before: int, limit: int) -> Pruned:
         """What :meth:`prune` would remove now, without removing it."""
         self._kernel._admit((before, limit))
-        return lift_pruned(self._kernel._transact(lambda w: w.call("retention#prune", before, limit), commit=False))
+        pruned: Pruned = self._kernel._transact(lambda w: w.call("retention#prune", before, limit), commit=False)
+        return pruned
 
 
 __all__ = ["Checkpoint", "Commitgate", "Refused", "Retention", "Sideeffect", "Taskboard"]

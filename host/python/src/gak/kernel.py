@@ -20,7 +20,6 @@ from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 from . import _abi, _engine
 from ._fork import FORKS, GATE
 from ._pool import CONNECTION_WAIT, MAX_CONNECTIONS, WorkerPool
-from ._wire import SHAPES
 from .clock import Clock, SystemClock
 from .component import find_component
 from .errors import Refused, StorageError
@@ -462,14 +461,7 @@ class Kernel:
             GATE.exit(me)
 
     def _codec(self, name: str) -> _abi.FuncCodec:
-        # The API's results are built by the lift where _wire.SHAPES
-        # says how (a Task, a Granted lease ...), else lifted as tuples.
-        shape = SHAPES.get(name)
-        if shape is None:
-            codec = self._compiled.export(name)[1]
-        else:
-            codec = self._compiled.shaped(name, shape)
-        self._codecs[name] = codec
+        codec = self._codecs[name] = self._compiled.export(name)[1]
         return codec
 
     def _pure(self, name: str, *args: Any) -> Any:
