@@ -54,9 +54,8 @@ const PAYLOADS: &[(&str, &str)] = &[
 /// optional.
 const OPTIONS: &[&str] = &["sideeffect.list", "taskboard.list"];
 
-/// Pure functions: they run without a transaction, and only the call's
-/// total size is the host's to bound (HOSTS.md rule 16).
-const PURE: &[&str] = &["checkpoint.build-plan"];
+/// Pure functions (`emit::PURE`).
+use crate::emit::PURE;
 
 /// Exported functions the API reaches only through a call of its own,
 /// written by hand: `sink-advance` is the fence compare of `writeFenced`

@@ -12,6 +12,10 @@ pub mod rust;
 pub mod store;
 pub mod vectors;
 
+/// Pure exported functions: hosts call them without a transaction, and
+/// only the call's total size is the host's to bound (HOSTS.md rule 16).
+pub const PURE: &[&str] = &["checkpoint.build-plan"];
+
 /// Every generated file.
 pub fn all(c: &Contract, root: &Path) -> Result<Vec<Output>, String> {
     let mut out = Vec::new();

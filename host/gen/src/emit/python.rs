@@ -5,6 +5,8 @@
 //!   enums as `str` enums, the variants as unions of one dataclass per case;
 //! - `_new.py`: a constructor of each dataclass an answer is built as;
 //! - `_wire.py`: the tuple a dataclass argument is sent as, by field name;
+//! - `interfaces.py`: one class per exported interface, one method per
+//!   function (`interfaces.rs`);
 //! - `_lower.py`, `_lift.py`, `_store_abi.py`: every export's arguments
 //!   lowered and answer lifted, and the store import's batches, as straight
 //!   Python over wasmtime's C API values, their offsets computed from the
@@ -31,6 +33,7 @@ use crate::{Contract, Output, banner};
 
 mod block;
 mod calls;
+mod interfaces;
 mod lift;
 mod lower;
 mod new;
@@ -87,6 +90,7 @@ pub fn emit(c: &Contract, _root: &Path) -> Result<Vec<Output>, String> {
         file("types.py", types::emit(&api)?),
         file("_new.py", new::emit(&api)?),
         file("_wire.py", wire::emit(&api)?),
+        file("interfaces.py", interfaces::emit(&api)?),
         file("_layout.py", vals::layout(c)),
         file("_lower.py", lower::emit(&api)?),
         file("_lift.py", lift::emit(&api)?),

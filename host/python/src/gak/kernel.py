@@ -502,4 +502,5 @@ class Kernel:
         return box[0]  # type: ignore[no-any-return]
 
 
-from .interfaces import Checkpoint, Commitgate, Retention, Sideeffect, Taskboard  # noqa: E402
+from ._host_level import Retention, Sideeffect  # noqa: E402
+from .interfaces import Checkpoint, Commitgate, Taskboard  # noqa: E402
