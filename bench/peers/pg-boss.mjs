@@ -6,16 +6,16 @@ const { PgBoss } = await import('pg-boss');
 const QUEUE = 'peers';
 
 /** The peer's settings for one mode at `workers` concurrency. */
-function settings(mode, workers) {
+function settings(mode, workers, batch) {
   // The pool: pg-boss's default is 10; every worker may hold one connection.
   const boss = { max: Math.max(10, workers + 2) };
   switch (mode) {
     case 'work-burst':
-      // `work()` with W workers, each fetching 100 jobs per query, the handler
+      // `work()` with W workers, each fetching `batch` jobs per query, the handler
       // taking the batch, pg-boss completing it in one query; while fetches
       // come back full the worker re-fetches at once instead of sleeping the
       // polling interval.
-      return { boss, work: { batchSize: 100, burstWhenBatchFull: true, localConcurrency: workers } };
+      return { boss, work: { batchSize: batch, burstWhenBatchFull: true, localConcurrency: workers } };
     case 'fetch-complete':
       // Unbatched, the way to get one job at a time without `work()`'s sleep:
       // W loops of `fetch(queue)` (batchSize 1) then `complete(queue, id)`.
@@ -31,8 +31,8 @@ function settings(mode, workers) {
   }
 }
 
-async function drain({ dsn, schema, jobs, workers, admin, mode }) {
-  const chosen = settings(mode, workers);
+async function drain({ dsn, schema, jobs, workers, batch, admin, mode }) {
+  const chosen = settings(mode, workers, batch);
   const boss = new PgBoss({ connectionString: dsn, schema, ...chosen.boss });
   const progress = new Drain(jobs);
   boss.on('error', (error) => progress.fail(error));
@@ -71,12 +71,12 @@ async function drain({ dsn, schema, jobs, workers, admin, mode }) {
 }
 
 export const workloads = [
-  { peer: 'pg-boss', mode: 'work-burst', batch: 100, drain },
-  { peer: 'pg-boss', mode: 'fetch-complete', batch: 1, drain },
+  { peer: 'pg-boss', mode: 'work-burst', batched: true, drain },
+  { peer: 'pg-boss', mode: 'fetch-complete', batched: false, drain },
   {
     peer: 'pg-boss',
     mode: 'work-poll',
-    batch: 1,
+    batched: false,
     drain,
     // Not in the default run: bound by the polling sleep, not the database.
     optIn: 'bound by the 0.5 s polling sleep after every fetch, not by the database',

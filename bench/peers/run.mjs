@@ -7,10 +7,11 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ensureInstalled, here } from './install.mjs';
 
-const USAGE = `usage: node bench/peers/run.mjs [--jobs N] [--workers W] [--dsn DSN] [--json] [--only NAME]... [--install-only]
+const USAGE = `usage: node bench/peers/run.mjs [--jobs N] [--workers W] [--batch B] [--dsn DSN] [--json] [--only NAME]... [--install-only]
 
   --jobs N        jobs per workload (default 30000)
   --workers W     concurrency of each peer (default 8)
+  --batch B       jobs per fetch in the batched workloads (default 100, at least 2)
   --dsn DSN       PostgreSQL (default $GAK_PG_DSN, else postgres://postgres@127.0.0.1:5432/test)
   --json          one JSON object per row on stdout, nothing else there
   --only NAME     a peer (graphile-worker, pg-boss) or one workload (pg-boss/work-poll);
@@ -22,6 +23,7 @@ function options() {
     options: {
       jobs: { type: 'string', default: '30000' },
       workers: { type: 'string', default: '8' },
+      batch: { type: 'string', default: '100' },
       dsn: { type: 'string', default: process.env.GAK_PG_DSN || 'postgres://postgres@127.0.0.1:5432/test' },
       json: { type: 'boolean', default: false },
       only: { type: 'string', multiple: true, default: [] },
@@ -34,7 +36,10 @@ function options() {
     if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, not ${values[name]}`);
     return n;
   };
-  return { ...values, jobs: count('jobs'), workers: count('workers') };
+  const batch = count('batch');
+  // pg-boss ignores burstWhenBatchFull at batchSize 1: a batch of 1 is the unbatched workloads.
+  if (batch < 2) throw new Error('--batch must be at least 2 (the unbatched workloads are batch 1)');
+  return { ...values, jobs: count('jobs'), workers: count('workers'), batch };
 }
 
 /** The DSN without credentials, for the header: host, port, database. */
@@ -120,12 +125,13 @@ async function main() {
     const drop = `drop schema if exists ${admin.escapeIdentifier(schema)} cascade`;
     try {
       await admin.query(drop);
-      const measured = await w.drain({ dsn: opts.dsn, schema, jobs: opts.jobs, workers: opts.workers, admin, mode: w.mode });
+      const batch = w.batched ? opts.batch : 1;
+      const measured = await w.drain({ dsn: opts.dsn, schema, jobs: opts.jobs, workers: opts.workers, batch, admin, mode: w.mode });
       const row = {
         peer: w.peer,
         version: version(w.peer),
         mode: w.mode,
-        batch: w.batch,
+        batch,
         workers: opts.workers,
         jobs: opts.jobs,
         seconds: measured.seconds,
