@@ -3,6 +3,7 @@
 // same N trivial jobs on the same PostgreSQL, one table (or one JSON object
 // per row with --json). See README.md beside this file.
 import { readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ensureInstalled, here } from './install.mjs';
@@ -56,7 +57,7 @@ function version(pkg) {
   return JSON.parse(readFileSync(join(here, 'node_modules', pkg, 'package.json'), 'utf8')).version;
 }
 
-const COLUMNS = ['peer', 'mode', 'batch', 'workers', 'jobs', 'seconds', 'jobs/s', 'node cpu s'];
+const COLUMNS = ['peer', 'mode', 'batch', 'workers', 'jobs', 'seconds', 'jobs/s', 'node cpu s', 'load'];
 
 function cells(row) {
   return [
@@ -68,6 +69,7 @@ function cells(row) {
     row.seconds.toFixed(3),
     Math.round(row.jobs_per_s).toLocaleString('en-US'),
     row.node_cpu_seconds.toFixed(2),
+    row.load_1m.toFixed(2),
   ];
 }
 
@@ -126,6 +128,9 @@ async function main() {
     try {
       await admin.query(drop);
       const batch = w.batched ? opts.batch : 1;
+      // What else the machine was doing: the one-minute load average as the
+      // workload starts (the peers' own figures move several-fold with it).
+      const load = loadavg()[0];
       const measured = await w.drain({ dsn: opts.dsn, schema, jobs: opts.jobs, workers: opts.workers, batch, admin, mode: w.mode });
       const row = {
         peer: w.peer,
@@ -140,6 +145,7 @@ async function main() {
         settings: measured.settings,
         node: process.version,
         postgres,
+        load_1m: Math.round(load * 100) / 100,
       };
       rows.push(row);
       if (opts.json) console.log(JSON.stringify(row));
