@@ -228,11 +228,8 @@ fn every_export_is_exercised_from_c() {
     let programs = ["tests/abi.c", "examples/demo.c"]
         .map(|p| std::fs::read_to_string(cenv::package().join(p)).expect("C program"))
         .join("\n");
-    // Behind the json-call-probe feature, measured by the Go benchmark.
-    let optional = ["gak_probe_claim_json"];
     let missing: Vec<&String> = functions
         .iter()
-        .filter(|f| !optional.contains(&f.as_str()))
         .filter(|f| !programs.contains(&format!("{f}(")))
         .collect();
     assert!(missing.is_empty(), "not called from C: {missing:?}");

@@ -610,17 +610,6 @@ const char *gak_version(void);
 // `out` is valid for writing.
 void gak_component(struct gak_bytes *out);
 
-#if defined(GAK_JSON_CALL_PROBE)
-// `taskboard.claim` with the vectors' JSON args, its answer as the
-// vectors' JSON into `*out` (clear it with `gak_str_clear`).
-//
-// # Safety
-// `k` is a live kernel; `args` valid for reading; `out` for writing.
-struct gak_error *gak_probe_claim_json(const struct gak_kernel *k,
-                                       struct gak_str args,
-                                       struct gak_str *out);
-#endif
-
 // Free a string libgak filled in (e.g. by `gak_downstream_get`); NULL ok.
 //
 // # Safety

@@ -31,8 +31,6 @@ mod codes;
 pub mod error;
 pub mod kernel;
 mod limits;
-#[cfg(feature = "json-call-probe")]
-pub mod probe;
 pub mod records;
 pub mod runner;
 pub mod runs;

@@ -5,8 +5,7 @@
 //	CGO_LDFLAGS=-L../../target/release go run ./cmd/gak-latency [N]
 //
 // PostgreSQL is measured when GAK_PG_DSN (default the local server)
-// answers. Built with -tags gakjsonprobe (and libgak with --features
-// json-call-probe) it also measures a claim through the JSON call shape.
+// answers.
 package main
 
 import (
@@ -72,16 +71,6 @@ func run(url string, n int) error {
 		return err
 	}); err != nil {
 		return err
-	}
-	if probe != nil {
-		if err := seed(k, "json-", n+n/10); err != nil {
-			return err
-		}
-		if err := measure("taskboard.claim (fresh task), JSON call shape", n, func(i int) error {
-			return probe(k, "json-t"+strconv.Itoa(i))
-		}); err != nil {
-			return err
-		}
 	}
 	if err := measure("sideeffect.acquire (fresh key)", n, func(i int) error {
 		_, err := gate.Acquire(ctx, gak.NewAction("k"+strconv.Itoa(i), "r"+strconv.Itoa(i)), time.Minute)
