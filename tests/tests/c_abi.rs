@@ -247,6 +247,8 @@ fn every_export_catches_panics() {
         "gak_clock_advance",
         "gak_clock_free",
         "gak_version",
+        "gak_abi_version",
+        "gak_abi_layout",
         "gak_component",
         "gak_kernel_open",
     ];

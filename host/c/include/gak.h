@@ -39,6 +39,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// The version of libgak's C ABI this header declares. It changes (by hand,
+// here) whenever a program compiled against one `gak.h` cannot call a
+// libgak built from another: a function's signature, a struct's layout, an
+// enum's numbering. `GAK_ABI_LAYOUT` (generated with the structs) changes
+// by itself with any struct or number. A program compares both with the
+// linked library's (`gak_abi_version`, `gak_abi_layout`) before its first
+// call; the Go package does when it loads.
+//
+// 1: the first versioned ABI (every enum numbered from 1, 0 is none).
+#define GAK_ABI_VERSION 1
+
+// A fingerprint of every struct and number below (libgak's layout):
+// it changes whenever a record, a field or an enum's numbering does.
+// `gak_abi_layout()` answers the linked library's; a program compiled
+// against another header must not call it.
+#define GAK_ABI_LAYOUT 2034019601
+
 // A clock that moves only when told to (for tests and conformance):
 // judge expiry by it with `gak_options.clock`. Thread-safe; a kernel keeps
 // its own reference, so the handle may be freed while kernels use it.
@@ -83,6 +100,17 @@ typedef struct gak_str {
   size_t len;
 } gak_str;
 
+// Bytes (results, payloads): `len` bytes at `ptr`. Borrowed as an
+// argument, owned by the record libgak filled otherwise, exactly as
+// [`gak_str`] (a result libgak returns is followed by a NUL too, and its
+// `ptr` is NULL only when absent).
+typedef struct gak_bytes {
+  // The first byte, or NULL.
+  const uint8_t *ptr;
+  // How many bytes.
+  size_t len;
+} gak_bytes;
+
 // Every setting of a kernel beyond its store; zero means "the default"
 // for each number. Passed by value: libgak keeps none of its pointers.
 typedef struct gak_options {
@@ -108,216 +136,262 @@ typedef struct gak_options {
   uint64_t retry_max_ms;
 } gak_options;
 
-// Bytes (results, payloads): `len` bytes at `ptr`. Borrowed as an
-// argument, owned by the record libgak filled otherwise, exactly as
-// [`gak_str`] (a result libgak returns is followed by a NUL too, and its
-// `ptr` is NULL only when absent).
-typedef struct gak_bytes {
-  // The first byte, or NULL.
-  const uint8_t *ptr;
-  // How many bytes.
-  size_t len;
-} gak_bytes;
-
-// One `fields` entry of a snapshot.
+// One pair of a list of pairs (a snapshot's `fields`).
 typedef struct gak_field {
-  // The key (fields are sorted by key, keys unique).
+  // The key (pairs are sorted by key, keys unique).
   struct gak_str key;
   // The value.
   struct gak_str value;
 } gak_field;
 
-// A run's progress snapshot.
+// A run's progress. `done` lists the steps finished so far; `fields` is a
+// map given as pairs sorted by key (duplicate keys are `invalid-input`).
+//
+// Borrowed as an argument; as an answer, clear what libgak put into it with `gak_snapshot_clear`.
 typedef struct gak_snapshot {
-  // The run.
+  // WIT `snapshot.run-id`.
   struct gak_str run_id;
-  // Sequence number: a save lands only above the stored one.
+  // Strictly increasing per run; 0 is never a real commit.
   uint64_t seq;
-  // Whether `fence` is set (the writer's takeover generation).
+  // Whether `fence` is set.
   bool has_fence;
-  // The owner fence, when `has_fence`.
+  // The writer's takeover generation (its task claim's fence); absent counts as 0.
+  // Set when `has_fence`.
   uint64_t fence;
-  // Free-form status (non-empty).
+  // WIT `snapshot.status`.
   struct gak_str status;
-  // Finished steps.
+  // WIT `snapshot.done`.
   struct gak_str *done;
   // How many `done`.
   size_t done_len;
-  // Fields, sorted by key.
+  // WIT `snapshot.fields`.
   struct gak_field *fields;
   // How many `fields`.
   size_t fields_len;
 } gak_snapshot;
 
-// A resume plan: steps to skip (the trusted completion set), to run (in
-// order), and done records that are not trusted.
+// What to do on resume.
+//
+// An answer: clear what libgak put into it with `gak_plan_clear`.
 typedef struct gak_plan {
-  // Skipped steps, in declaration order.
+  // Trusted finished steps, in declaration order: MUST NOT run again.
   struct gak_str *skip;
   // How many `skip`.
   size_t skip_len;
-  // Steps to run, in topological order.
+  // Every other step, in topological order, ties by declaration order.
   struct gak_str *run;
   // How many `run`.
   size_t run_len;
-  // Done records that are not trusted.
+  // Done records that could not be trusted: known steps in declaration
+  // order, then unknown ids in the snapshot's order.
   struct gak_str *untrusted;
   // How many `untrusted`.
   size_t untrusted_len;
 } gak_plan;
 
-// A terminal outcome's status (`GAK_STATUS_*`).
+// WIT `commitgate.status`.
+// Numbered `GAK_STATUS_*` from 1, in the WIT's order; 0 (`GAK_STATUS_NONE`) is none.
 typedef uint32_t gak_status;
 
-// A terminal outcome.
+// WIT `commitgate.outcome`.
+//
+// Borrowed as an argument; as an answer, clear what libgak put into it with `gak_outcome_clear`.
 typedef struct gak_outcome {
-  // `GAK_STATUS_SUCCEEDED` or `GAK_STATUS_FAILED`.
+  // WIT `outcome.status`.
+  // `GAK_STATUS_*` (0, `GAK_STATUS_NONE`, is `invalid-input` in an argument).
   gak_status status;
-  // The opaque result.
+  // WIT `outcome.result`.
   struct gak_bytes result;
 } gak_outcome;
 
-// The right to run one attempt of an effect.
+// The right to apply an action once, as granted by `acquire`.
+//
+// Borrowed as an argument; as an answer, clear what libgak put into it with `gak_lease_clear`.
 typedef struct gak_lease {
-  // The key.
+  // WIT `lease.key`.
   struct gak_str key;
-  // The resource.
+  // WIT `lease.resource`.
   struct gak_str resource;
-  // The resource's fence for this attempt.
+  // The resource's fencing token: strictly increasing per resource.
   uint64_t fence;
-  // The holder minted at grant (a capability: never log it).
+  // 128-bit random hex minted at grant.
+  // A capability: whoever reads it can act as its owner; never log it.
   struct gak_str holder;
-  // The deadline, ms since the epoch.
+  // Informative only: the stored deadline is what counts.
   uint64_t until;
 } gak_lease;
 
-// What `acquire` decided (`GAK_ACQUIRED_*`).
+// What `acquired` says (`GAK_ACQUIRED_*`), by `kind`.
+// 0 (`GAK_ACQUIRED_NONE`) is none (a cleared answer).
 typedef uint32_t gak_acquired_kind;
 
-// What `acquire` decided; `kind` says which fields are set.
+// The single atomic decision of `acquire`, in precedence order.
+// `kind` says which fields are set. An answer: clear what libgak put into it with `gak_acquired_clear`.
 typedef struct gak_acquired {
   // `GAK_ACQUIRED_*`.
   gak_acquired_kind kind;
-  // Granted: the lease.
+  // `granted`: the payload (set when `kind` is `GAK_ACQUIRED_GRANTED`).
   struct gak_lease lease;
-  // Replayed: the first result.
+  // `replayed`: the payload (set when `kind` is `GAK_ACQUIRED_REPLAYED`).
   struct gak_bytes result;
-  // Uncertain: why.
+  // `uncertain`: the payload (set when `kind` is `GAK_ACQUIRED_UNCERTAIN`).
   struct gak_str reason;
-  // Contended: until when the resource is held.
+  // `contended`: the payload (set when `kind` is `GAK_ACQUIRED_CONTENDED`).
   uint64_t until;
 } gak_acquired;
 
-// The right to reconcile an uncertain key.
-typedef struct gak_reconcile_claim {
-  // The claim (a capability: pass it to `resolve_uncertain`).
-  struct gak_str claim;
-  // Until when it is held.
-  uint64_t until;
-} gak_reconcile_claim;
-
-// What a verdict resolved to (`GAK_RESOLVED_*`).
+// What `resolved` says (`GAK_RESOLVED_*`), by `kind`.
+// 0 (`GAK_RESOLVED_NONE`) is none (a cleared answer).
 typedef uint32_t gak_resolved_kind;
 
-// What a verdict resolved the key to.
+// WIT `sideeffect.resolved`.
+// `kind` says which fields are set. An answer: clear what libgak put into it with `gak_resolved_clear`.
 typedef struct gak_resolved {
   // `GAK_RESOLVED_*`.
   gak_resolved_kind kind;
-  // Replayed: the recorded result.
+  // `replayed`: the payload (set when `kind` is `GAK_RESOLVED_REPLAYED`).
   struct gak_bytes result;
 } gak_resolved;
 
-// A side-effect key's state (`GAK_KEY_*`); 0 means "any" in a list.
+// The right to reconcile one uncertain key.
+//
+// An answer: clear what libgak put into it with `gak_reconcile_claim_clear`.
+typedef struct gak_reconcile_claim {
+  // WIT `reconcile-claim.claim`.
+  // A capability: whoever reads it can act as its owner; never log it.
+  struct gak_str claim;
+  // WIT `reconcile-claim.until`.
+  uint64_t until;
+} gak_reconcile_claim;
+
+// Where a key stands. An expired intent is `uncertain` (reason
+// `intent-expired`): its holder may have applied the effect and died.
+// Numbered `GAK_KEY_*` from 1, in the WIT's order; 0 (`GAK_KEY_ANY`) is none, which a list's filter reads as any.
 typedef uint32_t gak_key_state;
 
-// Whether an effect may run again after "not applied" (`GAK_RETRY_*`).
+// Whether running the effect twice is harmless. An `unsafe` key resolved
+// "not applied" stays blocked unless the resolution forces a retry.
+// Numbered `GAK_RETRY_*` from 1, in the WIT's order; 0 (`GAK_RETRY_NONE`) is none.
 typedef uint32_t gak_retry_safety;
 
-// A side-effect key as `list` and `get` show it (never a holder or claim).
+// A key as an operator sees it: never its holder, fence-holder pair or
+// reconcile claim.
+//
+// An answer: clear what libgak put into it with `gak_key_info_clear`.
 typedef struct gak_key_info {
-  // The key.
+  // WIT `key-info.key`.
   struct gak_str key;
+  // WIT `key-info.state`.
   // `GAK_KEY_*`.
   gak_key_state state;
-  // `GAK_RETRY_*`, as recorded at first grant.
+  // Recorded at the key's first grant.
+  // `GAK_RETRY_*`.
   gak_retry_safety retry_safety;
-  // As recorded at first grant; NULL `ptr`: none.
+  // WIT `key-info.fingerprint`.
+  // NULL `ptr`: none.
   struct gak_str fingerprint;
-  // The resource.
+  // The resource of the key's latest attempt.
   struct gak_str resource;
   // Whether `until` is set.
   bool has_until;
-  // The intent's deadline (in flight; uncertain by expiry).
+  // The intent's deadline (in-flight, and uncertain by expiry).
+  // Set when `has_until`.
   uint64_t until;
-  // Why uncertain; NULL `ptr`: none.
+  // Why the key is uncertain.
+  // NULL `ptr`: none.
   struct gak_str reason;
   // Whether `completed_at` is set.
   bool has_completed_at;
-  // When the first result was recorded.
+  // When the first result was recorded (completed).
+  // Set when `has_completed_at`.
   uint64_t completed_at;
   // Whether `reconciling_until` is set.
   bool has_reconciling_until;
-  // Until when a reconciler holds its claim.
+  // Until when a reconciler holds a live claim on the key.
+  // Set when `has_reconciling_until`.
   uint64_t reconciling_until;
 } gak_key_info;
 
-// One page of side-effect keys.
+// One page of keys: `next` is the cursor for the following page (the
+// last item's key), absent when no more items follow.
+//
+// An answer: clear what libgak put into it with `gak_key_page_clear`.
 typedef struct gak_key_page {
-  // The keys, in byte order.
+  // WIT `key-page.items`.
   struct gak_key_info *items;
   // How many `items`.
   size_t len;
-  // The cursor for the next page (`after`); NULL `ptr` on the last page.
+  // WIT `key-page.next`.
+  // NULL `ptr`: none.
   struct gak_str next;
 } gak_key_page;
 
-// A task's state (`GAK_TASK_*`); 0 means "none" where a state is optional.
+// WIT `taskboard.state`.
+// Numbered `GAK_TASK_*` from 1, in the WIT's order; 0 (`GAK_TASK_ANY`) is none, which a list's filter reads as any.
 typedef uint32_t gak_task_state;
 
-// A task on the board.
+// A task as the board shows it. `token` is a capability: only `claim`,
+// `claim-next` and `renew` return it, to the caller who holds it; `list`
+// and `get` MUST NOT.
+//
+// An answer: clear what libgak put into it with `gak_task_clear`.
 typedef struct gak_task {
-  // The task.
+  // WIT `task.id`.
   struct gak_str id;
-  // Its title.
+  // WIT `task.title`.
   struct gak_str title;
-  // The tasks it depends on.
+  // WIT `task.deps`.
   struct gak_str *deps;
   // How many `deps`.
   size_t deps_len;
+  // WIT `task.state`.
   // `GAK_TASK_*`.
   gak_task_state state;
-  // The claimer (claimed, done); NULL `ptr`: none.
+  // WIT `task.owner`.
+  // NULL `ptr`: none.
   struct gak_str owner;
-  // The claim's token: only from `claim`, `claim_next` and `renew` (a
-  // capability: never log it); NULL `ptr`: none.
+  // WIT `task.token`.
+  // A capability: whoever reads it can act as its owner; never log it.
+  // NULL `ptr`: none.
   struct gak_str token;
   // Whether `until` is set.
   bool has_until;
-  // The claim's deadline.
+  // WIT `task.until`.
+  // Set when `has_until`.
   uint64_t until;
-  // The takeover generation: strictly increasing per task.
+  // Takeover generation: strictly increasing per task, never reset.
   uint64_t fence;
 } gak_task;
 
-// One page of the board.
+// One page of a listing: `next` is the cursor for the following page
+// (the last item's id), absent when no more items follow.
+//
+// An answer: clear what libgak put into it with `gak_task_page_clear`.
 typedef struct gak_task_page {
-  // The tasks, in id order (never a token).
+  // WIT `task-page.items`.
   struct gak_task *items;
   // How many `items`.
   size_t len;
-  // The cursor for the next page (`after`); NULL `ptr` on the last page.
+  // WIT `task-page.next`.
+  // NULL `ptr`: none.
   struct gak_str next;
 } gak_task_page;
 
-// An effect, named by its idempotency key.
+// One logical side effect. `key` is the idempotency key; `fingerprint`
+// (optional) is a digest of the action's parameters, recorded at the
+// key's first grant: a different one later is `key-reused`.
+//
+// An argument: borrowed for the call (libgak keeps none of its pointers).
 typedef struct gak_action {
-  // The idempotency key: one key, one logical action.
+  // WIT `action.key`.
   struct gak_str key;
-  // The resource whose fence orders the attempts.
+  // WIT `action.resource`.
   struct gak_str resource;
-  // `GAK_RETRY_SAFE` (0) or `GAK_RETRY_UNSAFE`.
+  // WIT `action.retry-safety`.
+  // `GAK_RETRY_*`; 0 (`GAK_RETRY_NONE`): `GAK_RETRY_SAFE`.
   gak_retry_safety retry_safety;
-  // A digest of the action's parameters; NULL `ptr`: none.
+  // WIT `action.fingerprint`.
+  // NULL `ptr`: none.
   struct gak_str fingerprint;
 } gak_action;
 
@@ -347,37 +421,48 @@ typedef struct gak_ran {
   uint64_t until;
 } gak_ran;
 
-// A step of a plan's DAG.
+// A step of a run and the steps it depends on.
+//
+// An argument: borrowed for the call (libgak keeps none of its pointers).
 typedef struct gak_step_def {
-  // The step.
+  // WIT `step-def.id`.
   struct gak_str id;
-  // The steps it depends on.
+  // WIT `step-def.depends-on`.
   const struct gak_str *depends_on;
   // How many `depends_on`.
   size_t depends_on_len;
 } gak_step_def;
 
-// What one `prune` removed.
+// What one `prune` call removed.
+//
+// An answer: clear what libgak put into it with `gak_pruned_clear`.
 typedef struct gak_pruned {
-  // Completed side-effect keys.
+  // Completed side-effect keys removed.
   uint32_t removed_keys;
-  // Done tasks.
+  // Done tasks removed.
   uint32_t removed_tasks;
-  // Finished runs (snapshot and outcomes).
+  // Runs removed (each: its snapshot and every outcome of the run).
   uint32_t removed_runs;
-  // Removable records older than `before` remain.
+  // Removable records finishing before `before` remain: call again.
   bool more;
 } gak_pruned;
 
-// A reconciler's verdict on an uncertain key.
+// A reconciler's verdict from downstream facts. `claim` (since 0.2.0):
+// when present it MUST be the key's current reconcile claim, else
+// `reconcile-taken` — so a reconciler whose claim was taken over cannot
+// record a verdict based on a stale investigation.
+//
+// An argument: borrowed for the call (libgak keeps none of its pointers).
 typedef struct gak_resolution {
-  // Did the effect happen?
+  // WIT `resolution.applied`.
   bool applied;
-  // The result to record when applied; NULL `ptr`: none (empty).
+  // WIT `resolution.result`.
+  // NULL `ptr`: none.
   struct gak_bytes result;
-  // Clear an unsafe key anyway.
+  // WIT `resolution.force-retryable`.
   bool force_retryable;
-  // The reconcile claim, if one was taken; NULL `ptr`: none.
+  // WIT `resolution.claim`.
+  // NULL `ptr`: none.
   struct gak_str claim;
 } gak_resolution;
 
@@ -405,82 +490,99 @@ typedef struct gak_rows {
   struct gak_str *cells;
 } gak_rows;
 
-// A task to load onto the board.
+// A task to load. `state` defaults to open; `claimed` is `invalid-input`.
+//
+// An argument: borrowed for the call (libgak keeps none of its pointers).
 typedef struct gak_task_seed {
-  // The task.
+  // WIT `task-seed.id`.
   struct gak_str id;
-  // Its title; NULL `ptr`: none (empty).
+  // WIT `task-seed.title`.
+  // NULL `ptr`: none.
   struct gak_str title;
-  // The tasks it depends on.
+  // WIT `task-seed.deps`.
   const struct gak_str *deps;
   // How many `deps`.
   size_t deps_len;
-  // `GAK_TASK_OPEN`, `_FAILED` or `_DONE`; 0: open.
+  // WIT `task-seed.state`.
+  // `GAK_TASK_*`; 0 (`GAK_TASK_ANY`): none.
   gak_task_state state;
 } gak_task_seed;
 
-// No state: "any" in a list, "open" in a seed.
-#define GAK_TASK_ANY 0
+// None: absent.
+#define GAK_STATUS_NONE 0
 
-// Open: claimable once its dependencies are done.
-#define GAK_TASK_OPEN 1
-
-// Claimed under a live or expired lease.
-#define GAK_TASK_CLAIMED 2
-
-// Done (terminal).
-#define GAK_TASK_DONE 3
-
-// Failed: claimable again.
-#define GAK_TASK_FAILED 4
-
-// Any state (lists only).
-#define GAK_KEY_ANY 0
-
-// No attempt holds the key; it may be granted.
-#define GAK_KEY_CLEARED 1
-
-// An attempt is in flight.
-#define GAK_KEY_IN_FLIGHT 2
-
-// Nobody knows whether the effect happened: reconcile it.
-#define GAK_KEY_UNCERTAIN 3
-
-// Completed: acquiring it replays the first result.
-#define GAK_KEY_COMPLETED 4
-
-// Safe to retry (the default).
-#define GAK_RETRY_SAFE 0
-
-// Unsafe: a "not applied" verdict needs `force_retryable`.
-#define GAK_RETRY_UNSAFE 1
-
-// Succeeded.
+// `succeeded`.
 #define GAK_STATUS_SUCCEEDED 1
 
-// Failed.
+// `failed`.
 #define GAK_STATUS_FAILED 2
 
-// Granted: run the effect under `lease`.
+// None: absent.
+#define GAK_RETRY_NONE 0
+
+// `safe`.
+#define GAK_RETRY_SAFE 1
+
+// `unsafe`.
+#define GAK_RETRY_UNSAFE 2
+
+// None: a cleared (or never filled) answer.
+#define GAK_ACQUIRED_NONE 0
+
+// Fresh lease: fence = highest the resource has seen + 1.
 #define GAK_ACQUIRED_GRANTED 1
 
-// Completed before: `result` is the first result; do not run it.
+// The key completed: its first recorded result. Do not run the body.
 #define GAK_ACQUIRED_REPLAYED 2
 
-// Uncertain (`reason`): reconcile before anything else.
+// The key may or may not have been applied: reconcile first. The
+// payload is the reason (`intent-expired` or the marker's reason).
 #define GAK_ACQUIRED_UNCERTAIN 3
 
-// Another attempt of the key is live.
+// Another attempt of this key is live.
 #define GAK_ACQUIRED_IN_FLIGHT 4
 
-// Another key holds the resource `until`.
+// The resource is held by a live lease of another key until this time.
 #define GAK_ACQUIRED_CONTENDED 5
 
-// Completed: `result` is the recorded result.
+// None: a cleared (or never filled) answer.
+#define GAK_RESOLVED_NONE 0
+
+// The key is completed with this (first) result.
 #define GAK_RESOLVED_REPLAYED 1
 
-// Cleared: the key may be granted again.
+// The key is cleared and may be granted again.
 #define GAK_RESOLVED_CLEARED 2
+
+// None: any, where a list filters by it; absent elsewhere.
+#define GAK_KEY_ANY 0
+
+// `cleared`.
+#define GAK_KEY_CLEARED 1
+
+// `in-flight`.
+#define GAK_KEY_IN_FLIGHT 2
+
+// `uncertain`.
+#define GAK_KEY_UNCERTAIN 3
+
+// `completed`.
+#define GAK_KEY_COMPLETED 4
+
+// None: any, where a list filters by it; absent elsewhere.
+#define GAK_TASK_ANY 0
+
+// `open`.
+#define GAK_TASK_OPEN 1
+
+// `claimed`.
+#define GAK_TASK_CLAIMED 2
+
+// `done`.
+#define GAK_TASK_DONE 3
+
+// `failed`.
+#define GAK_TASK_FAILED 4
 
 // The effect happened; its result is what `gak_effect_set_result` set.
 #define GAK_BODY_OK 0
@@ -516,6 +618,18 @@ typedef struct gak_task_seed {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// Free a string libgak filled in (e.g. by `gak_downstream_get`); NULL ok.
+//
+// # Safety
+// `s` is NULL or a string libgak filled and nobody freed.
+void gak_str_clear(struct gak_str *s);
+
+// Free bytes libgak filled in (e.g. by `gak_sideeffect_complete`).
+//
+// # Safety
+// `b` is NULL or bytes libgak filled and nobody freed.
+void gak_bytes_clear(struct gak_bytes *b);
 
 // The error's code: one of the contract's kebab-case codes. Valid until
 // the error is freed; NULL for a NULL error.
@@ -600,6 +714,14 @@ void gak_clock_free(struct gak_clock *clock);
 // `url` is valid for reading.
 struct gak_error *gak_postgres_drop_schema(struct gak_str url);
 
+// The linked libgak's ABI version: `GAK_ABI_VERSION` of the header it was
+// built with.
+uint32_t gak_abi_version(void);
+
+// The linked libgak's layout fingerprint: `GAK_ABI_LAYOUT` of the header
+// it was built with.
+uint32_t gak_abi_layout(void);
+
 // libgak's version (`0.3.0`): static, never freed.
 const char *gak_version(void);
 
@@ -610,83 +732,82 @@ const char *gak_version(void);
 // `out` is valid for writing.
 void gak_component(struct gak_bytes *out);
 
-// Free a string libgak filled in (e.g. by `gak_downstream_get`); NULL ok.
+// Free what a snapshot libgak filled holds, and zero it (NULL, or a
+// struct cleared before, is harmless).
 //
 // # Safety
-// `s` is NULL or a string libgak filled and nobody freed.
-void gak_str_clear(struct gak_str *s);
+// `x` is NULL or a snapshot libgak filled and nobody cleared since.
+void gak_snapshot_clear(struct gak_snapshot *x);
 
-// Free bytes libgak filled in (e.g. by `gak_sideeffect_complete`).
+// Free what a plan libgak filled holds, and zero it (NULL, or a
+// struct cleared before, is harmless).
 //
 // # Safety
-// `b` is NULL or bytes libgak filled and nobody freed.
-void gak_bytes_clear(struct gak_bytes *b);
+// `x` is NULL or a plan libgak filled and nobody cleared since.
+void gak_plan_clear(struct gak_plan *x);
 
-// Free what a snapshot libgak filled (by `gak_checkpoint_load`) holds.
+// Free what a outcome libgak filled holds, and zero it (NULL, or a
+// struct cleared before, is harmless).
 //
 // # Safety
-// `s` is NULL or a snapshot libgak filled and nobody cleared.
-void gak_snapshot_clear(struct gak_snapshot *s);
+// `x` is NULL or a outcome libgak filled and nobody cleared since.
+void gak_outcome_clear(struct gak_outcome *x);
 
-// Free what a plan holds.
+// Free what a lease libgak filled holds, and zero it (NULL, or a
+// struct cleared before, is harmless).
 //
 // # Safety
-// `p` is NULL or a plan libgak filled and nobody cleared.
-void gak_plan_clear(struct gak_plan *p);
+// `x` is NULL or a lease libgak filled and nobody cleared since.
+void gak_lease_clear(struct gak_lease *x);
 
-// Free what an outcome libgak filled holds.
+// Free what a acquired libgak filled holds, and zero it (NULL, or a
+// struct cleared before, is harmless).
 //
 // # Safety
-// `o` is NULL or an outcome libgak filled and nobody cleared.
-void gak_outcome_clear(struct gak_outcome *o);
+// `x` is NULL or a acquired libgak filled and nobody cleared since.
+void gak_acquired_clear(struct gak_acquired *x);
 
-// Free what a lease libgak filled holds.
+// Free what a resolved libgak filled holds, and zero it (NULL, or a
+// struct cleared before, is harmless).
 //
 // # Safety
-// `l` is NULL or a lease libgak filled and nobody cleared.
-void gak_lease_clear(struct gak_lease *l);
+// `x` is NULL or a resolved libgak filled and nobody cleared since.
+void gak_resolved_clear(struct gak_resolved *x);
 
-// Free what an `acquire` answer holds.
+// Free what a reconcile claim libgak filled holds, and zero it (NULL, or a
+// struct cleared before, is harmless).
 //
 // # Safety
-// `a` is NULL or an answer libgak filled and nobody cleared.
-void gak_acquired_clear(struct gak_acquired *a);
+// `x` is NULL or a reconcile claim libgak filled and nobody cleared since.
+void gak_reconcile_claim_clear(struct gak_reconcile_claim *x);
 
-// Free what a reconcile claim holds.
+// Free what a key info libgak filled holds, and zero it (NULL, or a
+// struct cleared before, is harmless).
 //
 // # Safety
-// `c` is NULL or a claim libgak filled and nobody cleared.
-void gak_reconcile_claim_clear(struct gak_reconcile_claim *c);
+// `x` is NULL or a key info libgak filled and nobody cleared since.
+void gak_key_info_clear(struct gak_key_info *x);
 
-// Free what a resolution's answer holds.
+// Free what a key page libgak filled holds, and zero it (NULL, or a
+// struct cleared before, is harmless).
 //
 // # Safety
-// `r` is NULL or an answer libgak filled and nobody cleared.
-void gak_resolved_clear(struct gak_resolved *r);
+// `x` is NULL or a key page libgak filled and nobody cleared since.
+void gak_key_page_clear(struct gak_key_page *x);
 
-// Free what a key's description holds.
+// Free what a task libgak filled holds, and zero it (NULL, or a
+// struct cleared before, is harmless).
 //
 // # Safety
-// `i` is NULL or a record libgak filled and nobody cleared.
-void gak_key_info_clear(struct gak_key_info *i);
+// `x` is NULL or a task libgak filled and nobody cleared since.
+void gak_task_clear(struct gak_task *x);
 
-// Free what a page of keys holds (every item too).
+// Free what a task page libgak filled holds, and zero it (NULL, or a
+// struct cleared before, is harmless).
 //
 // # Safety
-// `p` is NULL or a page libgak filled and nobody cleared.
-void gak_key_page_clear(struct gak_key_page *p);
-
-// Free what a task libgak filled holds.
-//
-// # Safety
-// `t` is NULL or a task libgak filled and nobody cleared.
-void gak_task_clear(struct gak_task *t);
-
-// Free what a page of the board holds (every task too).
-//
-// # Safety
-// `p` is NULL or a page libgak filled and nobody cleared.
-void gak_task_page_clear(struct gak_task_page *p);
+// `x` is NULL or a task page libgak filled and nobody cleared since.
+void gak_task_page_clear(struct gak_task_page *x);
 
 // Run `action` through the side-effect gate with leases of `ttl` ms
 // (renewed every ttl / 3 while the body runs), into `*out`. The body is

@@ -137,6 +137,12 @@ impl gak_bytes {
         }
     }
 
+    /// An owned copy, or the absent bytes.
+    #[allow(dead_code)] // for an optional `list<u8>` in an answer
+    pub(crate) fn owned_opt(bytes: Option<Vec<u8>>) -> gak_bytes {
+        bytes.map_or(gak_bytes::NONE, gak_bytes::owned)
+    }
+
     /// Free owned bytes and mark them absent.
     ///
     /// # Safety
@@ -275,6 +281,36 @@ impl<T> Out<T> {
         // SAFETY: `Out::new`'s caller promised the pointer valid for writes.
         unsafe { self.0.as_ptr().write(value) }
     }
+}
+
+/// Run `f` on the record behind `ptr`, if any, catching panics (what every
+/// `_clear` function does).
+pub(crate) fn clearing<T>(ptr: *mut T, f: impl FnOnce(&mut T)) {
+    // SAFETY: the caller of each `_clear` passes NULL or a record libgak
+    // filled; `as_mut` handles NULL.
+    if let Some(record) = unsafe { ptr.as_mut() } {
+        guard_value((), || f(record));
+    }
+}
+
+/// Free a string libgak filled in (e.g. by `gak_downstream_get`); NULL ok.
+///
+/// # Safety
+/// `s` is NULL or a string libgak filled and nobody freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gak_str_clear(s: *mut gak_str) {
+    // SAFETY: forwarded to the caller's promise.
+    clearing(s, |s| unsafe { s.free() });
+}
+
+/// Free bytes libgak filled in (e.g. by `gak_sideeffect_complete`).
+///
+/// # Safety
+/// `b` is NULL or bytes libgak filled and nobody freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gak_bytes_clear(b: *mut gak_bytes) {
+    // SAFETY: forwarded to the caller's promise.
+    clearing(b, |b| unsafe { b.free() });
 }
 
 /// Run one exported call: its error (or `NULL`), and a panic turned into a

@@ -252,6 +252,31 @@ pub unsafe extern "C" fn gak_postgres_drop_schema(url: gak_str) -> *mut gak_erro
     })
 }
 
+/// The version of libgak's C ABI this header declares. It changes (by hand,
+/// here) whenever a program compiled against one `gak.h` cannot call a
+/// libgak built from another: a function's signature, a struct's layout, an
+/// enum's numbering. `GAK_ABI_LAYOUT` (generated with the structs) changes
+/// by itself with any struct or number. A program compares both with the
+/// linked library's (`gak_abi_version`, `gak_abi_layout`) before its first
+/// call; the Go package does when it loads.
+///
+/// 1: the first versioned ABI (every enum numbered from 1, 0 is none).
+pub const GAK_ABI_VERSION: u32 = 1;
+
+/// The linked libgak's ABI version: `GAK_ABI_VERSION` of the header it was
+/// built with.
+#[unsafe(no_mangle)]
+pub extern "C" fn gak_abi_version() -> u32 {
+    GAK_ABI_VERSION
+}
+
+/// The linked libgak's layout fingerprint: `GAK_ABI_LAYOUT` of the header
+/// it was built with.
+#[unsafe(no_mangle)]
+pub extern "C" fn gak_abi_layout() -> u32 {
+    crate::records::GAK_ABI_LAYOUT
+}
+
 /// libgak's version (`0.3.0`): static, never freed.
 #[unsafe(no_mangle)]
 pub extern "C" fn gak_version() -> *const c_char {

@@ -17,14 +17,13 @@
 //! text and parameters, and a body's error message are not, as in the Rust
 //! host. The bounds are every host's (`host/sql/store.json`, generated into
 //! the Rust host's store facts); `tests/boundary.c` checks that a value at
-//! the bound still reaches the component.
+//! the bound still reaches the component. How each record is weighed is
+//! generated with the records (`records.rs`: `Scale::action`,
+//! `Scale::snapshot`, `Scale::step_defs`, …).
 use gak_host::Error;
 use gak_host::store::facts::{MAX_CALL_BYTES, MAX_LIST_ITEMS, MAX_VALUE_BYTES};
 
 use crate::abi::{gak_bytes, gak_str};
-use crate::records::{
-    gak_action, gak_lease, gak_outcome, gak_resolution, gak_snapshot, gak_step_def, gak_task_seed,
-};
 
 /// The longest string or bytes value the contract takes (1 MiB).
 const MAX_VALUE: usize = MAX_VALUE_BYTES;
@@ -62,7 +61,8 @@ impl Scale {
         }
     }
 
-    fn value(&mut self, len: usize, what: &str) -> Result<(), Error> {
+    /// A string's or bytes' length.
+    pub(crate) fn value(&mut self, len: usize, what: &str) -> Result<(), Error> {
         if !self.total_only && len > MAX_VALUE {
             return Err(refuse(
                 what,
@@ -130,91 +130,6 @@ impl Scale {
     ) -> Result<&mut Scale, Error> {
         // SAFETY: forwarded to the caller's promise.
         unsafe { self.list(ptr, len, what, |s, item| s.value(item.len, what)) }
-    }
-
-    /// An action.
-    pub(crate) fn action(&mut self, a: &gak_action) -> Result<&mut Scale, Error> {
-        self.str(a.key, "action.key")?
-            .str(a.resource, "action.resource")?
-            .str(a.fingerprint, "action.fingerprint")
-    }
-
-    /// A lease.
-    pub(crate) fn lease(&mut self, l: &gak_lease) -> Result<&mut Scale, Error> {
-        self.str(l.key, "lease.key")?
-            .str(l.resource, "lease.resource")?
-            .str(l.holder, "lease.holder")
-    }
-
-    /// An outcome.
-    pub(crate) fn outcome(&mut self, o: &gak_outcome) -> Result<&mut Scale, Error> {
-        self.bytes(o.result, "outcome.result")
-    }
-
-    /// A reconciler's verdict.
-    pub(crate) fn resolution(&mut self, r: &gak_resolution) -> Result<&mut Scale, Error> {
-        self.bytes(r.result, "resolution.result")?
-            .str(r.claim, "resolution.claim")
-    }
-
-    /// A snapshot.
-    ///
-    /// # Safety
-    /// Its lists are valid for their lengths, per the header.
-    pub(crate) unsafe fn snapshot(&mut self, s: &gak_snapshot) -> Result<&mut Scale, Error> {
-        self.str(s.run_id, "snapshot.run_id")?
-            .str(s.status, "snapshot.status")?;
-        // SAFETY: forwarded to the caller's promise.
-        unsafe {
-            self.strs(s.done, s.done_len, "snapshot.done")?.list(
-                s.fields,
-                s.fields_len,
-                "snapshot.fields",
-                |scale, f| {
-                    scale.value(f.key.len, "field key")?;
-                    scale.value(f.value.len, "field value")
-                },
-            )
-        }
-    }
-
-    /// A plan's steps.
-    ///
-    /// # Safety
-    /// `steps` and every step's `depends_on` are valid for their lengths.
-    pub(crate) unsafe fn steps(
-        &mut self,
-        steps: *const gak_step_def,
-        len: usize,
-    ) -> Result<&mut Scale, Error> {
-        // SAFETY: forwarded to the caller's promise.
-        unsafe {
-            self.list(steps, len, "steps", |scale, step| {
-                scale.value(step.id.len, "step id")?;
-                scale.strs(step.depends_on, step.depends_on_len, "depends_on")?;
-                Ok(())
-            })
-        }
-    }
-
-    /// Seeds for the board.
-    ///
-    /// # Safety
-    /// `tasks` and every seed's `deps` are valid for their lengths.
-    pub(crate) unsafe fn seeds(
-        &mut self,
-        tasks: *const gak_task_seed,
-        len: usize,
-    ) -> Result<&mut Scale, Error> {
-        // SAFETY: forwarded to the caller's promise.
-        unsafe {
-            self.list(tasks, len, "tasks", |scale, t| {
-                scale.value(t.id.len, "task id")?;
-                scale.value(t.title.len, "title")?;
-                scale.strs(t.deps, t.deps_len, "deps")?;
-                Ok(())
-            })
-        }
     }
 }
 

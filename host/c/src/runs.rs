@@ -72,7 +72,7 @@ pub unsafe extern "C" fn gak_checkpoint_build_plan(
         // SAFETY: the caller's promises, per the header.
         let (k, steps, snap, out) = unsafe {
             let mut scale = Scale::plan();
-            scale.steps(steps, steps_len)?;
+            scale.step_defs(steps, steps_len, "steps")?;
             if let Some(snap) = snapshot.as_ref() {
                 scale.snapshot(snap)?;
             }

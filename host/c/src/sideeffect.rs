@@ -285,7 +285,11 @@ pub unsafe extern "C" fn gak_sideeffect_list(
         // SAFETY: the caller's promises, per the header.
         let (k, after, out) =
             unsafe { (kernel(k)?, after.opt_text("after")?, Out::new(out, "list")?) };
-        out.put(k.sideeffect().list(key_state(state)?, after, limit)?.into());
+        out.put(
+            k.sideeffect()
+                .list(key_state(state, "state")?, after, limit)?
+                .into(),
+        );
         Ok(())
     })
 }

@@ -19,7 +19,7 @@ pub unsafe extern "C" fn gak_taskboard_seed(
     guard(|| {
         // SAFETY: the caller's promises, per the header.
         let (k, seeds) = unsafe {
-            Scale::call().seeds(tasks, len)?;
+            Scale::call().task_seeds(tasks, len, "tasks")?;
             let seeds = items(tasks, len, "tasks")?
                 .iter()
                 .map(|t| t.read())

@@ -270,6 +270,8 @@ static void runs(const gak_kernel *k) {
   REFUSED(gak_commitgate_commit(k, S("run-1"), S("a"), 3, failed, &got), "already-committed");
   gak_outcome bogus = {9, {NULL, 0}};
   REFUSED(gak_commitgate_commit(k, S("run-1"), S("b"), 3, bogus, &got), "invalid-input");
+  gak_outcome unset = {GAK_STATUS_NONE, {NULL, 0}}; /* a required status has no default */
+  REFUSED(gak_commitgate_commit(k, S("run-1"), S("b"), 3, unset, &got), "invalid-input");
   OK(gak_commitgate_read(k, S("run-1"), S("a"), &got));
   gak_outcome_clear(&got);
   REFUSED(gak_commitgate_read(k, S("run-1"), NONE, &got), "not-found");
@@ -408,6 +410,18 @@ static void sideeffect(const gak_kernel *k, gak_clock *clock) {
   CHECK(ran.kind == GAK_RAN_NOT_APPLIED && calls == 3);
   gak_ran_clear(&ran);
   REFUSED(gak_run_effect(k, mail4, 30000, NULL, NULL, &ran), "invalid-input");
+
+  /* 0 is none in every enum: a required retry-safety left 0 is safe. */
+  gak_action defaulted = {S("zero/1"), S("zero-r"), GAK_RETRY_NONE, NONE};
+  OK(gak_sideeffect_acquire(k, defaulted, 1000, &acq));
+  CHECK(acq.kind == GAK_ACQUIRED_GRANTED);
+  gak_acquired_clear(&acq);
+  CHECK(acq.kind == GAK_ACQUIRED_NONE && acq.lease.holder.ptr == NULL);
+  OK(gak_sideeffect_get(k, S("zero/1"), &info));
+  CHECK(info.retry_safety == GAK_RETRY_SAFE);
+  gak_key_info_clear(&info);
+  gak_action unknown = {S("zero/2"), S("zero-r2"), 3, NONE};
+  REFUSED(gak_sideeffect_acquire(k, unknown, 1000, &acq), "invalid-input");
 }
 
 /* The same story's corner: what a body may do on SQLite. */
@@ -430,6 +444,13 @@ int main(int argc, char **argv) {
     return 2;
   }
   CHECK(strcmp(gak_version(), "0.3.0") == 0);
+  /* The library is the one this program was compiled for. */
+  CHECK(gak_abi_version() == GAK_ABI_VERSION && gak_abi_layout() == GAK_ABI_LAYOUT);
+  /* One numbering for every enum and kind: 0 is none, cases from 1. */
+  CHECK(GAK_TASK_ANY == 0 && GAK_TASK_OPEN == 1 && GAK_TASK_FAILED == 4 && GAK_KEY_ANY == 0 && GAK_KEY_CLEARED == 1);
+  CHECK(GAK_RETRY_NONE == 0 && GAK_RETRY_SAFE == 1 && GAK_RETRY_UNSAFE == 2);
+  CHECK(GAK_STATUS_NONE == 0 && GAK_STATUS_SUCCEEDED == 1 && GAK_ACQUIRED_NONE == 0 && GAK_ACQUIRED_GRANTED == 1);
+  CHECK(GAK_RESOLVED_NONE == 0 && GAK_RESOLVED_REPLAYED == 1);
   gak_bytes component = {0};
   gak_component(&component);
   CHECK(component.len > 1000 && memcmp(component.ptr, "\0asm", 4) == 0);

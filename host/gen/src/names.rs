@@ -38,10 +38,16 @@ pub fn lower_camel(kebab: &str) -> String {
 /// name: taskboard's `state` is `TaskState` in every host (`state` alone
 /// would be ambiguous beside the side-effect keys' `key-state`).
 pub fn type_name(wit: &str) -> String {
-    camel(match wit {
+    camel(host_kebab(wit))
+}
+
+/// [`type_name`] in kebab-case, for languages that spell type names in
+/// snake case (libgak's `gak_task_state`).
+pub fn host_kebab(wit: &str) -> &str {
+    match wit {
         "state" => "task-state",
         other => other,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@ use std::process::{Command, Stdio};
 
 use crate::{Contract, Output};
 
+pub mod c;
+pub mod cabi;
 pub mod go;
 pub mod js;
 pub mod python;
@@ -22,6 +24,7 @@ pub fn all(c: &Contract, root: &Path) -> Result<Vec<Output>, String> {
     out.extend(rust::emit(c, root)?);
     out.extend(python::emit(c, root)?);
     out.extend(js::emit(c, root)?);
+    out.extend(c::emit(c, root)?);
     out.extend(go::emit(c, root)?);
     out.extend(store::emit(c, root)?);
     Ok(out)

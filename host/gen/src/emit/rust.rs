@@ -52,7 +52,7 @@ const TYPE_NAMES: &[(&str, &str)] = &[("store-error", "StoreFault")];
 /// Fields that hold a capability (whoever reads one can act as its owner):
 /// the type's `Debug`, which is what ends up in logs, shows only that one
 /// is present.
-const CAPABILITIES: &[(&str, &str)] = &[
+pub(crate) const CAPABILITIES: &[(&str, &str)] = &[
     ("lease", "holder"),
     ("reconcile-claim", "claim"),
     ("task", "token"),
@@ -99,14 +99,14 @@ fn payload(variant: &str, case: &str) -> Option<&'static Payload> {
 }
 
 /// The Rust name of the contract type `wit`.
-fn type_name(wit: &str) -> String {
+pub(crate) fn type_name(wit: &str) -> String {
     TYPE_NAMES
         .iter()
         .find(|(w, _)| *w == wit)
         .map_or_else(|| names::type_name(wit), |(_, rust)| (*rust).to_owned())
 }
 
-fn non_exhaustive(wit: &str) -> Option<&'static str> {
+pub(crate) fn non_exhaustive(wit: &str) -> Option<&'static str> {
     NON_EXHAUSTIVE
         .iter()
         .find(|(w, _)| *w == wit)
@@ -114,7 +114,7 @@ fn non_exhaustive(wit: &str) -> Option<&'static str> {
 }
 
 /// A field, case or parameter name as a Rust identifier.
-fn ident(kebab: &str) -> Result<String, String> {
+pub(crate) fn ident(kebab: &str) -> Result<String, String> {
     const KEYWORDS: &[&str] = &[
         "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum",
         "extern", "false", "fn", "for", "gen", "if", "impl", "in", "let", "loop", "match", "mod",
