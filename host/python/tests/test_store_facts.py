@@ -65,3 +65,35 @@ def test_postgres_url(url: str, want: dict[str, Any]) -> None:
         assert want["error"] in message, message
         # The user information, as a word: not even a one-letter user shows.
         assert not info or not re.search(rf"(?<![\w$]){re.escape(info)}(?![\w$])", message), message
+
+
+def _protocol_numbers_in_use() -> dict[str, int]:
+    """The defaults this host actually runs with (its pool, retry loop,
+    size checks and entropy bound), each read where it is used."""
+    import inspect
+
+    from gak import _engine, kernel, limits
+
+    wait = inspect.signature(kernel.Kernel.open).parameters["connection_wait"].default
+    pool = inspect.signature(kernel.Kernel.open).parameters["max_connections"].default
+    # The pause after the first and after a late attempt, at their largest.
+    first = max(kernel.backoff_delay(1) for _ in range(200))
+    late = max(kernel.backoff_delay(30) for _ in range(200))
+    return {
+        "connection-wait-ms": round(wait * 1000),
+        "max-connections": pool,
+        "retry-attempts": kernel.MAX_ATTEMPTS,
+        "retry-base-ms": 1 if 0.0005 <= first <= 0.001 else round(first * 1000),
+        "retry-max-ms": 500 if 0.25 <= late <= 0.5 else round(late * 1000),
+        "max-value-bytes": limits.MAX_VALUE,
+        "max-list-items": limits.MAX_ITEMS,
+        "max-call-bytes": limits.MAX_TOTAL,
+        "max-entropy": _engine.MAX_ENTROPY,
+    }
+
+
+@pytest.mark.parametrize("name,value", CASES["protocol"])
+def test_the_protocol_numbers_are_the_ones_the_host_uses(name: str, value: int) -> None:
+    used = _protocol_numbers_in_use()
+    assert name in used, f"no such protocol number: {name}"
+    assert used[name] == value, name

@@ -15,12 +15,15 @@ import time
 from typing import Callable, Generic, Protocol, TypeVar
 
 from ._fork import FORKS
+from .stores._facts import CONNECTION_WAIT_MS
+from .stores._facts import MAX_CONNECTIONS as _MAX_CONNECTIONS
 from .errors import StorageError
 
-#: Workers per kernel unless told otherwise (the Rust host's default).
-MAX_CONNECTIONS = 16
-#: How long a caller waits for a worker when all are busy (seconds).
-CONNECTION_WAIT = 5.0
+#: Workers per kernel unless told otherwise, and how long a caller waits
+#: for one when all are busy (seconds): the protocol's numbers
+#: (``host/sql/store.json``), the same in every host.
+MAX_CONNECTIONS = _MAX_CONNECTIONS
+CONNECTION_WAIT = CONNECTION_WAIT_MS / 1000
 
 
 class _Worker(Protocol):

@@ -25,21 +25,24 @@ from .component import find_component
 from .errors import Refused, StorageError
 from .limits import oversized
 from .stores import open_store
+from .stores._facts import RETRY_ATTEMPTS, RETRY_BASE_MS, RETRY_MAX_MS
 from .stores.base import StoreConflict, StoreFailure
 
 T = TypeVar("T")
 
 #: How many times one call is run before store conflicts give up with
 #: ``storage`` (HOSTS.md rule 3). Each re-run is a fresh decision (the
-#: component is deterministic given its reads), never a partial one.
-MAX_ATTEMPTS = 10
+#: component is deterministic given its reads), never a partial one. The
+#: retry policy's numbers are the protocol's (``host/sql/store.json``).
+MAX_ATTEMPTS = RETRY_ATTEMPTS
 
 
 def backoff_delay(attempt: int) -> float:
-    """Seconds to wait after failed attempt ``attempt`` (1-based):
-    exponential with jitter, 1-2 ms after the first, at most ~0.5 s."""
-    base = 1 << min(attempt, 9)
-    return (base / 2 + random.random() * base / 2) / 1000
+    """Seconds to wait after failed attempt ``attempt`` (1-based): half the
+    exponential step (``RETRY_BASE_MS`` doubling, at most ``RETRY_MAX_MS``)
+    plus up to the other half at random, as every host pauses."""
+    step = min(RETRY_BASE_MS * (1 << min(max(attempt - 1, 0), 16)), RETRY_MAX_MS)
+    return (step / 2 + random.random() * step / 2) / 1000
 
 
 def _backoff(attempt: int) -> None:

@@ -21,12 +21,15 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-#: The longest string or byte argument (bytes; strings count UTF-8 bytes).
-MAX_VALUE = 1 << 20
-#: The most items in one list argument.
-MAX_ITEMS = 10_000
-#: The most bytes of strings and bytes in one call, all arguments together.
-MAX_TOTAL = 64 << 20
+from .stores._facts import MAX_CALL_BYTES, MAX_LIST_ITEMS, MAX_VALUE_BYTES
+
+#: The longest string or byte argument (bytes; strings count UTF-8 bytes),
+#: the most items in one list argument, and the most bytes of strings and
+#: bytes in one call, all arguments together: the protocol's numbers
+#: (``host/sql/store.json``).
+MAX_VALUE = MAX_VALUE_BYTES
+MAX_ITEMS = MAX_LIST_ITEMS
+MAX_TOTAL = MAX_CALL_BYTES
 
 _U64 = 1 << 64
 
