@@ -24,8 +24,7 @@ function settings(mode, workers, batch) {
   }
   // Batched, as their performance docs configure it (they use size 500): a
   // local queue fetches and locks `size` jobs per query and hands them to the
-  // workers; completions made within the same turn of the event loop (delay
-  // 0) go to one query.
+  // workers; completions made before a 0 ms timer fires go to one query.
   return { ...common, localQueue: { size: batch }, completeJobBatchDelay: 0, failJobBatchDelay: 0 };
 }
 
