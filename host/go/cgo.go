@@ -9,6 +9,7 @@ package gak
 import "C"
 
 import (
+	"sort"
 	"sync/atomic"
 	"unsafe"
 )
@@ -26,6 +27,9 @@ import (
 //     freed after the call.
 //   - An answer is a C struct libgak fills; its strings are copied into Go
 //     values and the struct is handed back to its _clear function.
+//
+// How each of the contract's types crosses (goTask, cAction, a.snapshot, …)
+// is generated from the WIT into abi_gen.go; the primitives are here.
 
 // emptyByte gives a present-but-empty optional string a non-NULL pointer
 // (a NULL pointer means "none").
@@ -97,13 +101,24 @@ func goStrs(p *C.gak_str, n C.size_t) []string {
 	return out
 }
 
-// goOpt copies an optional number.
-func goOpt(has C.bool, v C.uint64_t) *uint64 {
-	if !bool(has) {
-		return nil
+// goPairs copies pairs libgak filled (a snapshot's fields) into a map.
+func goPairs(p *C.gak_field, n C.size_t) map[string]string {
+	out := make(map[string]string, int(n))
+	if n == 0 {
+		return out
 	}
-	n := uint64(v)
-	return &n
+	for _, f := range unsafe.Slice(p, int(n)) {
+		out[goStr(f.key)] = goStr(f.value)
+	}
+	return out
+}
+
+// nonNil is b, or an empty slice for nil (a present answer).
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }
 
 // arena is C memory for one call's records and lists, freed at once: a
@@ -176,6 +191,47 @@ func (a *arena) strs(list []string) (*C.gak_str, C.size_t) {
 		items[i] = a.str(s)
 	}
 	return p, C.size_t(len(list))
+}
+
+// bytes copies b into C memory (NULL when empty).
+func (a *arena) bytes(b []byte) C.gak_bytes {
+	if len(b) == 0 {
+		return C.gak_bytes{}
+	}
+	p := a.alloc(len(b))
+	copy(unsafe.Slice((*byte)(p), len(b)), b)
+	return C.gak_bytes{ptr: (*C.uint8_t)(p), len: C.size_t(len(b))}
+}
+
+// optBytes copies b into C memory; nil is none, an empty slice present.
+func (a *arena) optBytes(b []byte) C.gak_bytes {
+	if b == nil {
+		return C.gak_bytes{}
+	}
+	if len(b) == 0 {
+		return C.gak_bytes{ptr: (*C.uint8_t)(a.alloc(1)), len: 0}
+	}
+	return a.bytes(b)
+}
+
+// pairs copies a map into C memory as pairs sorted by key (every key and
+// value present, even when empty).
+func (a *arena) pairs(m map[string]string) (*C.gak_field, C.size_t) {
+	if len(m) == 0 {
+		return nil, 0
+	}
+	keys := make([]string, 0, len(m))
+	for key := range m {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	p := (*C.gak_field)(a.alloc(len(keys) * int(unsafe.Sizeof(C.gak_field{}))))
+	fields := unsafe.Slice(p, len(keys))
+	for i, key := range keys {
+		fields[i].key = a.present(key)
+		fields[i].value = a.present(m[key])
+	}
+	return p, C.size_t(len(keys))
 }
 
 // free releases everything the arena holds.

@@ -12,21 +12,32 @@
 //	task, err := kernel.Taskboard().Claim(ctx, "onboard-user-42", "worker-1", 30*time.Second)
 //
 // A Kernel is safe for concurrent use by many goroutines; each call is one
-// transaction on its own connection from the kernel's pool. Every method
-// checks its context before the call starts (a call that started runs to
-// its end: the kernel's transactions are short and never left half done).
+// transaction on its own connection from the kernel's pool.
+//
+// Contexts: every method checks its context before the call starts, and a
+// call waiting for a free connection stops waiting when its context is done
+// (it returns ctx.Err(), unwrapped, as before the call starts: nothing was
+// sent). A call that started runs to its end: the kernel's transactions are
+// short and never left half done, and libgak takes no deadline.
 //
 // What is promised about waiting: a call never waits for ever. A call from
 // inside a sink body into the same kernel (through the body's context, or
 // on the body's goroutine) is refused at once with CodeInvalidInput; a call
 // made after Close began fails at once. A wait for a free connection
-// lasts at most Options.ConnectionWait, then the call fails with a
-// *StorageError. A wait for a lock another call's transaction holds (what
-// a goroutine a body started waits for if it calls the kernel while the
-// body waits for it) lasts at most Options.ConnectionWait on memory and
-// PostgreSQL, SQLite's busy timeout (5 s) on SQLite; one that runs out is
-// a conflict, so the call runs again, at most Options.RetryAttempts times
-// in all (10 by default), then fails with a *StorageError.
+// lasts at most Options.ConnectionWait or until the context is done,
+// whichever comes first, then the call fails with a *StorageError (or
+// ctx.Err()). A wait for a lock another call's transaction holds (what a
+// goroutine a body started waits for if it calls the kernel while the body
+// waits for it) lasts at most Options.ConnectionWait on memory and
+// PostgreSQL, SQLite's busy timeout (5 s) on SQLite, whatever the context
+// says; one that runs out is a conflict, so the call runs again, at most
+// Options.RetryAttempts times in all (10 by default), then fails with a
+// *StorageError.
+//
+// The package checks when it loads that libgak.a is the library gak.h
+// describes (GAK_ABI_VERSION and GAK_ABI_LAYOUT against gak_abi_version()
+// and gak_abi_layout()); if it is not, Open, OpenWith and
+// DropPostgresSchema fail with a *StorageError naming both.
 package gak
 
 /*
@@ -42,6 +53,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -59,6 +71,49 @@ type Kernel struct {
 	closing  bool
 	idle     *sync.Cond   // signalled when inflight drops to 0 while closing
 	clock    *ManualClock // kept alive with the kernel
+	// slots holds a token per connection of the pool: a call takes one
+	// before it reaches libgak, waiting (at most wait, and no longer than
+	// its context) while every connection is in use, so libgak's pool, of
+	// the same size, never makes a call of this package wait.
+	slots chan struct{}
+	wait  time.Duration
+	// closed is closed by Close: it wakes the calls waiting for a slot.
+	closed chan struct{}
+}
+
+// abiMismatch is why this package refuses the libgak it is linked with:
+// "" when libgak is the library the gak.h it was compiled against
+// describes. Checked once, when the package loads.
+var abiMismatch = checkABI(compiledVersion, compiledLayout, linkedVersion, linkedLayout)
+
+// The ABI of the gak.h this package was compiled against, and of the
+// libgak it is linked with.
+var (
+	compiledVersion = uint32(C.GAK_ABI_VERSION)
+	compiledLayout  = uint32(C.GAK_ABI_LAYOUT)
+	linkedVersion   = uint32(C.gak_abi_version())
+	linkedLayout    = uint32(C.gak_abi_layout())
+)
+
+// checkABI is the refusal of a library of ABI (libVersion, libLayout) by a
+// package compiled against a header of (version, layout), "" when they
+// are the same.
+func checkABI(version, layout, libVersion, libLayout uint32) string {
+	if version == libVersion && layout == libLayout {
+		return ""
+	}
+	return fmt.Sprintf("libgak.a is ABI %d (layout %08x), but this Go package was compiled against a gak.h of ABI %d (layout %08x): "+
+		"one of them is a stale build; build libgak (cargo build -p gak-c) and this package from one checkout "+
+		"(go clean -cache rebuilds a package cached against an older gak.h)", libVersion, libLayout, version, layout)
+}
+
+// loadable is the error every entry point answers when the package
+// refuses the linked libgak.
+func loadable() error {
+	if abiMismatch == "" {
+		return nil
+	}
+	return &StorageError{Message: abiMismatch}
 }
 
 // Options are every setting of a kernel beyond its store; zero values
@@ -72,7 +127,8 @@ type Options struct {
 	// MaxConnections bounds the pool (default 16).
 	MaxConnections int
 	// ConnectionWait bounds a call's wait (default 5 s) for a free
-	// connection (then the call fails with a *StorageError) and, on memory
+	// connection (then the call fails with a *StorageError; a context done
+	// before ends the wait with ctx.Err()) and, on memory
 	// and PostgreSQL, each attempt's wait for a lock another call's
 	// transaction holds (then the attempt is a conflict and runs again, up
 	// to RetryAttempts; SQLite waits out its busy timeout, 5 s, instead).
@@ -92,11 +148,14 @@ type Options struct {
 // bad option, *StorageError when the store or the component cannot be
 // used; no message shows a password.
 func Open(url string) (*Kernel, error) {
+	if err := loadable(); err != nil {
+		return nil, err
+	}
 	var k *C.gak_kernel
 	if err := check(C.gak_kernel_open(str(url), &k)); err != nil {
 		return nil, err
 	}
-	return adopt(k, nil), nil
+	return adopt(k, nil, 0, 0), nil
 }
 
 // ms is d in whole milliseconds for an option (0: the default); a
@@ -124,6 +183,9 @@ func u32(name string, n int) (C.uint32_t, error) {
 // OpenWith opens a kernel with settings (errors as Open; an option out of
 // its range is CodeInvalidInput).
 func OpenWith(o Options) (*Kernel, error) {
+	if err := loadable(); err != nil {
+		return nil, err
+	}
 	opts := C.gak_options{store: str(o.Store)}
 	var err error
 	if opts.max_connections, err = u32("MaxConnections", o.MaxConnections); err != nil {
@@ -152,11 +214,19 @@ func OpenWith(o Options) (*Kernel, error) {
 		return nil, err
 	}
 	runtime.KeepAlive(o.Clock)
-	return adopt(k, o.Clock), nil
+	return adopt(k, o.Clock, int(opts.max_connections), time.Duration(opts.connection_wait_ms)*time.Millisecond), nil
 }
 
-func adopt(k *C.gak_kernel, clock *ManualClock) *Kernel {
-	kernel := &Kernel{k: k, clock: clock}
+// adopt wraps a kernel libgak opened with a pool of size connections
+// (0: the default) and a connection wait (0: the default).
+func adopt(k *C.gak_kernel, clock *ManualClock, size int, wait time.Duration) *Kernel {
+	if size == 0 {
+		size = maxConnections
+	}
+	if wait == 0 {
+		wait = connectionWaitMs * time.Millisecond
+	}
+	kernel := &Kernel{k: k, clock: clock, slots: make(chan struct{}, size), wait: wait, closed: make(chan struct{})}
 	kernel.idle = sync.NewCond(&kernel.mu)
 	// A kernel dropped without Close still closes its connections.
 	runtime.SetFinalizer(kernel, (*Kernel).Close)
@@ -171,6 +241,9 @@ func adopt(k *C.gak_kernel, clock *ManualClock) *Kernel {
 func (k *Kernel) Close() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if !k.closing {
+		close(k.closed)
+	}
 	k.closing = true
 	for k.inflight > 0 {
 		k.idle.Wait()
@@ -208,8 +281,10 @@ func within(ctx context.Context, k *Kernel) context.Context {
 
 // enter starts a call: the context is checked, a call from inside one of
 // this kernel's sink bodies is refused (it would wait for the
-// transaction it runs in), a call after Close began fails, and the kernel
-// is held open until leave. Nothing here waits.
+// transaction it runs in), the call takes a connection's slot (waiting
+// while every connection is in use: at most the connection wait, no
+// longer than ctx), a call after Close began fails, and the kernel is held
+// open until leave.
 func (k *Kernel) enter(ctx context.Context) (*C.gak_kernel, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -217,13 +292,47 @@ func (k *Kernel) enter(ctx context.Context) (*C.gak_kernel, error) {
 	if in, ok := ctx.Value(insideKey{}).(*inside); ok && in.holds(k) {
 		return nil, refused(CodeInvalidInput, "a kernel call cannot be made from inside another call on the same kernel (a fenced sink's body runs inside its call's transaction)")
 	}
+	if err := k.take(ctx); err != nil {
+		return nil, err
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.closing || k.k == nil {
+		<-k.slots
 		return nil, &StorageError{Message: "the kernel is closed"}
 	}
 	k.inflight++
 	return k.k, nil
+}
+
+// waiting, when set (by tests), is called when a call starts waiting for
+// a slot.
+var waiting atomic.Pointer[func()]
+
+// take takes a connection's slot: at once when one is free, else when one
+// frees, unless ctx is done first (ctx.Err()), the connection wait runs
+// out (a *StorageError, as libgak's pool says it) or the kernel closes.
+func (k *Kernel) take(ctx context.Context) error {
+	select {
+	case k.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	if hook := waiting.Load(); hook != nil {
+		(*hook)()
+	}
+	timer := time.NewTimer(k.wait)
+	defer timer.Stop()
+	select {
+	case k.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return &StorageError{Message: fmt.Sprintf("no connection became free within %d ms (all %d are in use; raise Options.MaxConnections or Options.ConnectionWait)", k.wait.Milliseconds(), cap(k.slots))}
+	case <-k.closed:
+		return &StorageError{Message: "the kernel is closed"}
+	}
 }
 
 func (k *Kernel) leave() {
@@ -233,6 +342,7 @@ func (k *Kernel) leave() {
 		k.idle.Broadcast()
 	}
 	k.mu.Unlock()
+	<-k.slots
 }
 
 // Checkpoint is the kernel's snapshots and resume plans.
@@ -292,6 +402,9 @@ func (c *ManualClock) AdvanceMs(ms uint64) {
 // DropPostgresSchema drops the schema a "postgres://…?schema=NAME" URL
 // names, with everything in it (for tests that make a schema per case).
 func DropPostgresSchema(url string) error {
+	if err := loadable(); err != nil {
+		return err
+	}
 	return check(C.gak_postgres_drop_schema(str(url)))
 }
 

@@ -8,13 +8,15 @@ import "fmt"
 // lists are first copied into C memory by this package (an arena), so
 // they are weighed here, from their lengths, before the first byte is
 // copied: a million seeds are refused, not copied and then refused. The
-// bounds are libgak's (and the Rust host's): 1 MiB per string, 10,000
-// items per list, 64 MiB in all; BuildPlan bounds the total only (its
-// step-id problems are the component's invalid-plan).
+// bounds are every host's (host/sql/store.json, generated into
+// facts_gen.go): 1 MiB per string, 10,000 items per list, 64 MiB in all;
+// BuildPlan bounds the total only (its step-id problems are the
+// component's invalid-plan). How each record is weighed is generated with
+// its conversion (abi_gen.go: s.snapshot, s.stepDefs, s.taskSeeds).
 const (
-	maxValue = 1 << 20
-	maxItems = 10_000
-	maxCall  = 64 << 20
+	maxValue = maxValueBytes
+	maxItems = maxListItems
+	maxCall  = maxCallBytes
 )
 
 type scale struct {
@@ -56,57 +58,15 @@ func (s *scale) strs(list []string, what string) error {
 	return nil
 }
 
-func (s *scale) snapshot(snap *Snapshot) error {
-	if err := s.value(len(snap.RunID), "snapshot.run_id"); err != nil {
+func (s *scale) pairs(m map[string]string, what string) error {
+	if err := s.count(len(m), what); err != nil {
 		return err
 	}
-	if err := s.value(len(snap.Status), "snapshot.status"); err != nil {
-		return err
-	}
-	if err := s.strs(snap.Done, "snapshot.done"); err != nil {
-		return err
-	}
-	if err := s.count(len(snap.Fields), "snapshot.fields"); err != nil {
-		return err
-	}
-	for key, value := range snap.Fields {
-		if err := s.value(len(key), "field key"); err != nil {
+	for key, value := range m {
+		if err := s.value(len(key), what); err != nil {
 			return err
 		}
-		if err := s.value(len(value), "field value"); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *scale) steps(steps []StepDef) error {
-	if err := s.count(len(steps), "steps"); err != nil {
-		return err
-	}
-	for _, step := range steps {
-		if err := s.value(len(step.ID), "step id"); err != nil {
-			return err
-		}
-		if err := s.strs(step.DependsOn, "depends_on"); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *scale) seeds(tasks []TaskSeed) error {
-	if err := s.count(len(tasks), "tasks"); err != nil {
-		return err
-	}
-	for _, t := range tasks {
-		if err := s.value(len(t.ID), "task id"); err != nil {
-			return err
-		}
-		if err := s.value(len(t.Title), "title"); err != nil {
-			return err
-		}
-		if err := s.strs(t.Deps, "deps"); err != nil {
+		if err := s.value(len(value), what); err != nil {
 			return err
 		}
 	}

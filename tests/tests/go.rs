@@ -16,6 +16,12 @@
 //!   and the tool, retry sequences on PostgreSQL;
 //! - `readme_snippet`: the README's "Embed it from Go" code, in a fresh
 //!   module set up as the README says;
+//! - `gofmt`: `gofmt -l` finds nothing to reformat (the generated files
+//!   included);
+//! - `a_stale_build_is_refused`: a copy of the package compiled against a
+//!   `gak.h` of another ABI, linked with this libgak, refuses it when it
+//!   loads — `gak.Open` answers a sentence naming both versions — while
+//!   the same copy against the real header opens;
 //! - `latency_tool`: `cmd/gak-latency` prints what `host/latency.py` parses.
 //!
 //! Without Go 1.19+ every trial is reported ignored, with the reason; under
@@ -216,6 +222,95 @@ fn host_protocol(dsn: Option<&str>) {
     }
 }
 
+fn gofmt() {
+    let out = Command::new("gofmt")
+        .args(["-l", "."])
+        .current_dir(goenv::package())
+        .output()
+        .expect("run gofmt");
+    let listed = succeeded("gofmt -l .", &out);
+    assert!(listed.trim().is_empty(), "not gofmt'ed:\n{listed}");
+}
+
+/// Copy the files (recursively) of `from` into `to`.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let path = entry.expect("entry").path();
+        let dest = to.join(path.file_name().expect("a name"));
+        if path.is_dir() {
+            copy_tree(&path, &dest);
+        } else {
+            std::fs::copy(&path, &dest).expect("copy");
+        }
+    }
+}
+
+/// A copy of the package, its header `gak.h` passed through `edit`, with a
+/// program that opens a kernel: its output and status.
+fn open_against(name: &str, edit: impl Fn(&str) -> String) -> Output {
+    let dir = scratch(name);
+    copy_tree(&goenv::package(), &dir.join("host/go"));
+    let header = std::fs::read_to_string(cenv::package().join("include/gak.h")).expect("gak.h");
+    std::fs::create_dir_all(dir.join("host/c/include")).expect("mkdir");
+    std::fs::write(dir.join("host/c/include/gak.h"), edit(&header)).expect("gak.h");
+    let main = dir.join("host/go/cmd/abicheck");
+    std::fs::create_dir_all(&main).expect("mkdir");
+    std::fs::write(
+        main.join("main.go"),
+        "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n\n\tgak \"github.com/gak-kernel/gak/host/go\"\n)\n\n\
+         func main() {\n\tk, err := gak.Open(\"memory:\")\n\tif err != nil {\n\t\tfmt.Println(gak.Code(err), err)\n\t\tos.Exit(3)\n\t}\n\
+         \t_ = k.Close()\n\tfmt.Println(\"opened\")\n}\n",
+    )
+    .expect("main.go");
+    let bin = dir.join("abicheck");
+    let built = go(
+        &["build", "-o", &bin.display().to_string(), "./cmd/abicheck"],
+        &dir.join("host/go"),
+        &[],
+    );
+    succeeded(&format!("go build ({name})"), &built);
+    Command::new(&bin).output().expect("run the program")
+}
+
+/// A Go package compiled against one `gak.h` and linked with a libgak of
+/// another ABI refuses it when it loads, with a sentence naming both; the
+/// same copy against the real header opens (the check has teeth).
+fn a_stale_build_is_refused() {
+    let same = open_against("abi-same", str::to_owned);
+    assert_eq!(
+        succeeded("the copy against the real gak.h", &same).trim(),
+        "opened"
+    );
+    let header = std::fs::read_to_string(cenv::package().join("include/gak.h")).expect("gak.h");
+    let version: u32 = header
+        .lines()
+        .find_map(|l| l.strip_prefix("#define GAK_ABI_VERSION "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("gak.h defines GAK_ABI_VERSION");
+    let stale = version + 100;
+    let out = open_against("abi-stale", |h| {
+        h.replace(
+            &format!("#define GAK_ABI_VERSION {version}\n"),
+            &format!("#define GAK_ABI_VERSION {stale}\n"),
+        )
+    });
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        cenv::report("the stale copy", &out)
+    );
+    for want in [
+        "storage ".to_owned(),
+        format!("libgak.a is ABI {version} ("),
+        format!("compiled against a gak.h of ABI {stale} ("),
+    ] {
+        assert!(stdout.contains(&want), "no {want:?} in:\n{stdout}");
+    }
+}
+
 /// `cmd/gak-latency` runs and prints what `host/latency.py` parses.
 fn latency_tool() {
     let out = go(&["run", "./cmd/gak-latency", "20"], &goenv::package(), &[]);
@@ -303,5 +398,9 @@ fn main() {
     });
     suite.needs(go, "go::readme_snippet", |_| readme_snippet());
     suite.needs(go, "go::latency_tool", |_| latency_tool());
+    suite.needs(go, "go::gofmt", |_| gofmt());
+    suite.needs(go, "go::a_stale_build_is_refused", |_| {
+        a_stale_build_is_refused()
+    });
     suite.run();
 }

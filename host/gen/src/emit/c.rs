@@ -350,7 +350,7 @@ impl Gen<'_> {
         o.push_str("}\n");
         let rust = self.rust_type(&t.name);
         let mut imp = String::new();
-        if output && (abi.owns(t) || self.embedded(&t.name)) {
+        if output && (abi.owns(t) || abi.embedded(&t.name)) {
             let _ = write!(
                 imp,
                 "/// The zero record: nothing set, nothing owned.\npub(crate) const NONE: {c} = {c} {{\n"
@@ -671,7 +671,7 @@ impl Gen<'_> {
                 t.name
             );
         }
-        if self.listed(&t.name) {
+        if self.abi.listed(&t.name) {
             let each = format!("s.{f}(x)?;");
             let _ = write!(
                 o,
@@ -686,48 +686,6 @@ impl Gen<'_> {
         }
         o.push_str("}\n");
         o
-    }
-
-    /// Is the record embedded in another struct (whose zero needs its zero)?
-    fn embedded(&self, record: &str) -> bool {
-        self.abi.types.iter().any(|t| {
-            let fields = match &t.kind {
-                Kind::Record(_) => self.abi.fields(t).unwrap_or_default(),
-                Kind::Variant(_) => self
-                    .abi
-                    .payloads(t)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|p| p.field)
-                    .collect(),
-                _ => Vec::new(),
-            };
-            fields
-                .iter()
-                .any(|f| matches!(&f.shape, Shape::Record(r) if r == record))
-        })
-    }
-
-    /// Is the record a list's item somewhere an argument reaches?
-    fn listed(&self, record: &str) -> bool {
-        let c = self.abi.c;
-        let mut tys: Vec<&crate::model::Ty> = c
-            .exported_functions()
-            .flat_map(|f| f.params.iter().map(|p| &p.ty))
-            .collect();
-        tys.extend(
-            self.abi
-                .types
-                .iter()
-                .filter(|t| self.abi.is_input(&t.name))
-                .flat_map(|t| t.fields().iter().map(|f| &f.ty)),
-        );
-        tys.into_iter().any(|ty| match c.resolve(ty) {
-            crate::model::Ty::List(e) => {
-                matches!(c.resolve(e), crate::model::Ty::Named(n) if n == record)
-            }
-            _ => false,
-        })
     }
 
     fn variant(&mut self, t: &Named) -> Result<String, String> {
@@ -890,4 +848,63 @@ impl Gen<'_> {
 /// The weighing of a list of `record`s: `step_defs`.
 pub fn plural(record: &str) -> String {
     format!("{}s", snake(record))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::records;
+    use crate::Contract;
+    use crate::emit::cabi::Abi;
+    use crate::model::{Field, Kind, Ty};
+
+    fn contract() -> Contract {
+        Contract::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../wit")).expect("wit/")
+    }
+
+    /// A field the WIT adds to an answer reaches libgak's struct, its
+    /// conversion, its `free` and the layout fingerprint.
+    #[test]
+    fn a_field_the_wit_adds_reaches_the_struct_and_the_layout() {
+        let before = Abi::new(&contract()).expect("abi").layout();
+        let mut c = contract();
+        let task = c.types.iter_mut().find(|t| t.name == "task").expect("task");
+        let Kind::Record(fields) = &mut task.kind else {
+            panic!("task is a record")
+        };
+        fields.push(Field {
+            name: "note".into(),
+            ty: Ty::Option(Box::new(Ty::String)),
+            docs: String::new(),
+        });
+        let abi = Abi::new(&c).expect("abi");
+        let text = records(&abi).expect("records");
+        for want in [
+            "pub note: gak_str,",
+            "note: gak_str::owned_opt(x.note),",
+            "self.note.free();",
+            "note: gak_str::NONE,",
+        ] {
+            assert!(text.contains(want), "no {want:?}");
+        }
+        assert_ne!(abi.layout(), before, "the layout fingerprint did not move");
+    }
+
+    /// Every enum and kind numbers 0 as none and its cases from 1.
+    #[test]
+    fn one_numbering_for_every_enum() {
+        let c = contract();
+        let abi = Abi::new(&c).expect("abi");
+        let text = records(&abi).expect("records");
+        for (name, n) in [
+            ("GAK_RETRY_NONE: gak_retry_safety", 0),
+            ("GAK_RETRY_SAFE: gak_retry_safety", 1),
+            ("GAK_TASK_ANY: gak_task_state", 0),
+            ("GAK_TASK_OPEN: gak_task_state", 1),
+            ("GAK_ACQUIRED_GRANTED: gak_acquired_kind", 1),
+        ] {
+            assert!(text.contains(&format!("pub const {name} = {n};")), "{name}");
+        }
+    }
 }

@@ -360,6 +360,43 @@ impl<'a> Abi<'a> {
         Ok(out)
     }
 
+    /// Is the record an item of a list an argument holds (a parameter's, or
+    /// an argument record's field)?
+    pub fn listed(&self, record: &str) -> bool {
+        let c = self.c;
+        let params = c
+            .exported_functions()
+            .flat_map(|f| f.params.iter().map(|p| &p.ty));
+        let fields = self
+            .types
+            .iter()
+            .filter(|t| self.is_input(&t.name))
+            .flat_map(|t| t.fields().iter().map(|f| &f.ty));
+        params.chain(fields).any(|ty| match c.resolve(ty) {
+            Ty::List(e) => matches!(c.resolve(e), Ty::Named(n) if n == record),
+            _ => false,
+        })
+    }
+
+    /// Is the record embedded in another struct (a field, a payload)?
+    pub fn embedded(&self, record: &str) -> bool {
+        self.types.iter().any(|t| {
+            let fields = match &t.kind {
+                Kind::Record(_) => self.fields(t).unwrap_or_default(),
+                Kind::Variant(_) => self
+                    .payloads(t)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|p| p.field)
+                    .collect(),
+                _ => Vec::new(),
+            };
+            fields
+                .iter()
+                .any(|f| matches!(&f.shape, Shape::Record(r) if r == record))
+        })
+    }
+
     /// Does a value of the record reach a list (an argument of it is read
     /// through pointers beyond its own struct)?
     pub fn has_lists(&self, t: &Named) -> bool {

@@ -1,47 +1,369 @@
-//! Go: the contract's error codes (`Refused.Code`) as constants. The Go
-//! package's records cross libgak's C ABI as typed structs (`host/c`), so
-//! their Go types follow the C ABI, which is written by hand; the codes
-//! are the part of the contract the Go API spells out itself.
+//! Go (`host/go`, package `gak`, cgo over libgak): what the package derives
+//! from the WIT.
+//!
+//! - `codes_gen.go`: the error codes (`Refused.Code`);
+//! - `types_gen.go`: the records as structs (fields in the WIT's order),
+//!   the enums as string types with a constant per case, the variants as a
+//!   struct with a kind and the payloads' fields;
+//! - `format_gen.go`: `String`, `GoString` and `Format` of every type that
+//!   holds a capability, which no fmt verb may print;
+//! - `abi_gen.go`: each type to and from libgak's C struct (as
+//!   `emit::cabi` lays it out), the enums' numbers, and how an argument
+//!   copied into C memory is weighed first (HOSTS.md rule 16);
+//! - `internal/conformance/exports_gen.go`: the vectors' JSON to and from
+//!   those types, and one vector call per exported function, on the Go API.
+//!
+//! What the Go API adds to the WIT — names, `""` for an absent string,
+//! durations, the methods a parameter splits — is in the tables below.
+//! The store facts' Go file is `emit::store`'s.
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::names::camel;
+use super::cabi::{Abi, Shape};
+use crate::model::{Function, Kind, Named, Ty};
+use crate::names::{camel, host_kebab};
 use crate::{Contract, Output, banner};
 
+mod cgo;
+mod conformance;
+mod fmt;
+#[cfg(test)]
+mod tests;
+mod types;
+
+pub use fmt::{CELL, gofmt};
+
+/// Go's initialisms, spelled in capitals in a name (`ID`, `RunID`).
+const INITIALISMS: &[&str] = &["id", "url", "sql", "ttl", "json", "http"];
+
+/// Enum constants' prefix where the case name alone would be ambiguous:
+/// `TaskOpen`, `KeyInFlight` (the others: `Succeeded`, `Safe`).
+const ENUM_PREFIXES: &[(&str, &str)] = &[("state", "Task"), ("key-state", "Key")];
+
+/// A variant's kind type and its constants' prefix, where not
+/// `<Variant>Kind` and `<Variant>`: `Acquired.Kind` is a `Kind`, its cases
+/// `Granted` … (the Runner's `Ran` shares the type and adds `Applied`).
+const KINDS: &[(&str, &str, &str)] = &[("acquired", "Kind", "")];
+
+/// Variants of two cases spelled as a flag for the case without a
+/// payload: `Resolved{Cleared bool; Result []byte}`.
+const FLAGS: &[(&str, &str)] = &[("resolved", "cleared")];
+
+/// Fields no fmt verb prints (capabilities: whoever reads one can act as
+/// its owner).
+const SECRETS: &[(&str, &str)] = &[
+    ("lease", "holder"),
+    ("task", "token"),
+    ("reconcile-claim", "claim"),
+    ("resolution", "claim"),
+];
+
+/// Optional strings the Go API spells `""` when absent, where an empty one
+/// is none in the contract too (a vector's present `""` is sent as none;
+/// for every other optional string the Go API cannot send it, and the
+/// conformance runner answers what the kernel answers for an empty id,
+/// `invalid-input`).
+const EMPTY_IS_NONE: &[(&str, &str)] = &[("task-seed", "title")];
+
+/// Parameters the Go API takes as a `time.Duration` (whole milliseconds).
+const DURATIONS: &[&str] = &["ttl"];
+
+/// Functions the Go API splits by an optional parameter: (call, parameter,
+/// the method with it, the method without it).
+const SPLITS: &[(&str, &str, &str, &str)] = &[
+    ("commitgate.commit", "step", "CommitStep", "Commit"),
+    ("commitgate.read", "step", "ReadStep", "Read"),
+];
+
+/// Go-only sentences for a type's docs.
+const NOTES: &[(&str, &str)] = &[
+    (
+        "snapshot",
+        "Fields is sent sorted by key; Fence nil counts as 0.",
+    ),
+    (
+        "action",
+        "NewAction(key, resource) is an action safe to retry, without a fingerprint.",
+    ),
+];
+
 pub fn emit(c: &Contract, _root: &Path) -> Result<Vec<Output>, String> {
-    Ok(vec![Output {
-        path: "host/go/codes_gen.go".into(),
-        text: codes(c),
-    }])
+    let abi = Abi::new(c)?;
+    let api = Api::new(&abi)?;
+    Ok(vec![
+        Output {
+            path: "host/go/codes_gen.go".into(),
+            text: gofmt(&codes(c)),
+        },
+        Output {
+            path: "host/go/types_gen.go".into(),
+            text: gofmt(&types::emit(&api)?),
+        },
+        Output {
+            path: "host/go/format_gen.go".into(),
+            text: gofmt(&types::format(&api)?),
+        },
+        Output {
+            path: "host/go/abi_gen.go".into(),
+            text: gofmt(&cgo::emit(&api)?),
+        },
+        Output {
+            path: "host/go/internal/conformance/exports_gen.go".into(),
+            text: gofmt(&conformance::emit(&api)?),
+        },
+    ])
 }
 
-/// `lines` as gofmt aligns a block of `name = value` lines.
-fn aligned(lines: &[(String, String)]) -> String {
-    let width = lines.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
-    lines
-        .iter()
-        .map(|(n, v)| format!("\t{n:width$} = {v}\n"))
+/// The two lines every generated Go file opens with (the first is what Go
+/// tools recognise as generated).
+pub fn head(c: &Contract) -> String {
+    format!(
+        "// Code generated by gak-gen from wit/; DO NOT EDIT.\n// {}\n",
+        banner(c)
+    )
+}
+
+fn lookup<'t>(table: &[(&str, &'t str)], key: &str) -> Option<&'t str> {
+    table.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+}
+
+/// `run-id` → `RunID`.
+pub fn exported(kebab: &str) -> String {
+    kebab
+        .split('-')
+        .map(|part| {
+            if INITIALISMS.contains(&part) {
+                part.to_uppercase()
+            } else {
+                camel(part)
+            }
+        })
         .collect()
 }
 
+/// `run-id` → `runID`.
+pub fn unexported(kebab: &str) -> String {
+    let mut parts = kebab.split('-');
+    let first = parts.next().unwrap_or_default().to_owned();
+    let rest: Vec<&str> = parts.collect();
+    first + &exported(&rest.join("-"))
+}
+
+/// `docs` as `//` comment lines at `indent`.
+pub fn comment(docs: &str, indent: &str) -> String {
+    super::comment(docs, indent, "// ")
+}
+
+/// The contract as the Go package spells it.
+pub struct Api<'a> {
+    pub abi: &'a Abi<'a>,
+    pub c: &'a Contract,
+}
+
+impl<'a> Api<'a> {
+    fn new(abi: &'a Abi<'a>) -> Result<Api<'a>, String> {
+        let api = Api { abi, c: abi.c };
+        for (variant, _, _) in KINDS {
+            api.known(variant, "KINDS")?;
+        }
+        for (t, _) in ENUM_PREFIXES.iter().chain(FLAGS).chain(SECRETS) {
+            api.known(t, "a table")?;
+        }
+        for (t, f) in SECRETS.iter().chain(EMPTY_IS_NONE) {
+            if !api.c.named(t).fields().iter().any(|x| x.name == *f) {
+                return Err(format!("emit::go: {t} has no field {f}"));
+            }
+        }
+        for (variant, case) in FLAGS {
+            let cases = api.c.named(variant).cases();
+            if cases.len() != 2 || !cases.iter().any(|c| c.name == *case && c.ty.is_none()) {
+                return Err(format!(
+                    "emit::go::FLAGS: {variant} is not two cases with a payload-less {case}"
+                ));
+            }
+        }
+        // Every exported name once.
+        let mut names = BTreeSet::new();
+        for t in &abi.types {
+            let mut mine = vec![api.type_name(&t.name)];
+            match &t.kind {
+                Kind::Enum(cases) => {
+                    mine.extend(cases.iter().map(|c| api.case_const(&t.name, &c.name)));
+                }
+                Kind::Variant(cases) if api.flag(&t.name).is_none() => {
+                    mine.push(api.kind_type(&t.name));
+                    mine.extend(cases.iter().map(|c| api.case_const(&t.name, &c.name)));
+                }
+                _ => {}
+            }
+            for name in mine {
+                if !names.insert(name.clone()) {
+                    return Err(format!("emit::go: two Go names {name}"));
+                }
+            }
+        }
+        Ok(api)
+    }
+
+    fn known(&self, name: &str, table: &str) -> Result<(), String> {
+        if self.abi.types.iter().any(|t| t.name == name) {
+            Ok(())
+        } else {
+            Err(format!(
+                "emit::go: {table} names {name}, which crosses no call"
+            ))
+        }
+    }
+
+    /// `TaskState`, `Task`.
+    pub fn type_name(&self, wit: &str) -> String {
+        exported(host_kebab(wit))
+    }
+
+    /// A variant's kind type: `Kind`.
+    pub fn kind_type(&self, variant: &str) -> String {
+        KINDS.iter().find(|(v, _, _)| *v == variant).map_or_else(
+            || format!("{}Kind", self.type_name(variant)),
+            |(_, t, _)| (*t).to_owned(),
+        )
+    }
+
+    /// The constant of an enum's or a variant kind's case: `TaskOpen`,
+    /// `Safe`, `Granted`.
+    pub fn case_const(&self, wit: &str, case: &str) -> String {
+        let prefix = match &self.c.named(wit).kind {
+            Kind::Variant(_) => KINDS
+                .iter()
+                .find(|(v, _, _)| *v == wit)
+                .map_or_else(|| self.type_name(wit), |(_, _, p)| (*p).to_owned()),
+            _ => lookup(ENUM_PREFIXES, wit).unwrap_or("").to_owned(),
+        };
+        prefix + &exported(case)
+    }
+
+    pub fn flag(&self, variant: &str) -> Option<&'static str> {
+        lookup(FLAGS, variant)
+    }
+
+    pub fn secret(&self, record: &str, field: &str) -> bool {
+        SECRETS.contains(&(record, field))
+    }
+
+    pub fn empty_is_none(&self, record: &str, field: &str) -> bool {
+        EMPTY_IS_NONE.contains(&(record, field))
+    }
+
+    pub fn note(&self, wit: &str) -> Option<&'static str> {
+        lookup(NOTES, wit)
+    }
+
+    /// Does a value of the type hold a secret (itself, or through a field or
+    /// payload)?
+    pub fn has_secret(&self, t: &Named) -> bool {
+        let tys: Vec<&Ty> = match &t.kind {
+            Kind::Record(fields) => {
+                if fields.iter().any(|f| self.secret(&t.name, &f.name)) {
+                    return true;
+                }
+                fields.iter().map(|f| &f.ty).collect()
+            }
+            Kind::Variant(cases) => cases.iter().filter_map(|c| c.ty.as_ref()).collect(),
+            _ => return false,
+        };
+        tys.into_iter().any(|ty| match self.c.resolve(ty) {
+            Ty::Named(n) => self.has_secret(self.c.named(n)),
+            _ => false,
+        })
+    }
+
+    /// The Go type of a field or payload of `ty`; `q` qualifies the
+    /// package's own types (`"gak."` outside it).
+    pub fn go_type(&self, ty: &Ty, q: &str) -> Result<String, String> {
+        Ok(match self.abi.shape(ty)? {
+            Shape::Str { .. } => "string".into(),
+            Shape::Bytes { .. } => "[]byte".into(),
+            Shape::Scalar { ty, optional } => {
+                let t = match ty {
+                    Ty::Bool => "bool",
+                    Ty::U8 => "uint8",
+                    Ty::U32 => "uint32",
+                    _ => "uint64",
+                };
+                if optional {
+                    format!("*{t}")
+                } else {
+                    t.to_owned()
+                }
+            }
+            Shape::Enum { name, .. } | Shape::Record(name) => {
+                format!("{q}{}", self.type_name(&name))
+            }
+            Shape::Strings => "[]string".into(),
+            Shape::Pairs => "map[string]string".into(),
+            Shape::Records(r) => format!("[]{q}{}", self.type_name(&r)),
+        })
+    }
+
+    /// The Go field of a variant case's payload: (name, shape, type).
+    pub fn payload(&self, case: &crate::model::Case) -> Option<(String, Ty)> {
+        let name = self.abi.payload_name(case)?;
+        Some((exported(&name), case.ty.clone()?))
+    }
+
+    /// The split of a function by an optional parameter, if the Go API
+    /// has one: (parameter, method with it, method without it).
+    pub fn split(&self, f: &Function) -> Option<(&'static str, &'static str, &'static str)> {
+        SPLITS
+            .iter()
+            .find(|(call, ..)| *call == f.call_name())
+            .map(|(_, p, with, without)| (*p, *with, *without))
+    }
+
+    pub fn duration(&self, param: &str) -> bool {
+        DURATIONS.contains(&param)
+    }
+
+    /// `x.Field` docs' notes by rule.
+    pub fn field_notes(&self, owner: &str, name: &str, ty: &Ty) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.secret(owner, name) {
+            notes.push("A capability: no fmt verb prints it.".to_owned());
+        }
+        match self.abi.shape(ty) {
+            Ok(Shape::Str { optional: true }) => notes.push("\"\" when absent.".into()),
+            Ok(Shape::Bytes { optional: true } | Shape::Scalar { optional: true, .. }) => {
+                notes.push("nil when absent.".into());
+            }
+            Ok(Shape::Enum { optional: true, .. }) => notes.push("\"\" when absent.".into()),
+            Ok(Shape::Enum {
+                name: e,
+                optional: false,
+            }) => {
+                if let Some(case) = Abi::default(owner, name) {
+                    notes.push(format!("\"\" is {}.", self.case_const(&e, case)));
+                }
+            }
+            _ => {}
+        }
+        notes
+    }
+}
+
 fn codes(c: &Contract) -> String {
-    let mut o = String::new();
-    let _ = writeln!(o, "// Code generated by gak-gen from wit/; DO NOT EDIT.");
-    let _ = writeln!(o, "// {}", banner(c));
+    let mut o = head(c);
     o.push_str("\npackage gak\n\n");
     o.push_str("// The contract's error codes (Refused.Code), kebab-case as in the WIT\n");
     o.push_str("// (types.error).\nconst (\n");
     let cases = c.error_codes();
     let (storage, refusals): (Vec<&crate::model::Case>, Vec<_>) =
         cases.iter().copied().partition(|e| e.name == "storage");
-    let lines: Vec<(String, String)> = refusals
-        .iter()
-        .map(|e| (format!("Code{}", camel(&e.name)), format!("{:?}", e.name)))
-        .collect();
-    o.push_str(&aligned(&lines));
+    for e in refusals {
+        let _ = writeln!(o, "\tCode{}{CELL}= {:?}", camel(&e.name), e.name);
+    }
     for e in storage {
         o.push_str("\t// CodeStorage is what a *StorageError reports from Code.\n");
-        let _ = writeln!(o, "\tCode{} = {:?}", camel(&e.name), e.name);
+        let _ = writeln!(o, "\tCode{}{CELL}= {:?}", camel(&e.name), e.name);
     }
     o.push_str(")\n\n");
     o.push_str(

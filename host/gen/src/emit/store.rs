@@ -235,6 +235,10 @@ pub fn emit(c: &Contract, root: &Path) -> Result<Vec<Output>, String> {
             path: "host/js/src/store/facts.js".into(),
             text: js(c, &facts),
         },
+        Output {
+            path: "host/go/facts_gen.go".into(),
+            text: go(c, &facts),
+        },
     ])
 }
 
@@ -659,5 +663,28 @@ fn js(c: &Contract, f: &Facts) -> String {
          \x20 return undefined;\n\
          }\n",
     );
+    o
+}
+
+/// Go: the protocol's numbers and the SQLite busy timeout, unexported (the
+/// Go package's defaults and bounds; the store bindings are libgak's).
+fn go(c: &Contract, f: &Facts) -> String {
+    let mut o = super::go::head(c);
+    o.push_str(
+        "\n// The store facts every binding shares (host/sql/store.json) that the Go\n\
+         // package uses itself.\n\npackage gak\n\nconst (\n",
+    );
+    let lower =
+        |screaming: &str| super::go::unexported(&screaming.to_lowercase().replace('_', "-"));
+    for (name, _, value, doc) in f.protocol.constants() {
+        let _ = writeln!(o, "\t// {doc}\n\t{} = {value}", lower(name));
+    }
+    let _ = writeln!(
+        o,
+        "\t// How long a SQLite connection waits for the write lock.\n\t{} = {}",
+        lower("SQLITE_BUSY_TIMEOUT_MS"),
+        f.busy_timeout_ms
+    );
+    o.push_str(")\n");
     o
 }

@@ -1,0 +1,89 @@
+//! The Go generator's promises: its files are what gofmt prints, and what
+//! the WIT adds reaches the Go types, their conversions to and from the C
+//! structs, and the conformance mapper.
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::emit;
+use crate::model::{Field, Kind, Ty};
+use crate::{Contract, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn contract() -> Contract {
+    Contract::load(&root().join("wit")).expect("wit/ parses")
+}
+
+fn file<'a>(outputs: &'a [Output], path: &str) -> &'a str {
+    &outputs
+        .iter()
+        .find(|o| o.path.to_str() == Some(path))
+        .unwrap_or_else(|| panic!("no {path}"))
+        .text
+}
+
+#[test]
+fn the_files_are_what_gofmt_prints() {
+    let outputs = emit(&contract(), &root()).expect("the generator runs");
+    if Command::new("gofmt")
+        .arg("-l")
+        .arg("/dev/null")
+        .output()
+        .is_err()
+    {
+        eprintln!("gofmt is not installed: not checked here (tests/tests/go.rs runs gofmt -l)");
+        return;
+    }
+    for o in &outputs {
+        let mut child = Command::new("gofmt")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("gofmt");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(o.text.as_bytes())
+            .expect("write");
+        let out = child.wait_with_output().expect("gofmt");
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            o.path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            o.text,
+            "{} is not what gofmt prints",
+            o.path.display()
+        );
+    }
+}
+
+#[test]
+fn a_field_the_wit_adds_reaches_every_go_file() {
+    let mut c = contract();
+    let task = c.types.iter_mut().find(|t| t.name == "task").expect("task");
+    let Kind::Record(fields) = &mut task.kind else {
+        panic!("task is a record")
+    };
+    fields.push(Field {
+        name: "note".into(),
+        ty: Ty::Option(Box::new(Ty::String)),
+        docs: String::new(),
+    });
+    let outputs = emit(&c, &root()).expect("the generator runs");
+    assert!(file(&outputs, "host/go/types_gen.go").contains("\tNote string\n"));
+    assert!(file(&outputs, "host/go/abi_gen.go").contains("x.Note = goStr(c.note)"));
+    assert!(file(&outputs, "host/go/format_gen.go").contains("Note:%q"));
+    assert!(
+        file(&outputs, "host/go/internal/conformance/exports_gen.go")
+            .contains("o[\"note\"] = x.Note")
+    );
+}
