@@ -45,7 +45,7 @@ func (a *arena) stepDefs(list []StepDef) (*C.gak_step_def, C.size_t, error) {
 	return p, C.size_t(len(list)), nil
 }
 
-// stepDef weighs a step-def from its lengths, before it is copied.
+// stepDef weighs the step-def x from its lengths, before it is copied.
 func (s *scale) stepDef(x *StepDef) error {
 	if err := s.value(len(x.ID), "step_def.id"); err != nil {
 		return err
@@ -69,7 +69,7 @@ func (s *scale) stepDefs(list []StepDef, what string) error {
 	return nil
 }
 
-// goSnapshot copies a snapshot libgak filled into Go values.
+// goSnapshot copies the snapshot libgak filled into Go values.
 func goSnapshot(c *C.gak_snapshot) Snapshot {
 	var x Snapshot
 	x.RunID = goStr(c.run_id)
@@ -104,7 +104,7 @@ func (a *arena) snapshot(x *Snapshot) (*C.gak_snapshot, error) {
 	return c, a.fillSnapshot(c, x)
 }
 
-// snapshot weighs a snapshot from its lengths, before it is copied.
+// snapshot weighs the snapshot x from its lengths, before it is copied.
 func (s *scale) snapshot(x *Snapshot) error {
 	if err := s.value(len(x.RunID), "snapshot.run_id"); err != nil {
 		return err
@@ -121,7 +121,7 @@ func (s *scale) snapshot(x *Snapshot) error {
 	return nil
 }
 
-// goPlan copies a plan libgak filled into Go values.
+// goPlan copies the plan libgak filled into Go values.
 func goPlan(c *C.gak_plan) Plan {
 	var x Plan
 	x.Skip = goStrs(c.skip, c.skip_len)
@@ -158,7 +158,7 @@ func statusName(n C.gak_status) Status {
 	return Status("unknown")
 }
 
-// goOutcome copies a outcome libgak filled into Go values.
+// goOutcome copies the outcome libgak filled into Go values.
 func goOutcome(c *C.gak_outcome) Outcome {
 	var x Outcome
 	x.Status = statusName(c.status)
@@ -166,7 +166,7 @@ func goOutcome(c *C.gak_outcome) Outcome {
 	return x
 }
 
-// cOutcome borrows a outcome for one call: passed by value, its strings point
+// cOutcome borrows the outcome x for one call: passed by value, its strings point
 // at x's own bytes, which libgak reads only during the call.
 func cOutcome(x Outcome) (C.gak_outcome, error) {
 	var c C.gak_outcome
@@ -178,7 +178,7 @@ func cOutcome(x Outcome) (C.gak_outcome, error) {
 	return c, nil
 }
 
-// goPruned copies a pruned libgak filled into Go values.
+// goPruned copies the pruned libgak filled into Go values.
 func goPruned(c *C.gak_pruned) Pruned {
 	var x Pruned
 	x.RemovedKeys = uint32(c.removed_keys)
@@ -216,7 +216,7 @@ func retrySafetyName(n C.gak_retry_safety) RetrySafety {
 	return RetrySafety("unknown")
 }
 
-// cAction borrows a action for one call: passed by value, its strings point
+// cAction borrows the action x for one call: passed by value, its strings point
 // at x's own bytes, which libgak reads only during the call.
 func cAction(x Action) (C.gak_action, error) {
 	var c C.gak_action
@@ -230,7 +230,7 @@ func cAction(x Action) (C.gak_action, error) {
 	return c, nil
 }
 
-// goLease copies a lease libgak filled into Go values.
+// goLease copies the lease libgak filled into Go values.
 func goLease(c *C.gak_lease) Lease {
 	var x Lease
 	x.Key = goStr(c.key)
@@ -241,7 +241,7 @@ func goLease(c *C.gak_lease) Lease {
 	return x
 }
 
-// cLease borrows a lease for one call: passed by value, its strings point
+// cLease borrows the lease x for one call: passed by value, its strings point
 // at x's own bytes, which libgak reads only during the call.
 func cLease(x Lease) (C.gak_lease, error) {
 	var c C.gak_lease
@@ -253,7 +253,7 @@ func cLease(x Lease) (C.gak_lease, error) {
 	return c, nil
 }
 
-// goAcquired copies a acquired libgak filled into Go values; a kind this
+// goAcquired copies the acquired libgak filled into Go values; a kind this
 // package does not know is a *StorageError (never act on it).
 func goAcquired(c *C.gak_acquired) (Acquired, error) {
 	var x Acquired
@@ -278,10 +278,10 @@ func goAcquired(c *C.gak_acquired) (Acquired, error) {
 		x.Until = uint64(c.until)
 		return x, nil
 	}
-	return Acquired{}, &StorageError{Message: "libgak answered a acquired of kind " + strconv.FormatUint(uint64(c.kind), 10) + ", which this package does not know"}
+	return Acquired{}, &StorageError{Message: "libgak's acquired answer is of kind " + strconv.FormatUint(uint64(c.kind), 10) + ", which this package does not know"}
 }
 
-// cResolution borrows a resolution for one call: passed by value, its strings point
+// cResolution borrows the resolution x for one call: passed by value, its strings point
 // at x's own bytes, which libgak reads only during the call.
 func cResolution(x Resolution) (C.gak_resolution, error) {
 	var c C.gak_resolution
@@ -292,7 +292,7 @@ func cResolution(x Resolution) (C.gak_resolution, error) {
 	return c, nil
 }
 
-// goResolved copies a resolved libgak filled into Go values; a kind this
+// goResolved copies the resolved libgak filled into Go values; a kind this
 // package does not know is a *StorageError (never act on it).
 func goResolved(c *C.gak_resolved) (Resolved, error) {
 	var x Resolved
@@ -304,10 +304,10 @@ func goResolved(c *C.gak_resolved) (Resolved, error) {
 		x.Cleared = true
 		return x, nil
 	}
-	return Resolved{}, &StorageError{Message: "libgak answered a resolved of kind " + strconv.FormatUint(uint64(c.kind), 10) + ", which this package does not know"}
+	return Resolved{}, &StorageError{Message: "libgak's resolved answer is of kind " + strconv.FormatUint(uint64(c.kind), 10) + ", which this package does not know"}
 }
 
-// goReconcileClaim copies a reconcile-claim libgak filled into Go values.
+// goReconcileClaim copies the reconcile-claim libgak filled into Go values.
 func goReconcileClaim(c *C.gak_reconcile_claim) ReconcileClaim {
 	var x ReconcileClaim
 	x.Claim = goStr(c.claim)
@@ -351,7 +351,7 @@ func keyStateName(n C.gak_key_state) KeyState {
 	return KeyState("unknown")
 }
 
-// goKeyInfo copies a key-info libgak filled into Go values.
+// goKeyInfo copies the key-info libgak filled into Go values.
 func goKeyInfo(c *C.gak_key_info) KeyInfo {
 	var x KeyInfo
 	x.Key = goStr(c.key)
@@ -375,7 +375,7 @@ func goKeyInfo(c *C.gak_key_info) KeyInfo {
 	return x
 }
 
-// goKeyPage copies a key-page libgak filled into Go values.
+// goKeyPage copies the key-page libgak filled into Go values.
 func goKeyPage(c *C.gak_key_page) KeyPage {
 	var x KeyPage
 	x.Items = make([]KeyInfo, int(c.len))
@@ -425,7 +425,7 @@ func taskStateName(n C.gak_task_state) TaskState {
 	return TaskState("unknown")
 }
 
-// goTask copies a task libgak filled into Go values.
+// goTask copies the task libgak filled into Go values.
 func goTask(c *C.gak_task) Task {
 	var x Task
 	x.ID = goStr(c.id)
@@ -475,7 +475,7 @@ func (a *arena) taskSeeds(list []TaskSeed) (*C.gak_task_seed, C.size_t, error) {
 	return p, C.size_t(len(list)), nil
 }
 
-// taskSeed weighs a task-seed from its lengths, before it is copied.
+// taskSeed weighs the task-seed x from its lengths, before it is copied.
 func (s *scale) taskSeed(x *TaskSeed) error {
 	if err := s.value(len(x.ID), "task_seed.id"); err != nil {
 		return err
@@ -502,7 +502,7 @@ func (s *scale) taskSeeds(list []TaskSeed, what string) error {
 	return nil
 }
 
-// goTaskPage copies a task-page libgak filled into Go values.
+// goTaskPage copies the task-page libgak filled into Go values.
 func goTaskPage(c *C.gak_task_page) TaskPage {
 	var x TaskPage
 	x.Items = make([]Task, int(c.len))

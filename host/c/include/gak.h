@@ -732,81 +732,81 @@ const char *gak_version(void);
 // `out` is valid for writing.
 void gak_component(struct gak_bytes *out);
 
-// Free what a snapshot libgak filled holds, and zero it (NULL, or a
+// Free what libgak put into the snapshot `x`, and zero it (NULL, or a
 // struct cleared before, is harmless).
 //
 // # Safety
-// `x` is NULL or a snapshot libgak filled and nobody cleared since.
+// `x` is NULL or a `gak_snapshot` libgak filled and nobody cleared since.
 void gak_snapshot_clear(struct gak_snapshot *x);
 
-// Free what a plan libgak filled holds, and zero it (NULL, or a
+// Free what libgak put into the plan `x`, and zero it (NULL, or a
 // struct cleared before, is harmless).
 //
 // # Safety
-// `x` is NULL or a plan libgak filled and nobody cleared since.
+// `x` is NULL or a `gak_plan` libgak filled and nobody cleared since.
 void gak_plan_clear(struct gak_plan *x);
 
-// Free what a outcome libgak filled holds, and zero it (NULL, or a
+// Free what libgak put into the outcome `x`, and zero it (NULL, or a
 // struct cleared before, is harmless).
 //
 // # Safety
-// `x` is NULL or a outcome libgak filled and nobody cleared since.
+// `x` is NULL or a `gak_outcome` libgak filled and nobody cleared since.
 void gak_outcome_clear(struct gak_outcome *x);
 
-// Free what a lease libgak filled holds, and zero it (NULL, or a
+// Free what libgak put into the lease `x`, and zero it (NULL, or a
 // struct cleared before, is harmless).
 //
 // # Safety
-// `x` is NULL or a lease libgak filled and nobody cleared since.
+// `x` is NULL or a `gak_lease` libgak filled and nobody cleared since.
 void gak_lease_clear(struct gak_lease *x);
 
-// Free what a acquired libgak filled holds, and zero it (NULL, or a
+// Free what libgak put into the acquired `x`, and zero it (NULL, or a
 // struct cleared before, is harmless).
 //
 // # Safety
-// `x` is NULL or a acquired libgak filled and nobody cleared since.
+// `x` is NULL or a `gak_acquired` libgak filled and nobody cleared since.
 void gak_acquired_clear(struct gak_acquired *x);
 
-// Free what a resolved libgak filled holds, and zero it (NULL, or a
+// Free what libgak put into the resolved `x`, and zero it (NULL, or a
 // struct cleared before, is harmless).
 //
 // # Safety
-// `x` is NULL or a resolved libgak filled and nobody cleared since.
+// `x` is NULL or a `gak_resolved` libgak filled and nobody cleared since.
 void gak_resolved_clear(struct gak_resolved *x);
 
-// Free what a reconcile claim libgak filled holds, and zero it (NULL, or a
+// Free what libgak put into the reconcile claim `x`, and zero it (NULL, or a
 // struct cleared before, is harmless).
 //
 // # Safety
-// `x` is NULL or a reconcile claim libgak filled and nobody cleared since.
+// `x` is NULL or a `gak_reconcile_claim` libgak filled and nobody cleared since.
 void gak_reconcile_claim_clear(struct gak_reconcile_claim *x);
 
-// Free what a key info libgak filled holds, and zero it (NULL, or a
+// Free what libgak put into the key info `x`, and zero it (NULL, or a
 // struct cleared before, is harmless).
 //
 // # Safety
-// `x` is NULL or a key info libgak filled and nobody cleared since.
+// `x` is NULL or a `gak_key_info` libgak filled and nobody cleared since.
 void gak_key_info_clear(struct gak_key_info *x);
 
-// Free what a key page libgak filled holds, and zero it (NULL, or a
+// Free what libgak put into the key page `x`, and zero it (NULL, or a
 // struct cleared before, is harmless).
 //
 // # Safety
-// `x` is NULL or a key page libgak filled and nobody cleared since.
+// `x` is NULL or a `gak_key_page` libgak filled and nobody cleared since.
 void gak_key_page_clear(struct gak_key_page *x);
 
-// Free what a task libgak filled holds, and zero it (NULL, or a
+// Free what libgak put into the task `x`, and zero it (NULL, or a
 // struct cleared before, is harmless).
 //
 // # Safety
-// `x` is NULL or a task libgak filled and nobody cleared since.
+// `x` is NULL or a `gak_task` libgak filled and nobody cleared since.
 void gak_task_clear(struct gak_task *x);
 
-// Free what a task page libgak filled holds, and zero it (NULL, or a
+// Free what libgak put into the task page `x`, and zero it (NULL, or a
 // struct cleared before, is harmless).
 //
 // # Safety
-// `x` is NULL or a task page libgak filled and nobody cleared since.
+// `x` is NULL or a `gak_task_page` libgak filled and nobody cleared since.
 void gak_task_page_clear(struct gak_task_page *x);
 
 // Run `action` through the side-effect gate with leases of `ttl` ms

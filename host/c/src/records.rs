@@ -77,7 +77,7 @@ impl gak_step_def {
 }
 
 impl Scale {
-    /// Weigh a step-def argument from its lengths alone (HOSTS.md rule 16).
+    /// Weigh the step-def argument from its lengths alone (HOSTS.md rule 16).
     ///
     /// # Safety
     /// Its lists are valid for their lengths, per the header.
@@ -228,7 +228,7 @@ impl From<Snapshot> for gak_snapshot {
 }
 
 impl Scale {
-    /// Weigh a snapshot argument from its lengths alone (HOSTS.md rule 16).
+    /// Weigh the snapshot argument from its lengths alone (HOSTS.md rule 16).
     ///
     /// # Safety
     /// Its lists are valid for their lengths, per the header.
@@ -322,7 +322,7 @@ pub const GAK_STATUS_SUCCEEDED: gak_status = 1;
 /// `failed`.
 pub const GAK_STATUS_FAILED: gak_status = 2;
 
-/// `n` as a status; `GAK_STATUS_NONE` is none. An unknown number is
+/// The status numbered `n`; `GAK_STATUS_NONE` is none. An unknown number is
 /// `invalid-input` naming `what`.
 pub(crate) fn status(n: gak_status, what: &str) -> Result<Option<Status>, Error> {
     Ok(Some(match n {
@@ -408,7 +408,7 @@ impl From<Outcome> for gak_outcome {
 }
 
 impl Scale {
-    /// Weigh a outcome argument from its lengths alone (HOSTS.md rule 16).
+    /// Weigh the outcome argument from its lengths alone (HOSTS.md rule 16).
     pub(crate) fn outcome(&mut self, x: &gak_outcome) -> Result<&mut Scale, Error> {
         self.bytes(x.result, "outcome.result")?;
         Ok(self)
@@ -455,7 +455,7 @@ pub const GAK_RETRY_SAFE: gak_retry_safety = 1;
 /// `unsafe`.
 pub const GAK_RETRY_UNSAFE: gak_retry_safety = 2;
 
-/// `n` as a retry-safety; `GAK_RETRY_NONE` is none. An unknown number is
+/// The retry-safety numbered `n`; `GAK_RETRY_NONE` is none. An unknown number is
 /// `invalid-input` naming `what`.
 pub(crate) fn retry_safety(n: gak_retry_safety, what: &str) -> Result<Option<RetrySafety>, Error> {
     Ok(Some(match n {
@@ -525,7 +525,7 @@ impl gak_action {
 }
 
 impl Scale {
-    /// Weigh a action argument from its lengths alone (HOSTS.md rule 16).
+    /// Weigh the action argument from its lengths alone (HOSTS.md rule 16).
     pub(crate) fn action(&mut self, x: &gak_action) -> Result<&mut Scale, Error> {
         self.str(x.key, "action.key")?;
         self.str(x.resource, "action.resource")?;
@@ -612,7 +612,7 @@ impl From<Lease> for gak_lease {
 }
 
 impl Scale {
-    /// Weigh a lease argument from its lengths alone (HOSTS.md rule 16).
+    /// Weigh the lease argument from its lengths alone (HOSTS.md rule 16).
     pub(crate) fn lease(&mut self, x: &gak_lease) -> Result<&mut Scale, Error> {
         self.str(x.key, "lease.key")?;
         self.str(x.resource, "lease.resource")?;
@@ -760,7 +760,7 @@ impl gak_resolution {
 }
 
 impl Scale {
-    /// Weigh a resolution argument from its lengths alone (HOSTS.md rule 16).
+    /// Weigh the resolution argument from its lengths alone (HOSTS.md rule 16).
     pub(crate) fn resolution(&mut self, x: &gak_resolution) -> Result<&mut Scale, Error> {
         self.bytes(x.result, "resolution.result")?;
         self.str(x.claim, "resolution.claim")?;
@@ -884,7 +884,7 @@ pub const GAK_KEY_UNCERTAIN: gak_key_state = 3;
 /// `completed`.
 pub const GAK_KEY_COMPLETED: gak_key_state = 4;
 
-/// `n` as a key-state; `GAK_KEY_ANY` is none. An unknown number is
+/// The key-state numbered `n`; `GAK_KEY_ANY` is none. An unknown number is
 /// `invalid-input` naming `what`.
 pub(crate) fn key_state(n: gak_key_state, what: &str) -> Result<Option<KeyState>, Error> {
     Ok(Some(match n {
@@ -1072,7 +1072,7 @@ pub const GAK_TASK_DONE: gak_task_state = 3;
 /// `failed`.
 pub const GAK_TASK_FAILED: gak_task_state = 4;
 
-/// `n` as a state; `GAK_TASK_ANY` is none. An unknown number is
+/// The state numbered `n`; `GAK_TASK_ANY` is none. An unknown number is
 /// `invalid-input` naming `what`.
 pub(crate) fn task_state(n: gak_task_state, what: &str) -> Result<Option<TaskState>, Error> {
     Ok(Some(match n {
@@ -1229,7 +1229,7 @@ impl gak_task_seed {
 }
 
 impl Scale {
-    /// Weigh a task-seed argument from its lengths alone (HOSTS.md rule 16).
+    /// Weigh the task-seed argument from its lengths alone (HOSTS.md rule 16).
     ///
     /// # Safety
     /// Its lists are valid for their lengths, per the header.
@@ -1318,121 +1318,121 @@ impl From<TaskPage> for gak_task_page {
 
 // --- clearing ------------------------------------------------------------
 
-/// Free what a snapshot libgak filled holds, and zero it (NULL, or a
+/// Free what libgak put into the snapshot `x`, and zero it (NULL, or a
 /// struct cleared before, is harmless).
 ///
 /// # Safety
-/// `x` is NULL or a snapshot libgak filled and nobody cleared since.
+/// `x` is NULL or a `gak_snapshot` libgak filled and nobody cleared since.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gak_snapshot_clear(x: *mut gak_snapshot) {
     // SAFETY: made by libgak, per the caller's promise.
     clearing(x, |x| unsafe { x.free() });
 }
 
-/// Free what a plan libgak filled holds, and zero it (NULL, or a
+/// Free what libgak put into the plan `x`, and zero it (NULL, or a
 /// struct cleared before, is harmless).
 ///
 /// # Safety
-/// `x` is NULL or a plan libgak filled and nobody cleared since.
+/// `x` is NULL or a `gak_plan` libgak filled and nobody cleared since.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gak_plan_clear(x: *mut gak_plan) {
     // SAFETY: made by libgak, per the caller's promise.
     clearing(x, |x| unsafe { x.free() });
 }
 
-/// Free what a outcome libgak filled holds, and zero it (NULL, or a
+/// Free what libgak put into the outcome `x`, and zero it (NULL, or a
 /// struct cleared before, is harmless).
 ///
 /// # Safety
-/// `x` is NULL or a outcome libgak filled and nobody cleared since.
+/// `x` is NULL or a `gak_outcome` libgak filled and nobody cleared since.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gak_outcome_clear(x: *mut gak_outcome) {
     // SAFETY: made by libgak, per the caller's promise.
     clearing(x, |x| unsafe { x.free() });
 }
 
-/// Free what a lease libgak filled holds, and zero it (NULL, or a
+/// Free what libgak put into the lease `x`, and zero it (NULL, or a
 /// struct cleared before, is harmless).
 ///
 /// # Safety
-/// `x` is NULL or a lease libgak filled and nobody cleared since.
+/// `x` is NULL or a `gak_lease` libgak filled and nobody cleared since.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gak_lease_clear(x: *mut gak_lease) {
     // SAFETY: made by libgak, per the caller's promise.
     clearing(x, |x| unsafe { x.free() });
 }
 
-/// Free what a acquired libgak filled holds, and zero it (NULL, or a
+/// Free what libgak put into the acquired `x`, and zero it (NULL, or a
 /// struct cleared before, is harmless).
 ///
 /// # Safety
-/// `x` is NULL or a acquired libgak filled and nobody cleared since.
+/// `x` is NULL or a `gak_acquired` libgak filled and nobody cleared since.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gak_acquired_clear(x: *mut gak_acquired) {
     // SAFETY: made by libgak, per the caller's promise.
     clearing(x, |x| unsafe { x.free() });
 }
 
-/// Free what a resolved libgak filled holds, and zero it (NULL, or a
+/// Free what libgak put into the resolved `x`, and zero it (NULL, or a
 /// struct cleared before, is harmless).
 ///
 /// # Safety
-/// `x` is NULL or a resolved libgak filled and nobody cleared since.
+/// `x` is NULL or a `gak_resolved` libgak filled and nobody cleared since.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gak_resolved_clear(x: *mut gak_resolved) {
     // SAFETY: made by libgak, per the caller's promise.
     clearing(x, |x| unsafe { x.free() });
 }
 
-/// Free what a reconcile claim libgak filled holds, and zero it (NULL, or a
+/// Free what libgak put into the reconcile claim `x`, and zero it (NULL, or a
 /// struct cleared before, is harmless).
 ///
 /// # Safety
-/// `x` is NULL or a reconcile claim libgak filled and nobody cleared since.
+/// `x` is NULL or a `gak_reconcile_claim` libgak filled and nobody cleared since.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gak_reconcile_claim_clear(x: *mut gak_reconcile_claim) {
     // SAFETY: made by libgak, per the caller's promise.
     clearing(x, |x| unsafe { x.free() });
 }
 
-/// Free what a key info libgak filled holds, and zero it (NULL, or a
+/// Free what libgak put into the key info `x`, and zero it (NULL, or a
 /// struct cleared before, is harmless).
 ///
 /// # Safety
-/// `x` is NULL or a key info libgak filled and nobody cleared since.
+/// `x` is NULL or a `gak_key_info` libgak filled and nobody cleared since.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gak_key_info_clear(x: *mut gak_key_info) {
     // SAFETY: made by libgak, per the caller's promise.
     clearing(x, |x| unsafe { x.free() });
 }
 
-/// Free what a key page libgak filled holds, and zero it (NULL, or a
+/// Free what libgak put into the key page `x`, and zero it (NULL, or a
 /// struct cleared before, is harmless).
 ///
 /// # Safety
-/// `x` is NULL or a key page libgak filled and nobody cleared since.
+/// `x` is NULL or a `gak_key_page` libgak filled and nobody cleared since.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gak_key_page_clear(x: *mut gak_key_page) {
     // SAFETY: made by libgak, per the caller's promise.
     clearing(x, |x| unsafe { x.free() });
 }
 
-/// Free what a task libgak filled holds, and zero it (NULL, or a
+/// Free what libgak put into the task `x`, and zero it (NULL, or a
 /// struct cleared before, is harmless).
 ///
 /// # Safety
-/// `x` is NULL or a task libgak filled and nobody cleared since.
+/// `x` is NULL or a `gak_task` libgak filled and nobody cleared since.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gak_task_clear(x: *mut gak_task) {
     // SAFETY: made by libgak, per the caller's promise.
     clearing(x, |x| unsafe { x.free() });
 }
 
-/// Free what a task page libgak filled holds, and zero it (NULL, or a
+/// Free what libgak put into the task page `x`, and zero it (NULL, or a
 /// struct cleared before, is harmless).
 ///
 /// # Safety
-/// `x` is NULL or a task page libgak filled and nobody cleared since.
+/// `x` is NULL or a `gak_task_page` libgak filled and nobody cleared since.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gak_task_page_clear(x: *mut gak_task_page) {
     // SAFETY: made by libgak, per the caller's promise.

@@ -176,7 +176,7 @@ impl Gen<'_> {
         if abi.is_input(&t.name) {
             let _ = writeln!(
                 o,
-                "\n/// `n` as a {0}; `{zero}` is none. An unknown number is\n\
+                "\n/// The {0} numbered `n`; `{zero}` is none. An unknown number is\n\
                  /// `invalid-input` naming `what`.\n\
                  pub(crate) fn {f}(n: {ty}, what: &str) -> Result<Option<{rust}>, Error> {{\n\
                  Ok(Some(match n {{\n{zero} => return Ok(None),",
@@ -657,7 +657,7 @@ impl Gen<'_> {
         if lists {
             let _ = write!(
                 o,
-                "/// Weigh a {0} argument from its lengths alone (HOSTS.md rule 16).\n///\n\
+                "/// Weigh the {0} argument from its lengths alone (HOSTS.md rule 16).\n///\n\
                  /// # Safety\n/// Its lists are valid for their lengths, per the header.\n\
                  pub(crate) unsafe fn {f}(&mut self, x: &{c}) -> Result<&mut Scale, Error> {{\n{plain}\
                  // SAFETY: forwarded to the caller's promise.\nunsafe {{\n{listed}}}\nOk(self)\n}}\n",
@@ -666,7 +666,7 @@ impl Gen<'_> {
         } else {
             let _ = write!(
                 o,
-                "/// Weigh a {0} argument from its lengths alone (HOSTS.md rule 16).\n\
+                "/// Weigh the {0} argument from its lengths alone (HOSTS.md rule 16).\n\
                  pub(crate) fn {f}(&mut self, x: &{c}) -> Result<&mut Scale, Error> {{\n{plain}Ok(self)\n}}\n",
                 t.name
             );
@@ -835,9 +835,9 @@ impl Gen<'_> {
         let c = Abi::c_name(&t.name);
         let what = t.name.replace('-', " ");
         format!(
-            "\n/// Free what a {what} libgak filled holds, and zero it (NULL, or a\n\
+            "\n/// Free what libgak put into the {what} `x`, and zero it (NULL, or a\n\
              /// struct cleared before, is harmless).\n///\n/// # Safety\n\
-             /// `x` is NULL or a {what} libgak filled and nobody cleared since.\n\
+             /// `x` is NULL or a `{c}` libgak filled and nobody cleared since.\n\
              #[unsafe(no_mangle)]\npub unsafe extern \"C\" fn {c}_clear(x: *mut {c}) {{\n\
              // SAFETY: made by libgak, per the caller's promise.\n\
              clearing(x, |x| unsafe {{ x.free() }});\n}}\n"

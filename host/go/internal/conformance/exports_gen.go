@@ -47,7 +47,7 @@ var exports = map[string]func(context.Context, *gak.Kernel, any) (any, error, er
 	"retention.prune":              retentionPrune,
 }
 
-// readStepDef reads a step-def: an object with kebab-case fields.
+// readStepDef reads the vectors' step-def: an object with kebab-case fields.
 func readStepDef(v any, at string) (gak.StepDef, error) {
 	var x gak.StepDef
 	o, err := readObject(v, at)
@@ -63,7 +63,7 @@ func readStepDef(v any, at string) (gak.StepDef, error) {
 	return x, nil
 }
 
-// readSnapshot reads a snapshot: an object with kebab-case fields.
+// readSnapshot reads the vectors' snapshot: an object with kebab-case fields.
 func readSnapshot(v any, at string) (gak.Snapshot, error) {
 	var x gak.Snapshot
 	o, err := readObject(v, at)
@@ -91,7 +91,7 @@ func readSnapshot(v any, at string) (gak.Snapshot, error) {
 	return x, nil
 }
 
-// writeSnapshot writes a snapshot as the vectors' JSON (absent options omitted).
+// writeSnapshot writes the snapshot x as the vectors' JSON (absent options omitted).
 func writeSnapshot(x gak.Snapshot) obj {
 	o := obj{}
 	o["run-id"] = x.RunID
@@ -105,7 +105,7 @@ func writeSnapshot(x gak.Snapshot) obj {
 	return o
 }
 
-// writePlan writes a plan as the vectors' JSON (absent options omitted).
+// writePlan writes the plan x as the vectors' JSON (absent options omitted).
 func writePlan(x gak.Plan) obj {
 	o := obj{}
 	o["skip"] = strs(x.Skip)
@@ -114,14 +114,14 @@ func writePlan(x gak.Plan) obj {
 	return o
 }
 
-// readStatus reads a status: its case name (absent: the first); one the contract
+// readStatus reads the vectors' status: its case name (absent: the first); one the contract
 // does not have is invalid-input.
 func readStatus(v any, at string) (gak.Status, error) {
 	s, err := readCase(v, at, "status", "succeeded", "failed")
 	return gak.Status(s), err
 }
 
-// readOutcome reads a outcome: an object with kebab-case fields.
+// readOutcome reads the vectors' outcome: an object with kebab-case fields.
 func readOutcome(v any, at string) (gak.Outcome, error) {
 	var x gak.Outcome
 	o, err := readObject(v, at)
@@ -137,7 +137,7 @@ func readOutcome(v any, at string) (gak.Outcome, error) {
 	return x, nil
 }
 
-// writeOutcome writes a outcome as the vectors' JSON (absent options omitted).
+// writeOutcome writes the outcome x as the vectors' JSON (absent options omitted).
 func writeOutcome(x gak.Outcome) obj {
 	o := obj{}
 	o["status"] = string(x.Status)
@@ -145,7 +145,7 @@ func writeOutcome(x gak.Outcome) obj {
 	return o
 }
 
-// writePruned writes a pruned as the vectors' JSON (absent options omitted).
+// writePruned writes the pruned x as the vectors' JSON (absent options omitted).
 func writePruned(x gak.Pruned) obj {
 	o := obj{}
 	o["removed-keys"] = num(uint64(x.RemovedKeys))
@@ -155,14 +155,14 @@ func writePruned(x gak.Pruned) obj {
 	return o
 }
 
-// readRetrySafety reads a retry-safety: its case name (absent: the first); one the contract
+// readRetrySafety reads the vectors' retry-safety: its case name (absent: the first); one the contract
 // does not have is invalid-input.
 func readRetrySafety(v any, at string) (gak.RetrySafety, error) {
 	s, err := readCase(v, at, "retry-safety", "safe", "unsafe")
 	return gak.RetrySafety(s), err
 }
 
-// readAction reads a action: an object with kebab-case fields.
+// readAction reads the vectors' action: an object with kebab-case fields.
 func readAction(v any, at string) (gak.Action, error) {
 	var x gak.Action
 	o, err := readObject(v, at)
@@ -184,7 +184,7 @@ func readAction(v any, at string) (gak.Action, error) {
 	return x, nil
 }
 
-// readLease reads a lease: an object with kebab-case fields.
+// readLease reads the vectors' lease: an object with kebab-case fields.
 func readLease(v any, at string) (gak.Lease, error) {
 	var x gak.Lease
 	o, err := readObject(v, at)
@@ -209,7 +209,7 @@ func readLease(v any, at string) (gak.Lease, error) {
 	return x, nil
 }
 
-// writeLease writes a lease as the vectors' JSON (absent options omitted).
+// writeLease writes the lease x as the vectors' JSON (absent options omitted).
 func writeLease(x gak.Lease) obj {
 	o := obj{}
 	o["key"] = x.Key
@@ -220,7 +220,7 @@ func writeLease(x gak.Lease) obj {
 	return o
 }
 
-// writeAcquired writes a acquired as the vectors' JSON: {case: payload}, {case: {}}
+// writeAcquired writes the acquired x as the vectors' JSON: {case: payload}, {case: {}}
 // without one.
 func writeAcquired(x gak.Acquired) obj {
 	switch x.Kind {
@@ -238,7 +238,7 @@ func writeAcquired(x gak.Acquired) obj {
 	return obj{"unknown": string(x.Kind)}
 }
 
-// readResolution reads a resolution: an object with kebab-case fields.
+// readResolution reads the vectors' resolution: an object with kebab-case fields.
 func readResolution(v any, at string) (gak.Resolution, error) {
 	var x gak.Resolution
 	o, err := readObject(v, at)
@@ -260,7 +260,7 @@ func readResolution(v any, at string) (gak.Resolution, error) {
 	return x, nil
 }
 
-// writeResolved writes a resolved as the vectors' JSON: {case: payload}, {case: {}}
+// writeResolved writes the resolved x as the vectors' JSON: {case: payload}, {case: {}}
 // without one.
 func writeResolved(x gak.Resolved) obj {
 	if x.Cleared {
@@ -269,7 +269,7 @@ func writeResolved(x gak.Resolved) obj {
 	return obj{"replayed": text(x.Result)}
 }
 
-// writeReconcileClaim writes a reconcile-claim as the vectors' JSON (absent options omitted).
+// writeReconcileClaim writes the reconcile-claim x as the vectors' JSON (absent options omitted).
 func writeReconcileClaim(x gak.ReconcileClaim) obj {
 	o := obj{}
 	o["claim"] = x.Claim
@@ -277,14 +277,14 @@ func writeReconcileClaim(x gak.ReconcileClaim) obj {
 	return o
 }
 
-// readKeyState reads a key-state: its case name (absent: the first); one the contract
+// readKeyState reads the vectors' key-state: its case name (absent: the first); one the contract
 // does not have is invalid-input.
 func readKeyState(v any, at string) (gak.KeyState, error) {
 	s, err := readCase(v, at, "key-state", "cleared", "in-flight", "uncertain", "completed")
 	return gak.KeyState(s), err
 }
 
-// writeKeyInfo writes a key-info as the vectors' JSON (absent options omitted).
+// writeKeyInfo writes the key-info x as the vectors' JSON (absent options omitted).
 func writeKeyInfo(x gak.KeyInfo) obj {
 	o := obj{}
 	o["key"] = x.Key
@@ -309,7 +309,7 @@ func writeKeyInfo(x gak.KeyInfo) obj {
 	return o
 }
 
-// writeKeyPage writes a key-page as the vectors' JSON (absent options omitted).
+// writeKeyPage writes the key-page x as the vectors' JSON (absent options omitted).
 func writeKeyPage(x gak.KeyPage) obj {
 	o := obj{}
 	o["items"] = writeList(x.Items, writeKeyInfo)
@@ -319,14 +319,14 @@ func writeKeyPage(x gak.KeyPage) obj {
 	return o
 }
 
-// readTaskState reads a state: its case name (absent: the first); one the contract
+// readTaskState reads the vectors' state: its case name (absent: the first); one the contract
 // does not have is invalid-input.
 func readTaskState(v any, at string) (gak.TaskState, error) {
 	s, err := readCase(v, at, "state", "open", "claimed", "done", "failed")
 	return gak.TaskState(s), err
 }
 
-// writeTask writes a task as the vectors' JSON (absent options omitted).
+// writeTask writes the task x as the vectors' JSON (absent options omitted).
 func writeTask(x gak.Task) obj {
 	o := obj{}
 	o["id"] = x.ID
@@ -346,7 +346,7 @@ func writeTask(x gak.Task) obj {
 	return o
 }
 
-// readTaskSeed reads a task-seed: an object with kebab-case fields.
+// readTaskSeed reads the vectors' task-seed: an object with kebab-case fields.
 func readTaskSeed(v any, at string) (gak.TaskSeed, error) {
 	var x gak.TaskSeed
 	o, err := readObject(v, at)
@@ -368,7 +368,7 @@ func readTaskSeed(v any, at string) (gak.TaskSeed, error) {
 	return x, nil
 }
 
-// writeTaskPage writes a task-page as the vectors' JSON (absent options omitted).
+// writeTaskPage writes the task-page x as the vectors' JSON (absent options omitted).
 func writeTaskPage(x gak.TaskPage) obj {
 	o := obj{}
 	o["items"] = writeList(x.Items, writeTask)

@@ -165,7 +165,7 @@ impl Gen<'_> {
             body.push_str(&self.go_value(f, &format!("x.{name}"), "c")?);
         }
         Ok(format!(
-            "\n// go{go} copies a {wit} libgak filled into Go values.\n\
+            "\n// go{go} copies the {wit} libgak filled into Go values.\n\
              func go{go}(c *{ct}) {go} {{\n\tvar x {go}\n{body}\treturn x\n}}\n",
             wit = t.name,
             ct = ctype(&t.name)
@@ -264,7 +264,7 @@ impl Gen<'_> {
             ""
         };
         Ok(format!(
-            "\n// c{go} borrows a {wit} for one call: passed by value, its strings point\n\
+            "\n// c{go} borrows the {wit} x for one call: passed by value, its strings point\n\
              // at x's own bytes, which libgak reads only during the call.\n\
              func c{go}(x {go}) ({ct}, error) {{\n\tvar c {ct}\n{err}{body}\treturn c, nil\n}}\n",
             wit = t.name
@@ -401,7 +401,7 @@ impl Gen<'_> {
         let single = unexported(host_kebab(&t.name));
         let p = plural(api, &t.name);
         let one = format!(
-            "\n// {single} weighs a {wit} from its lengths, before it is copied.\n\
+            "\n// {single} weighs the {wit} x from its lengths, before it is copied.\n\
              func (s *scale) {single}(x *{go}) error {{\n{body}\treturn nil\n}}\n",
             wit = t.name
         );
@@ -453,10 +453,10 @@ impl Gen<'_> {
         }
         self.imports.insert("strconv");
         Ok(format!(
-            "\n// go{go} copies a {wit} libgak filled into Go values; a kind this\n\
+            "\n// go{go} copies the {wit} libgak filled into Go values; a kind this\n\
              // package does not know is a *StorageError (never act on it).\n\
              func go{go}(c *{ct}) ({go}, error) {{\n\tvar x {go}\n\tswitch c.kind {{\n{arms}\t}}\n\
-             \treturn {go}{{}}, &StorageError{{Message: \"libgak answered a {wit} of kind \" + strconv.FormatUint(uint64(c.kind), 10) + \", which this package does not know\"}}\n}}\n",
+             \treturn {go}{{}}, &StorageError{{Message: \"libgak's {wit} answer is of kind \" + strconv.FormatUint(uint64(c.kind), 10) + \", which this package does not know\"}}\n}}\n",
             wit = t.name
         ))
     }

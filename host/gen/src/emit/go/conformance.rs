@@ -173,7 +173,7 @@ fn enum_reader(api: &Api, t: &Named) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     format!(
-        "\n// read{go} reads a {wit}: its case name (absent: the first); one the contract\n\
+        "\n// read{go} reads the vectors' {wit}: its case name (absent: the first); one the contract\n\
          // does not have is invalid-input.\n\
          func read{go}(v any, at string) (gak.{go}, error) {{\n\
          \ts, err := readCase(v, at, {wit:?}, {cases})\n\treturn gak.{go}(s), err\n}}\n",
@@ -199,7 +199,7 @@ fn reader(api: &Api, t: &Named, fields: &[Field]) -> Result<String, String> {
         );
     }
     Ok(format!(
-        "\n// read{go} reads a {wit}: an object with kebab-case fields.\n\
+        "\n// read{go} reads the vectors' {wit}: an object with kebab-case fields.\n\
          func read{go}(v any, at string) (gak.{go}, error) {{\n\tvar x gak.{go}\n\
          \to, err := readObject(v, at)\n\tif err != nil {{\n\t\treturn x, err\n\t}}\n{body}\treturn x, nil\n}}\n",
         wit = t.name
@@ -260,7 +260,7 @@ fn writer(api: &Api, t: &Named, fields: &[Field]) -> Result<String, String> {
         }
     }
     Ok(format!(
-        "\n// write{go} writes a {wit} as the vectors' JSON (absent options omitted).\n\
+        "\n// write{go} writes the {wit} x as the vectors' JSON (absent options omitted).\n\
          func write{go}(x gak.{go}) obj {{\n\to := obj{{}}\n{body}\treturn o\n}}\n",
         wit = t.name
     ))
@@ -309,7 +309,7 @@ fn variant_writer(api: &Api, t: &Named) -> Result<String, String> {
         body.push_str(&rest);
     }
     Ok(format!(
-        "\n// write{go} writes a {wit} as the vectors' JSON: {{case: payload}}, {{case: {{}}}}\n\
+        "\n// write{go} writes the {wit} x as the vectors' JSON: {{case: payload}}, {{case: {{}}}}\n\
          // without one.\n\
          func write{go}(x gak.{go}) obj {{\n{body}}}\n",
         wit = t.name
