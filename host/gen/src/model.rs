@@ -13,6 +13,7 @@ pub enum Ty {
     Bool,
     U8,
     U32,
+    S32,
     U64,
     String,
     List(Box<Ty>),
@@ -367,6 +368,7 @@ fn ty(resolve: &Resolve, t: &Type) -> Result<Ty, String> {
         Type::Bool => Ty::Bool,
         Type::U8 => Ty::U8,
         Type::U32 => Ty::U32,
+        Type::S32 => Ty::S32,
         Type::U64 => Ty::U64,
         Type::String => Ty::String,
         Type::Id(id) => {

@@ -256,7 +256,7 @@ impl<'a> Abi<'a> {
         let c = self.c;
         Ok(match c.resolve(ty) {
             Ty::String => Shape::Str { optional: false },
-            t @ (Ty::Bool | Ty::U8 | Ty::U32 | Ty::U64) => Shape::Scalar {
+            t @ (Ty::Bool | Ty::U8 | Ty::U32 | Ty::S32 | Ty::U64) => Shape::Scalar {
                 ty: t.clone(),
                 optional: false,
             },
@@ -511,6 +511,7 @@ pub fn scalar(ty: &Ty) -> &'static str {
         Ty::Bool => "bool",
         Ty::U8 => "u8",
         Ty::U32 => "u32",
+        Ty::S32 => "i32",
         _ => "u64",
     }
 }

@@ -288,6 +288,7 @@ impl<'a> Api<'a> {
                     Ty::Bool => "bool",
                     Ty::U8 => "uint8",
                     Ty::U32 => "uint32",
+                    Ty::S32 => "int32",
                     _ => "uint64",
                 };
                 if optional {

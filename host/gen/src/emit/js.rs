@@ -188,7 +188,7 @@ impl<'a> Api<'a> {
     fn ts_out(&self, ty: &Ty) -> Result<String, String> {
         Ok(match self.resolve(ty) {
             Ty::Bool => "boolean".into(),
-            Ty::U8 | Ty::U32 => "number".into(),
+            Ty::U8 | Ty::U32 | Ty::S32 => "number".into(),
             Ty::U64 => "bigint".into(),
             Ty::String => "string".into(),
             Ty::List(e) if **e == Ty::U8 => "Uint8Array".into(),

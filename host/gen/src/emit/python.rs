@@ -289,7 +289,7 @@ fn is_pairs(ty: &Ty) -> bool {
 fn annotation(api: &Api, ty: &Ty) -> Result<String, String> {
     Ok(match api.resolve(ty) {
         Ty::Bool => "bool".into(),
-        Ty::U8 | Ty::U32 | Ty::U64 => "int".into(),
+        Ty::U8 | Ty::U32 | Ty::S32 | Ty::U64 => "int".into(),
         Ty::String => "str".into(),
         Ty::List(t) if **t == Ty::U8 => "bytes".into(),
         t if is_pairs(t) => "dict[str, str]".into(),

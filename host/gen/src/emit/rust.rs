@@ -145,7 +145,7 @@ fn has_named(c: &Contract, ty: &Ty) -> bool {
 /// Is a value of `ty` `Copy` in Rust?
 fn is_copy(c: &Contract, ty: &Ty) -> bool {
     match c.resolve(ty) {
-        Ty::Bool | Ty::U8 | Ty::U32 | Ty::U64 => true,
+        Ty::Bool | Ty::U8 | Ty::U32 | Ty::S32 | Ty::U64 => true,
         Ty::Option(t) => is_copy(c, t),
         Ty::Tuple(ts) => ts.iter().all(|t| is_copy(c, t)),
         Ty::Named(n) => is_copy_type(c, c.named(n)),

@@ -71,6 +71,7 @@ fn cscalar(ty: &Ty) -> &'static str {
         Ty::Bool => "C.bool",
         Ty::U8 => "C.uint8_t",
         Ty::U32 => "C.uint32_t",
+        Ty::S32 => "C.int32_t",
         _ => "C.uint64_t",
     }
 }
@@ -80,6 +81,7 @@ fn goscalar(ty: &Ty) -> &'static str {
         Ty::Bool => "bool",
         Ty::U8 => "uint8",
         Ty::U32 => "uint32",
+        Ty::S32 => "int32",
         _ => "uint64",
     }
 }

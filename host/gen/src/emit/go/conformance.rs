@@ -133,13 +133,14 @@ fn read_fn(api: &Api, ty: &Ty, owner: &str, field: &str) -> Result<String, Strin
                 Ty::Bool => "Bool",
                 Ty::U8 => "U8",
                 Ty::U32 => "U32",
+                Ty::S32 => "S32",
                 _ => "U64",
             };
             if optional {
-                if base != "U64" {
+                if !["U64", "U32", "S32"].contains(&base) {
                     return Err(format!("an optional {base} has no reader yet"));
                 }
-                "readOptU64".into()
+                format!("readOpt{base}")
             } else {
                 format!("read{base}")
             }
@@ -213,6 +214,7 @@ fn write_expr(api: &Api, ty: &Ty, x: &str) -> Result<String, String> {
         Shape::Bytes { .. } => format!("text({x})"),
         Shape::Scalar { ty: Ty::Bool, .. } => x.to_owned(),
         Shape::Scalar { ty: Ty::U64, .. } => format!("num({x})"),
+        Shape::Scalar { ty: Ty::S32, .. } => format!("snum(int64({x}))"),
         Shape::Scalar { .. } => format!("num(uint64({x}))"),
         Shape::Enum { .. } => format!("string({x})"),
         Shape::Strings => format!("strs({x})"),

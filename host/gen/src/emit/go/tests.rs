@@ -87,3 +87,34 @@ fn a_field_the_wit_adds_reaches_every_go_file() {
             .contains("o[\"note\"] = x.Note")
     );
 }
+
+/// An `s32` is an `int32` (a `C.int32_t` across cgo), read by `readS32` /
+/// `readOptS32` and written signed.
+#[test]
+fn an_s32_field_is_an_int32() {
+    let mut c = contract();
+    for (record, ty) in [
+        ("task", Ty::S32),
+        ("task-seed", Ty::Option(Box::new(Ty::S32))),
+    ] {
+        let t = c.types.iter_mut().find(|t| t.name == record).expect(record);
+        let Kind::Record(fields) = &mut t.kind else {
+            panic!("{record} is a record")
+        };
+        fields.push(Field {
+            name: "urgency".into(),
+            ty,
+            docs: String::new(),
+        });
+    }
+    let outputs = emit(&c, &root()).expect("the generator runs");
+    let types = file(&outputs, "host/go/types_gen.go");
+    assert!(types.contains("\tUrgency int32\n") || types.contains("\tUrgency  int32\n"));
+    assert!(types.contains("*int32\n"));
+    let abi = file(&outputs, "host/go/abi_gen.go");
+    assert!(abi.contains("x.Urgency = int32(c.urgency)"));
+    assert!(abi.contains("c.urgency = C.int32_t(*x.Urgency)"));
+    let calls = file(&outputs, "host/go/internal/conformance/exports_gen.go");
+    assert!(calls.contains("o[\"urgency\"] = snum(int64(x.Urgency))"));
+    assert!(calls.contains("readOptS32(o[\"urgency\"], at+\".urgency\")"));
+}

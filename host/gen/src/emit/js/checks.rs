@@ -237,6 +237,7 @@ impl<'a> Exprs<'a> {
             Ty::String => format!("v.str({a}, {value})"),
             Ty::U64 => format!("v.u64({a}, {value})"),
             Ty::U32 => format!("v.u32({a}, {value})"),
+            Ty::S32 => format!("v.s32({a}, {value})"),
             Ty::Bool => format!("v.bool({a}, {value})"),
             Ty::List(e) if **e == Ty::U8 => format!("v.bytes({a}, {value})"),
             t if super::is_pairs(t) => format!("v.pairs({a}, {value})"),

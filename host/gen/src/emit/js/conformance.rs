@@ -130,6 +130,7 @@ impl Writer<'_> {
             Ty::String => format!("json.string({v}, {at})"),
             Ty::U64 => format!("json.u64({v}, {at})"),
             Ty::U32 => format!("json.u32({v}, {at})"),
+            Ty::S32 => format!("json.s32({v}, {at})"),
             Ty::Bool => format!("json.bool({v}, {at})"),
             Ty::List(e) if **e == Ty::U8 => format!("json.bytes({v}, {at})"),
             t if is_pairs(t) => format!("json.pairs({v}, {at})"),
@@ -153,6 +154,7 @@ impl Writer<'_> {
             Ty::String => "json.string".into(),
             Ty::U64 => "json.u64".into(),
             Ty::U32 => "json.u32".into(),
+            Ty::S32 => "json.s32".into(),
             Ty::Bool => "json.bool".into(),
             Ty::List(e) if **e == Ty::U8 => "json.bytes".into(),
             Ty::Named(n) if matches!(api.c.named(n).kind, Kind::Record(_) | Kind::Enum(_)) => {
@@ -207,7 +209,7 @@ impl Writer<'_> {
     fn write(&mut self, ty: &Ty, x: &str, depth: usize) -> Result<String, String> {
         let api = self.api;
         Ok(match api.resolve(ty) {
-            Ty::Bool | Ty::U8 | Ty::U32 | Ty::String => x.to_owned(),
+            Ty::Bool | Ty::U8 | Ty::U32 | Ty::S32 | Ty::String => x.to_owned(),
             Ty::U64 => format!("json.num({x})"),
             Ty::List(e) if **e == Ty::U8 => format!("json.text({x})"),
             t if is_pairs(t) => format!("Object.fromEntries({x})"),

@@ -162,3 +162,38 @@ fn a_reserved_word_is_refused() {
     let e = emit(&c, Path::new(".")).expect_err("refused");
     assert!(e.contains("`default` is a JavaScript reserved word"), "{e}");
 }
+
+/// An `s32` is a `number`, checked by `v.s32` and read by `json.s32`.
+#[test]
+fn an_s32_field_is_a_checked_number() {
+    let mut c = contract();
+    fields(&mut c, "task-seed").insert(
+        1,
+        Field {
+            name: "urgency".into(),
+            ty: Ty::Option(Box::new(Ty::S32)),
+            docs: String::new(),
+        },
+    );
+    fields(&mut c, "task").insert(
+        1,
+        Field {
+            name: "urgency".into(),
+            ty: Ty::S32,
+            docs: String::new(),
+        },
+    );
+    let out = emit(&c, Path::new(".")).expect("emits");
+    let dts = file(&out, "src/contract.d.ts");
+    assert!(dts.contains("  urgency?: number;\n"));
+    assert!(dts.contains("  urgency: number;\n"));
+    let checks = file(&out, "src/checks.js");
+    assert!(checks.contains(
+        "    urgency: v.absent(x.urgency) ? undefined : v.s32(`${at}.urgency`, x.urgency),\n"
+    ));
+    let calls = file(&out, "conformance/exports.js");
+    assert!(calls.contains(
+        "    urgency: json.option(json.field(o, 'urgency'), `${at}.urgency`, json.s32),\n"
+    ));
+    assert!(calls.contains("urgency: x.urgency,") || calls.contains("o.urgency = x.urgency;"));
+}

@@ -61,11 +61,15 @@ pub(super) fn layout<'t>(api: &'t Api, record: &'t Named) -> Option<Layout<'t>> 
     let mut bytes = None;
     for f in fields {
         let slot = match shape(c, &f.ty) {
-            Shape::Bool | Shape::U8 | Shape::U32 | Shape::U64 | Shape::String | Shape::Enum(_) => {
-                Slot::Inline
-            }
+            Shape::Bool
+            | Shape::U8
+            | Shape::U32
+            | Shape::S32
+            | Shape::U64
+            | Shape::String
+            | Shape::Enum(_) => Slot::Inline,
             Shape::Option(inner) => match shape(c, inner) {
-                Shape::Bool | Shape::U8 | Shape::U32 | Shape::U64 | Shape::String => {
+                Shape::Bool | Shape::U8 | Shape::U32 | Shape::S32 | Shape::U64 | Shape::String => {
                     pos += VAL;
                     Slot::One(pos - VAL, inner)
                 }

@@ -117,8 +117,8 @@ pub(super) fn emit(api: &Api) -> Result<String, String> {
 /// What `gak/conformance/values.py` offers (the JSON shape of the WIT's
 /// primitive types, and the helpers the converters compose).
 const VALUES: &[&str] = &[
-    "boolean", "data", "each", "enum", "field", "name", "obj", "opt", "pairs", "string", "text",
-    "u8", "u32", "u64",
+    "boolean", "data", "each", "enum", "field", "name", "obj", "opt", "pairs", "s32", "string",
+    "text", "u8", "u32", "u64",
 ];
 
 /// Whether generated `code` calls or passes `word`.
@@ -160,6 +160,7 @@ fn converter(api: &Api, ty: &Ty) -> Result<String, String> {
         Ty::String => "string".into(),
         Ty::U8 => "u8".into(),
         Ty::U32 => "u32".into(),
+        Ty::S32 => "s32".into(),
         Ty::U64 => "u64".into(),
         Ty::Bool => "boolean".into(),
         Ty::List(e) if **e == Ty::U8 => "data".into(),
@@ -244,7 +245,7 @@ fn record_arg(api: &Api, t: &Named, fields: &[Field]) -> Result<String, String> 
 /// The expression writing `var` (a value of `ty` in the API) as JSON.
 fn json_expr(api: &Api, ty: &Ty, var: &str, depth: usize) -> Result<String, String> {
     Ok(match api.resolve(ty) {
-        Ty::Bool | Ty::U8 | Ty::U32 | Ty::U64 | Ty::String => var.to_owned(),
+        Ty::Bool | Ty::U8 | Ty::U32 | Ty::S32 | Ty::U64 | Ty::String => var.to_owned(),
         Ty::List(e) if **e == Ty::U8 => format!("text({var})"),
         t if is_pairs(t) => format!("dict(sorted({var}.items()))"),
         Ty::List(e) => {

@@ -130,7 +130,7 @@ impl<'a, 'b> Lifter<'a, 'b> {
     ) -> Result<String, String> {
         let c = self.api.c;
         Ok(match shape(c, ty) {
-            Shape::Bool | Shape::U8 | Shape::U32 | Shape::U64 => vars[0].clone(),
+            Shape::Bool | Shape::U8 | Shape::U32 | Shape::S32 | Shape::U64 => vars[0].clone(),
             Shape::String => format!("TX[{}](MEM, {})[0].decode()", vars[0], vars[1]),
             Shape::Bytes => {
                 let (n, p) = (&vars[0], &vars[1]);
@@ -517,6 +517,7 @@ fn payload_name(fmt: &str) -> String {
         "?23x" => "_BOOL_PAYLOAD",
         "B23x" => "_U8_PAYLOAD",
         "I20x" => "_U32_PAYLOAD",
+        "i20x" => "_S32_PAYLOAD",
         "Q16x" => "_WORD_PAYLOAD",
         "?7xQ8x" => "_RESULT_PAYLOAD",
         "QQQ" => "_VARIANT_PAYLOAD",
@@ -530,6 +531,7 @@ fn payload_doc(fmt: &str) -> &'static str {
         "?23x" => "a bool",
         "B23x" => "a u8",
         "I20x" => "a u32",
+        "i20x" => "an s32",
         "Q16x" => "a u64, or an option's address",
         "?7xQ8x" => "a result's (is-ok, address)",
         "QQQ" => "a variant's case name (length, address) and payload address",

@@ -64,18 +64,16 @@ impl<'a, 'b> Lowerer<'a, 'b> {
                 b.line(ind + 1, "return None");
                 ("B7x?23x".into(), vec![kind("BOOL").to_string(), var.into()])
             }
-            Shape::U8 | Shape::U32 | Shape::U64 => {
-                let (bits, k, fmt) = match shape(c, ty) {
-                    Shape::U8 => (8, "U8", "B7xB23x"),
-                    Shape::U32 => (32, "U32", "B7xI20x"),
-                    _ => (64, "U64", "B7xQ16x"),
+            Shape::U8 | Shape::U32 | Shape::S32 | Shape::U64 => {
+                let (low, high, k, fmt) = match shape(c, ty) {
+                    Shape::U8 => (0, 1i128 << 8, "U8", "B7xB23x"),
+                    Shape::U32 => (0, 1i128 << 32, "U32", "B7xI20x"),
+                    Shape::S32 => (-(1i128 << 31), 1i128 << 31, "S32", "B7xi20x"),
+                    _ => (0, 1i128 << 64, "U64", "B7xQ16x"),
                 };
                 b.line(
                     ind,
-                    format!(
-                        "if type({var}) is not int or not 0 <= {var} < {}:",
-                        1u128 << bits
-                    ),
+                    format!("if type({var}) is not int or not {low} <= {var} < {high}:"),
                 );
                 b.line(ind + 1, "return None");
                 (fmt.into(), vec![kind(k).to_string(), var.into()])

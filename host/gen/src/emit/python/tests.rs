@@ -169,3 +169,47 @@ fn python_names() {
     assert_eq!(ident("run-id"), "run_id");
     assert_eq!(rst("`a` and `b`"), "``a`` and ``b``");
 }
+
+/// An `s32` is lowered and lifted signed (`i`, not `I`), range-checked over
+/// -2^31..2^31-1, a `Val` of kind S32, and read from JSON by `s32`.
+#[test]
+fn an_s32_field_is_signed_everywhere() {
+    let mut c = contract();
+    fields(&mut c, "task-seed").insert(
+        1,
+        Field {
+            name: "urgency".into(),
+            ty: Ty::Option(Box::new(Ty::S32)),
+            docs: String::new(),
+        },
+    );
+    fields(&mut c, "task").insert(
+        1,
+        Field {
+            name: "urgency".into(),
+            ty: Ty::S32,
+            docs: String::new(),
+        },
+    );
+    let out = emit(&c, Path::new(".")).expect("emits");
+    let layout = file(&out, "gak/_layout.py");
+    assert!(layout.contains("\nS32 = 5\n"));
+    let types = file(&out, "gak/types.py");
+    assert!(types.contains("    urgency: int\n"));
+    assert!(types.contains("    urgency: Optional[int] = None\n"));
+    let lower = file(&out, "gak/_lower.py");
+    assert!(lower.contains("_PUT_S32_VAL = struct.Struct(\"<B7xi20x\").pack_into"));
+    assert!(
+        lower.contains("if type(urgency) is not int or not -2147483648 <= urgency < 2147483648:")
+    );
+    assert!(lower.contains("_PUT_S32_VAL(MEM, urgency_box, 5, urgency)"));
+    let lift = file(&out, "gak/_lift.py");
+    // task: id's entry (len, address), then urgency's (a signed word).
+    assert!(lift.contains("_TASK_FIELDS = struct.Struct(\"<24xQQ8x24xi20x"));
+    let signatures = file(&out, "gak/_signatures.py");
+    assert!(signatures.contains("urgency: option<s32>"));
+    assert!(signatures.contains("urgency: s32"));
+    let calls = file(&out, "conformance/_calls.py");
+    assert!(calls.contains("urgency=opt(s32, o.get(\"urgency\"), at + \".urgency\"),"));
+    assert!(calls.contains(", s32, "));
+}

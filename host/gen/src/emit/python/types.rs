@@ -157,7 +157,7 @@ fn default(api: &Api, t: &Named, f: &Field, mutable: bool) -> Result<(String, De
     let zero = match ty {
         Ty::Option(_) => Default::Value("None".into()),
         Ty::Bool => Default::Value("False".into()),
-        Ty::U8 | Ty::U32 | Ty::U64 => Default::Value("0".into()),
+        Ty::U8 | Ty::U32 | Ty::S32 | Ty::U64 => Default::Value("0".into()),
         Ty::String => Default::Value("\"\"".into()),
         Ty::List(e) if **e == Ty::U8 => Default::Value("b\"\"".into()),
         t if is_pairs(t) => Default::Factory("dict"),

@@ -115,7 +115,7 @@ fn list_param(api: &Api, t: &Named) -> bool {
 fn lower_expr(api: &Api, ty: &Ty, var: &str, depth: usize) -> Result<String, String> {
     let ty = api.resolve(ty);
     Ok(match ty {
-        Ty::Bool | Ty::U8 | Ty::U32 | Ty::U64 | Ty::String => var.to_owned(),
+        Ty::Bool | Ty::U8 | Ty::U32 | Ty::S32 | Ty::U64 | Ty::String => var.to_owned(),
         Ty::List(e) if **e == Ty::U8 => var.to_owned(),
         t if is_pairs(t) => format!("_pairs({var})"),
         Ty::List(e) => {

@@ -189,6 +189,7 @@ impl Gen<'_> {
                 self.helper("read_u64");
                 self.helper("read_u32").to_owned()
             }
+            Ty::S32 => self.helper("read_s32").to_owned(),
             Ty::U8 => {
                 self.helper("read_u64");
                 self.helper("read_u8").to_owned()
@@ -291,7 +292,9 @@ impl Gen<'_> {
     /// A function writing one `ty` into JSON.
     fn write_fn(&mut self, ty: &Ty) -> Result<String, String> {
         Ok(match self.c.resolve(ty) {
-            Ty::String | Ty::U8 | Ty::U32 | Ty::U64 | Ty::Bool => "Value::from".to_owned(),
+            Ty::String | Ty::U8 | Ty::U32 | Ty::S32 | Ty::U64 | Ty::Bool => {
+                "Value::from".to_owned()
+            }
             Ty::Named(n) => {
                 let n = n.clone();
                 if self.writes.insert(n.clone()) {

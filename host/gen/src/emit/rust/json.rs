@@ -65,6 +65,21 @@ pub(super) fn read_u32(v: Option<&Value>, at: &str) -> A<u32> {
 }",
     ),
     (
+        "read_s32",
+        "/// A number; absent is 0. One no `s32` takes (fractional, below -2^31,
+/// 2^31 or above) is `invalid-input`.
+pub(super) fn read_s32(v: Option<&Value>, at: &str) -> A<i32> {
+    match v {
+        None => Ok(0),
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .and_then(|i| i32::try_from(i).ok())
+            .ok_or_else(|| Arg::Invalid(format!(\"{at}: {n} is not an s32\"))),
+        Some(other) => Err(malformed(at, \"a number\", other)),
+    }
+}",
+    ),
+    (
         "read_u8",
         "/// A number no `u8` takes is `invalid-input`.
 pub(super) fn read_u8(v: Option<&Value>, at: &str) -> A<u8> {

@@ -196,3 +196,45 @@ fn a_capability_field_the_wit_renames_stops_the_generator() {
         "{why}"
     );
 }
+
+/// An `s32` is an `i32` in the rules' types, and the
+/// conformance call table reads it with its own range (negative numbers
+/// included, 2^31 refused).
+#[test]
+fn an_s32_field_is_signed_everywhere() {
+    let mut c = contract();
+    fields(&mut c, "task-seed").insert(
+        1,
+        Field {
+            name: "urgency".into(),
+            ty: Ty::Option(Box::new(Ty::S32)),
+            docs: String::new(),
+        },
+    );
+    fields(&mut c, "task").insert(
+        1,
+        Field {
+            name: "urgency".into(),
+            ty: Ty::S32,
+            docs: String::new(),
+        },
+    );
+    let out = emit(&c, &root()).expect("emits");
+    let types = file(&out, CONTRACT);
+    has(&types, "        pub urgency: i32,\n");
+    has(&types, "        pub urgency: Option<i32>,\n");
+    let calls = file(&out, CALLS);
+    has(
+        &calls,
+        "urgency: read_option(field(v, \"urgency\"), &format!(\"{at}.urgency\"), read_s32)?,",
+    );
+    has(
+        &calls,
+        "pub(super) fn read_s32(v: Option<&Value>, at: &str) -> A<i32> {",
+    );
+    has(&calls, ".and_then(|i| i32::try_from(i).ok())");
+    has(
+        &calls,
+        "    o.insert(\"urgency\".into(), Value::from(x.urgency));\n",
+    );
+}

@@ -94,6 +94,7 @@ fn rust_ty(c: &Contract, ty: &Ty, here: &str) -> Result<String, String> {
         Ty::Bool => "bool".into(),
         Ty::U8 => "u8".into(),
         Ty::U32 => "u32".into(),
+        Ty::S32 => "i32".into(),
         Ty::U64 => "u64".into(),
         Ty::String => "String".into(),
         Ty::List(t) => format!("Vec<{}>", rust_ty(c, t, here)?),
@@ -129,7 +130,7 @@ fn type_docs(t: &Named, extra: &[String]) -> String {
 /// Does every field have an empty value that is not an identity?
 fn has_default(c: &Contract, ty: &Ty) -> bool {
     match c.resolve(ty) {
-        Ty::List(_) | Ty::Option(_) | Ty::Bool | Ty::U8 | Ty::U32 | Ty::U64 => true,
+        Ty::List(_) | Ty::Option(_) | Ty::Bool | Ty::U8 | Ty::U32 | Ty::S32 | Ty::U64 => true,
         Ty::Tuple(ts) => ts.iter().all(|t| has_default(c, t)),
         Ty::Named(n) => match &c.named(n).kind {
             Kind::Record(fields) => fields.iter().all(|f| has_default(c, &f.ty)),
