@@ -288,6 +288,36 @@ impl<S: Store> Txn for Buffered<S> {
         Ok(self.writes.merge(table, prefix, after, page, limit))
     }
 
+    fn scan_many(
+        &mut self,
+        scans: &[crate::txn::Scan<'_>],
+    ) -> Result<Vec<Vec<(String, String)>>, StoreFault> {
+        let ranges = scans
+            .iter()
+            .map(|s| {
+                let deleted = self.writes.deletes_in(s.table, s.prefix, s.after);
+                Range {
+                    table: s.table,
+                    prefix: s.prefix.to_owned(),
+                    after: s.after.map(str::to_owned),
+                    limit: s
+                        .limit
+                        .saturating_add(u32::try_from(deleted).unwrap_or(u32::MAX)),
+                }
+            })
+            .collect();
+        let answers = self.read(Reads {
+            ranges,
+            ..Reads::default()
+        })?;
+        Ok(answers
+            .pages
+            .into_iter()
+            .zip(scans)
+            .map(|(page, s)| self.writes.merge(s.table, s.prefix, s.after, page, s.limit))
+            .collect())
+    }
+
     fn now(&mut self) -> Result<u64, StoreFault> {
         if self.now.is_none() {
             // Nothing read yet: the clock alone costs a crossing.

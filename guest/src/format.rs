@@ -1,10 +1,16 @@
-//! The stored format, version 1: what every record in every table looks
+//! The stored format, version 2: what every record in every table looks
 //! like on disk (`FORMAT.md` at the repository root documents each table).
 //!
-//! - Every value is a JSON object whose first field is `"v": 1`. A value
-//!   without it, or with another version, is refused as `storage` (never
-//!   misread): data outlives code, and a silent misreading of an old record
-//!   is how a finished effect would run twice.
+//! - Every value is a JSON object whose first field is `"v": 2` (format 2,
+//!   from gak:kernel 0.4.0, adds the job queue's task fields and index
+//!   entries; format 1, written by 0.2.0 and 0.3.x, is read as well: its
+//!   tasks read with the new fields at their defaults). A value without
+//!   `v`, or with a version this kernel does not know, is refused as
+//!   `storage` (never misread): data outlives code, and a silent misreading
+//!   of an old record is how a finished effect would run twice. A kernel
+//!   that reads only format 1 refuses format 2 the same way, so an old
+//!   worker can never claim a delayed task early or step over a group's
+//!   limit.
 //! - Field names are kebab-case, like the WIT records.
 //! - Bytes (results) are standard base64 with padding, not arrays of numbers.
 //! - Capabilities (task tokens, holders, reconcile claims) are stored only
@@ -17,11 +23,14 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 
-/// The format version this kernel writes and reads.
-pub const FORMAT: u32 = 1;
+/// The format version this kernel writes.
+pub const FORMAT: u32 = 2;
+
+/// The oldest format version this kernel reads (and continues the work in).
+pub const OLDEST: u32 = 1;
 
 /// The `v` field of every record: serializes as [`FORMAT`], and refuses to
-/// deserialize anything else.
+/// deserialize a version outside [`OLDEST`]..=[`FORMAT`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct V;
 
@@ -34,11 +43,11 @@ impl Serialize for V {
 impl<'de> Deserialize<'de> for V {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<V, D::Error> {
         let v = u64::deserialize(d)?;
-        if v == u64::from(FORMAT) {
+        if (u64::from(OLDEST)..=u64::from(FORMAT)).contains(&v) {
             Ok(V)
         } else {
             Err(de::Error::custom(format_args!(
-                "stored format {v}; this kernel reads format {FORMAT}"
+                "stored format {v}; this kernel reads formats {OLDEST} to {FORMAT}"
             )))
         }
     }
@@ -124,7 +133,10 @@ mod tests {
     #[test]
     fn other_formats_are_refused() {
         assert!(serde_json::from_str::<V>("1").is_ok());
-        let err = serde_json::from_str::<V>("2").unwrap_err().to_string();
-        assert!(err.contains("stored format 2"), "{err}");
+        assert!(serde_json::from_str::<V>("2").is_ok());
+        assert_eq!(serde_json::to_string(&V).unwrap(), "2");
+        let err = serde_json::from_str::<V>("3").unwrap_err().to_string();
+        assert!(err.contains("stored format 3"), "{err}");
+        assert!(serde_json::from_str::<V>("0").is_err());
     }
 }

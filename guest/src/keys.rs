@@ -16,13 +16,81 @@ pub fn run_outcomes(run_id: &str) -> String {
     outcome(run_id, None)
 }
 
-/// The claim queue: ready tasks in seed order (`indexes`) that no live
-/// claim holds. (Databases written before 0.3 also keep claimed tasks here.)
+/// The claim queue of priority 0: ready tasks in seed order (`indexes`)
+/// that no live claim holds. (Databases written before 0.3 also keep claimed
+/// tasks here.) The claim order walks [`HIGHER`], then this, then [`LOWER`].
 pub const QUEUE: &str = "q/";
 
-/// A task's place in the claim queue.
+/// The claim queue of positive priorities, highest first (0.4).
+pub const HIGHER: &str = "qh/";
+
+/// The claim queue of negative priorities, highest (nearest 0) first (0.4).
+pub const LOWER: &str = "ql/";
+
+/// The claim queues in claim order.
+pub const QUEUES: [&str; 3] = [HIGHER, QUEUE, LOWER];
+
+/// A priority-0 task's place in the claim queue (format 1's only place,
+/// kept as it was so a format-1 board needs no migration).
 pub fn queue(seq: u64) -> String {
     format!("{QUEUE}{seq:016x}")
+}
+
+/// A ready task's place in the claim order: priority first (higher first),
+/// then seed order.
+pub fn ready(priority: i32, seq: u64) -> String {
+    match priority {
+        0 => queue(seq),
+        p if p > 0 => format!("{HIGHER}{:08x}/{seq:016x}", i32::MAX - p),
+        p => format!("{LOWER}{:08x}/{seq:016x}", -(p + 1)),
+    }
+}
+
+/// Every priority as eight hex digits, higher priorities first.
+fn rank(priority: i32) -> String {
+    format!("{:08x}", (i64::from(i32::MAX) - i64::from(priority)) as u32)
+}
+
+/// The ready tasks of `group`, in claim order (0.4). Only the group's first
+/// one stands in the claim queues, and only while the group has a free slot
+/// (its head), so a full group's tasks are never read by a claimer.
+pub fn group_queue(group: &str) -> String {
+    format!("qg/{}:{group}/", group.len())
+}
+
+/// A ready grouped task's place in its group's queue.
+pub fn group_ready(group: &str, priority: i32, seq: u64) -> String {
+    format!("{}{}/{seq:016x}", group_queue(group), rank(priority))
+}
+
+/// Priority and seed order of a group-queue entry's key under `prefix`.
+pub fn parse_group_ready(prefix: &str, key: &str) -> Option<(i32, u64)> {
+    let (rank, seq) = key.strip_prefix(prefix)?.split_once('/')?;
+    let rank = u32::from_str_radix(rank, 16).ok()?;
+    let seq = u64::from_str_radix(seq, 16).ok()?;
+    let priority = i64::from(i32::MAX) - i64::from(rank);
+    Some((i32::try_from(priority).ok()?, seq))
+}
+
+/// Tasks not due yet, by the instant they come due (then seed order, 0.4).
+pub const DELAYED: &str = "qd/";
+
+/// A delayed task's entry.
+pub fn delayed(not_before: u64, seq: u64) -> String {
+    format!("{DELAYED}{not_before:016x}/{seq:016x}")
+}
+
+/// The due instant of a delayed entry's key.
+pub fn parse_delayed(key: &str) -> Option<u64> {
+    let rest = key.strip_prefix(DELAYED)?;
+    let (at, seq) = rest.split_once('/')?;
+    u64::from_str_radix(seq, 16).ok()?;
+    u64::from_str_radix(at, 16).ok()
+}
+
+/// A group's record in `meta`: its limit, its claims and its head (0.4).
+pub fn group(group: &str) -> String {
+    format!("group/{group}")
 }
 
 /// Claimed ready tasks by the deadline of their claim (then seed order), so
@@ -164,5 +232,49 @@ mod tests {
         let held_key = held("d/1", 77, "a/b");
         assert_eq!(parse_held(&held_by("d/1"), &held_key), Some((77, "a/b")));
         assert!(!held("ab", 1, "c").starts_with(&held_by("a")));
+    }
+
+    #[test]
+    fn claim_order_is_priority_then_seed_order() {
+        let order = [
+            ready(i32::MAX, 9),
+            ready(7, 1),
+            ready(7, 2),
+            ready(1, 0),
+            ready(0, 0),
+            ready(0, 5),
+            ready(-1, 0),
+            ready(-1, 3),
+            ready(i32::MIN, 0),
+        ];
+        let walked: Vec<&String> = QUEUES
+            .iter()
+            .flat_map(|q| {
+                let mut in_q: Vec<&String> = order.iter().filter(|k| k.starts_with(q)).collect();
+                in_q.sort();
+                in_q
+            })
+            .collect();
+        assert_eq!(walked, order.iter().collect::<Vec<_>>());
+        assert_eq!(ready(0, 5), queue(5));
+        let mut grouped = [
+            group_ready("g", -3, 1),
+            group_ready("g", 0, 9),
+            group_ready("g", 0, 2),
+            group_ready("g", i32::MIN, 0),
+            group_ready("g", i32::MAX, 4),
+        ];
+        grouped.sort();
+        let parsed: Vec<(i32, u64)> = grouped
+            .iter()
+            .map(|k| parse_group_ready(&group_queue("g"), k).unwrap())
+            .collect();
+        assert_eq!(
+            parsed,
+            [(i32::MAX, 4), (0, 2), (0, 9), (-3, 1), (i32::MIN, 0)]
+        );
+        assert!(!group_ready("ab", 0, 1).starts_with(&group_queue("a")));
+        assert_eq!(parse_delayed(&delayed(77, 3)), Some(77));
+        assert!(delayed(9, 500) < delayed(10, 1));
     }
 }

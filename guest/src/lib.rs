@@ -35,4 +35,4 @@ mod txn;
 pub use contract::store::{StoreFault, Table};
 pub use contract::*;
 pub use error::StorageError;
-pub use txn::Txn;
+pub use txn::{Scan, Txn};

@@ -1,6 +1,6 @@
 //! Builders of the contract's records (their types are generated from the
 //! WIT into `contract.rs`).
-use crate::{Action, RetrySafety, StepDef, TaskSeed};
+use crate::{Action, Completion, RetrySafety, StepDef, TaskSeed};
 
 impl StepDef {
     /// A step with its dependencies.
@@ -44,7 +44,35 @@ impl TaskSeed {
             title: None,
             deps: Vec::new(),
             state: None,
+            priority: None,
+            not_before: None,
+            max_attempts: None,
+            group: None,
         }
+    }
+
+    /// The same seed with a priority (higher is claimed first).
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// The same seed, not ready before `at` (ms since the epoch).
+    pub fn not_before(mut self, at: u64) -> Self {
+        self.not_before = Some(at);
+        self
+    }
+
+    /// The same seed with at most `max` attempts.
+    pub fn max_attempts(mut self, max: u32) -> Self {
+        self.max_attempts = Some(max);
+        self
+    }
+
+    /// The same seed in `group`.
+    pub fn group(mut self, group: &str) -> Self {
+        self.group = Some(group.to_owned());
+        self
     }
 
     /// The same seed with dependencies.
@@ -53,10 +81,26 @@ impl TaskSeed {
         self
     }
 
+    /// The same seed in `state` (open, failed or done).
+    pub fn state(mut self, state: crate::TaskState) -> Self {
+        self.state = Some(state);
+        self
+    }
+
     /// The same seed with a title.
     pub fn title(mut self, title: &str) -> Self {
         self.title = Some(title.to_owned());
         self
+    }
+}
+
+impl Completion {
+    /// The item completing `id` with `token`.
+    pub fn new(id: &str, token: &str) -> Self {
+        Completion {
+            id: id.to_owned(),
+            token: token.to_owned(),
+        }
     }
 }
 
@@ -82,6 +126,12 @@ mod tests {
             token: Some("cafebabecafebabecafebabecafebabe".into()),
             until: Some(5),
             fence: 1,
+            priority: 0,
+            not_before: None,
+            max_attempts: None,
+            group: None,
+            attempts: 1,
+            last_error: None,
         };
         let claim = ReconcileClaim {
             claim: "0123456789abcdef0123456789abcdef".into(),
@@ -97,7 +147,8 @@ mod tests {
             logged,
             "Lease { key: \"k\", resource: \"r\", fence: 1, holder: \"<redacted>\", until: 5 } \
              Task { id: \"t\", title: \"\", deps: [], state: Claimed, owner: Some(\"w\"), \
-             token: Some(<redacted>), until: Some(5), fence: 1 } \
+             token: Some(<redacted>), until: Some(5), fence: 1, priority: 0, not_before: None, \
+             max_attempts: None, group: None, attempts: 1, last_error: None } \
              ReconcileClaim { claim: \"<redacted>\", until: 5 }"
         );
         let unclaimed = Task {

@@ -51,11 +51,40 @@ pub trait Txn {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<(String, String)>, StoreFault>;
+    /// Several range reads at once (one crossing where the store batches
+    /// them), answered in order; each as [`Txn::scan`].
+    fn scan_many(&mut self, ranges: &[Scan<'_>]) -> Result<Vec<Vec<(String, String)>>, StoreFault> {
+        ranges
+            .iter()
+            .map(|r| self.scan(r.table, r.prefix, r.after, r.limit))
+            .collect()
+    }
     /// Milliseconds since the Unix epoch, judged by the store side's clock:
     /// one instant per call, read after the call's first reads.
     fn now(&mut self) -> Result<u64, StoreFault>;
     /// 128 bits from a CSPRNG, drawn for this call.
     fn random128(&mut self) -> Result<u128, StoreFault>;
+    /// A 256-bit seed from the CSPRNG, drawn for this call: what a call that
+    /// mints many capabilities derives them from (SPEC 10).
+    fn seed256(&mut self) -> Result<[u8; 32], StoreFault> {
+        let mut seed = [0u8; 32];
+        seed[..16].copy_from_slice(&self.random128()?.to_le_bytes());
+        seed[16..].copy_from_slice(&self.random128()?.to_le_bytes());
+        Ok(seed)
+    }
+}
+
+/// One range read of [`Txn::scan_many`].
+#[derive(Clone, Copy, Debug)]
+pub struct Scan<'a> {
+    /// The table.
+    pub table: Table,
+    /// Keys starting with this.
+    pub prefix: &'a str,
+    /// Keys strictly after this.
+    pub after: Option<&'a str>,
+    /// At most this many entries.
+    pub limit: u32,
 }
 
 /// Several reads at once; none at all (no store call) for an empty list —
@@ -113,6 +142,39 @@ pub(crate) fn mint(tx: &mut impl Txn) -> Result<(String, String), StoreFault> {
     Ok((capability, digest))
 }
 
+/// Capabilities derived from one 256-bit seed (SPEC 10: a call that mints
+/// many): the `n`-th is the first 128 bits of SHA-256 over a domain label,
+/// the seed and `n`, a PRF under a fresh seed per call.
+pub(crate) struct Minter {
+    seed: [u8; 32],
+    next: u64,
+}
+
+impl Minter {
+    pub(crate) fn new(tx: &mut impl Txn) -> Result<Self, StoreFault> {
+        Ok(Minter {
+            seed: tx.seed256()?,
+            next: 0,
+        })
+    }
+
+    /// The next capability and its stored digest.
+    pub(crate) fn mint(&mut self) -> (String, String) {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        hasher.update(b"gak token v1\0");
+        hasher.update(self.seed);
+        hasher.update(self.next.to_be_bytes());
+        self.next += 1;
+        let out = hasher.finalize();
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&out[..16]);
+        let capability = crate::format::hex128(u128::from_be_bytes(bytes));
+        let digest = crate::format::digest(&capability);
+        (capability, digest)
+    }
+}
+
 /// Every entry under `prefix` after `after`, read in bounded pages. For
 /// sets whose size the caller's own data bounds (a task's dependents, a
 /// run's outcomes), never for a whole table.
@@ -134,7 +196,7 @@ pub(crate) fn scan_all(
     }
 }
 
-/// Write an index entry that carries no data: `{"v":1}` under `key`.
+/// Write an index entry that carries no data: `{"v":2}` under `key`.
 pub(crate) fn mark(tx: &mut impl Txn, key: &str) -> Result<(), Error> {
     #[derive(Serialize)]
     struct Marker {

@@ -47,11 +47,11 @@ func hide(s string) string {
 }
 
 // optNumber prints an optional number: its value, or nil.
-func optNumber[T uint64 | uint32 | uint8](p *T) string {
+func optNumber[T uint64 | uint32 | uint8 | int32](p *T) string {
 	if p == nil {
 		return "nil"
 	}
-	return strconv.FormatUint(uint64(*p), 10)
+	return fmt.Sprintf("%d", *p)
 }
 
 // String shows the heartbeat; its lease without the holder.

@@ -189,8 +189,15 @@ impl taskboard::Guest for Component {
         call(|tx| rules::taskboard::get(tx, &id)).map(convert::task_out)
     }
     fn claim_next(agent: String, ttl: u64) -> Result<Option<taskboard::Task>, Error> {
-        call_minting(1, |tx| rules::taskboard::claim_next(tx, &agent, ttl))
+        // A seed of 32 bytes (SPEC 10), drawn with the first read.
+        call_minting(2, |tx| rules::taskboard::claim_next(tx, &agent, ttl))
             .map(|t| t.map(convert::task_out))
+    }
+    fn claim_batch(agent: String, ttl: u64, limit: u32) -> Result<Vec<taskboard::Task>, Error> {
+        call_minting(2, |tx| {
+            rules::taskboard::claim_batch(tx, &agent, ttl, limit)
+        })
+        .map(|tasks| tasks.into_iter().map(convert::task_out).collect())
     }
     fn claim(id: String, agent: String, ttl: u64) -> Result<taskboard::Task, Error> {
         call_minting(1, |tx| rules::taskboard::claim(tx, &id, &agent, ttl)).map(convert::task_out)
@@ -203,6 +210,35 @@ impl taskboard::Guest for Component {
     }
     fn renew(id: String, token: String, ttl: u64) -> Result<taskboard::Task, Error> {
         call(|tx| rules::taskboard::renew(tx, &id, &token, ttl)).map(convert::task_out)
+    }
+    fn complete_batch(
+        items: Vec<taskboard::Completion>,
+    ) -> Result<Vec<taskboard::CompletionResult>, Error> {
+        let items: Vec<rules::Completion> = items.into_iter().map(convert::completion_in).collect();
+        call(|tx| rules::taskboard::complete_batch(tx, &items)).map(|answers| {
+            answers
+                .into_iter()
+                .map(convert::completion_result_out)
+                .collect()
+        })
+    }
+    fn fail(
+        id: String,
+        token: String,
+        reason: String,
+        retry_after: Option<u64>,
+    ) -> Result<taskboard::Task, Error> {
+        call(|tx| rules::taskboard::fail(tx, &id, &token, &reason, retry_after))
+            .map(convert::task_out)
+    }
+    fn revive(id: String) -> Result<taskboard::Task, Error> {
+        call(|tx| rules::taskboard::revive(tx, &id)).map(convert::task_out)
+    }
+    fn set_group_limit(group: String, limit: Option<u32>) -> Result<(), Error> {
+        call(|tx| rules::taskboard::set_group_limit(tx, &group, limit))
+    }
+    fn get_group(group: String) -> Result<taskboard::GroupInfo, Error> {
+        call(|tx| rules::taskboard::get_group(tx, &group)).map(convert::group_info_out)
     }
 }
 

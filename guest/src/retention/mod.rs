@@ -151,9 +151,11 @@ fn removable_run(tx: &mut impl Txn, entry: &str) -> Result<Verdict, Error> {
     })
 }
 
-/// A done task that no not-done task depends on. One that is still needed
-/// is held under the first not-done dependent found (a pruned dependency
-/// would block its dependents forever).
+/// A done task that no not-done task depends on, or a dead one that no
+/// open, failed or claimed task depends on (SPEC 10: tasks blocked behind a
+/// dead dependency stay until it is revived or they are seeded anew). One
+/// that is still needed is held under the first dependent found that needs
+/// it (a pruned dependency would block its dependents forever).
 fn removable_task(tx: &mut impl Txn, entry: &str, at: u64, id: &str) -> Result<Verdict, Error> {
     let Some(value) = reread(tx, entry, Table::Tasks, id)? else {
         return Ok(Verdict::Skip);
@@ -164,9 +166,9 @@ fn removable_task(tx: &mut impl Txn, entry: &str, at: u64, id: &str) -> Result<V
         )));
     };
     let task = decode_task(&value)?;
-    if task.state != TaskState::Done || task.done_at != Some(at) {
+    if task.finished_at() != Some(at) {
         return Err(Error::storage(format!(
-            "retention lists task {id:?}, which is not done at {at}"
+            "retention lists task {id:?}, which did not finish at {at}"
         )));
     }
     let prefix = keys::dependents(id);
@@ -180,7 +182,14 @@ fn removable_task(tx: &mut impl Txn, entry: &str, at: u64, id: &str) -> Result<V
         .collect();
     for value in read_many(tx, &wanted)?.into_iter().flatten() {
         let dependent = decode_task(&value)?;
-        if dependent.state != TaskState::Done && dependent.deps.iter().any(|d| d == id) {
+        let needs = match task.state {
+            TaskState::Done => dependent.state != TaskState::Done,
+            _ => matches!(
+                dependent.state,
+                TaskState::Open | TaskState::Failed | TaskState::Claimed
+            ),
+        };
+        if needs && dependent.deps.iter().any(|d| d == id) {
             tx.delete(Table::Indexes, entry)?;
             mark(tx, &keys::held(&dependent.id, at, id))?;
             return Ok(Verdict::Skip);
@@ -189,15 +198,17 @@ fn removable_task(tx: &mut impl Txn, entry: &str, at: u64, id: &str) -> Result<V
     Ok(Verdict::Remove(Removal::Task(task)))
 }
 
-/// Remove a done task, its state entry and its own dependency edges. Edges
-/// pointing at it stay with their (done) dependents, which still list it.
+/// Remove a done or dead task, its state entry and its own dependency
+/// edges. Edges pointing at it stay with their dependents, which still list
+/// it. Entries it held back from pruning go back (a dead task held the done
+/// tasks it depends on).
 fn remove_task(tx: &mut impl Txn, task: &TaskRecord) -> Result<(), Error> {
     tx.delete(Table::Tasks, &task.id)?;
-    tx.delete(Table::Indexes, &keys::task_state(TaskState::Done, &task.id))?;
+    tx.delete(Table::Indexes, &keys::task_state(task.state, &task.id))?;
     for dep in &task.deps {
         tx.delete(Table::Indexes, &keys::dependent(dep, &task.id))?;
     }
-    Ok(())
+    crate::taskboard::release_held(tx, &task.id)
 }
 
 /// Remove a run's snapshot and every outcome of it.

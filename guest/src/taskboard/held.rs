@@ -1,12 +1,13 @@
 //! Done tasks held back from pruning while a not-done task needs them
-//! (SPEC 9: a pruned dependency would block its dependents for ever). The
+//! (SPEC 9: a pruned dependency would block its dependents for ever), and
+//! dead ones while an open, failed or claimed task needs them (SPEC 10). The
 //! retention index parks such an entry under the task that needs it; when
 //! that task finishes or is re-seeded, the entries go back. A taskboard
 //! change triggers it, so it lives here and retention only reads the board.
 use crate::keys::{self, Finished};
 use crate::taskboard::decode_task;
 use crate::txn::{mark, read_many, scan_all};
-use crate::{Error, Table, TaskState, Txn};
+use crate::{Error, Table, Txn};
 
 /// `dependent` finished or was re-seeded: the retention entries held under
 /// it go back to the retention index, each checked against its task (one
@@ -34,7 +35,7 @@ pub(crate) fn release_held(tx: &mut impl Txn, dependent: &str) -> Result<(), Err
     for ((key, at, id), value) in parsed.iter().zip(read_many(tx, &wanted)?) {
         tx.delete(Table::Indexes, key)?;
         let task = value.as_deref().map(decode_task).transpose()?;
-        if task.is_some_and(|t| t.state == TaskState::Done && t.done_at == Some(*at)) {
+        if task.is_some_and(|t| t.finished_at() == Some(*at)) {
             mark(tx, &keys::retention(*at, Finished::Task, id))?;
         }
     }

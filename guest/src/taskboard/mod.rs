@@ -1,17 +1,33 @@
 //! The taskboard: atomic claim with a store-minted token and takeover
 //! generation; renew / release / complete by token (SPEC 6, 8 "Taskboard");
-//! `claim-next` and bounded listings (SPEC 9).
+//! `claim-next` and bounded listings (SPEC 9); the job queue's batches,
+//! retries, dead tasks, priorities, delays and group limits (SPEC 10).
 use std::collections::{HashMap, HashSet};
 
 use crate::format::{V, digest};
-use crate::txn::{decode, mark, mint, read_many, scan_all, store};
-use crate::{Error, Table, Task, TaskPage, TaskSeed, TaskState, Txn, input, keys};
+use crate::txn::{Minter, Scan, decode, mint, read_many, scan_all, store};
+use crate::{
+    Completion, CompletionAnswer, CompletionResult, Error, GroupInfo, Table, Task, TaskPage,
+    TaskSeed, TaskState, Txn, input, keys,
+};
 
+mod group;
 mod held;
 mod record;
 
-use record::{Board, QueueEntry, write};
+use group::Groups;
+pub(crate) use held::release_held;
+use record::{Board, QueueEntry, place, write};
 pub(crate) use record::{Record, decode_task, load_board};
+
+/// The reason a task turned dead by a claimer records (SPEC 10).
+pub const ATTEMPTS_EXHAUSTED: &str = "attempts-exhausted";
+
+/// Most attempts a task may be given.
+pub const MAX_ATTEMPTS: u32 = 1000;
+
+/// Largest group limit.
+pub const MAX_GROUP_LIMIT: u32 = 100_000;
 
 /// Load topology; re-seeding overwrites content and clears the lease, but
 /// keeps the highest fence (so a pre-reseed holder can never be mistaken for
@@ -25,6 +41,7 @@ pub fn seed(tx: &mut impl Txn, tasks: &[TaskSeed]) -> Result<(), Error> {
     wanted.push((Table::Meta, keys::BOARD));
     let mut found = read_many(tx, &wanted)?;
     let now = tx.now()?;
+    let mut groups = Groups::new(now);
     let board_before: Board = match found.pop().flatten() {
         Some(v) => decode(Table::Meta, &v)?,
         None => Board::default(),
@@ -61,8 +78,17 @@ pub fn seed(tx: &mut impl Txn, tasks: &[TaskSeed]) -> Result<(), Error> {
             fence: old.as_ref().map_or(board.fence_floor, |o| o.fence),
             seq,
             queued: false,
+            entry: None,
             completed_by_sha256: None,
+            failed_by_sha256: None,
             done_at,
+            dead_at: None,
+            priority: t.priority.unwrap_or(0),
+            not_before: t.not_before,
+            max_attempts: t.max_attempts,
+            group: t.group.clone(),
+            attempts: 0,
+            last_error: None,
         });
     }
 
@@ -83,7 +109,7 @@ pub fn seed(tx: &mut impl Txn, tasks: &[TaskSeed]) -> Result<(), Error> {
     note_done(tx, &outside, &mut done)?;
 
     for (i, record) in new.iter_mut().enumerate() {
-        let ready = record.state != TaskState::Done && record.deps.iter().all(|d| done[d]);
+        let ready = !record.terminal() && record.deps.iter().all(|d| done[d]);
         let old = old[i].as_ref();
         let old_deps: HashSet<&str> = old.map_or(HashSet::new(), |o| {
             o.deps.iter().map(String::as_str).collect()
@@ -93,14 +119,14 @@ pub fn seed(tx: &mut impl Txn, tasks: &[TaskSeed]) -> Result<(), Error> {
             tx.delete(Table::Indexes, &keys::dependent(gone, &record.id))?;
         }
         for added in new_deps.difference(&old_deps) {
-            mark(tx, &keys::dependent(added, &record.id))?;
+            crate::txn::mark(tx, &keys::dependent(added, &record.id))?;
         }
         // Done tasks held back from pruning because this one needed them:
         // it may need them no more.
         let finished =
             record.state == TaskState::Done && old.is_some_and(|o| o.state != TaskState::Done);
         let release = old.is_some() && (finished || old_deps != new_deps);
-        write(tx, old, record, ready)?;
+        write(tx, &mut groups, old, record, ready)?;
         if release {
             held::release_held(tx, &record.id)?;
         }
@@ -112,13 +138,13 @@ pub fn seed(tx: &mut impl Txn, tasks: &[TaskSeed]) -> Result<(), Error> {
     for (record, old) in new.iter().zip(&old) {
         let was_done = old.as_ref().is_some_and(|o| o.state == TaskState::Done);
         if was_done != (record.state == TaskState::Done) {
-            recheck_dependents(tx, &record.id, &seeded, &mut done)?;
+            recheck_dependents(tx, &mut groups, &record.id, &seeded, &mut done)?;
         }
     }
     if board.next_seq != board_before.next_seq {
         store(tx, Table::Meta, keys::BOARD, &board)?;
     }
-    Ok(())
+    groups.flush(tx)
 }
 
 fn validate_seed(tasks: &[TaskSeed]) -> Result<(), Error> {
@@ -132,10 +158,29 @@ fn validate_seed(tasks: &[TaskSeed]) -> Result<(), Error> {
         if let Some(title) = &t.title {
             input::text("title", title, input::MAX_REASON)?;
         }
-        if t.state == Some(TaskState::Claimed) {
-            return Err(Error::InvalidInput(
-                "a task cannot be seeded as claimed".into(),
-            ));
+        match t.state {
+            Some(TaskState::Claimed) => {
+                return Err(Error::InvalidInput(
+                    "a task cannot be seeded as claimed".into(),
+                ));
+            }
+            Some(TaskState::Dead) => {
+                return Err(Error::InvalidInput(
+                    "a task cannot be seeded as dead".into(),
+                ));
+            }
+            _ => {}
+        }
+        if let Some(at) = t.not_before {
+            input::number("not-before", at)?;
+        }
+        if let Some(max) = t.max_attempts {
+            if max == 0 || max > MAX_ATTEMPTS {
+                return Err(Error::InvalidInput("max-attempts must be 1 to 1000".into()));
+            }
+        }
+        if let Some(group) = &t.group {
+            input::id("group", group)?;
         }
         if !ids.insert(t.id.as_str()) {
             return Err(Error::InvalidInput(format!("duplicate task id {:?}", t.id)));
@@ -163,12 +208,14 @@ fn note_done(
 
 /// Re-derive the queue membership of every task that depends on `dep`
 /// (except those in `skip`, already handled). Bounded by `dep`'s fan-out.
+/// Answers the ids it rewrote.
 fn recheck_dependents(
     tx: &mut impl Txn,
+    groups: &mut Groups,
     dep: &str,
     skip: &HashSet<&str>,
     done: &mut HashMap<String, bool>,
-) -> Result<(), Error> {
+) -> Result<Vec<String>, Error> {
     let prefix = keys::dependents(dep);
     let ids: Vec<String> = scan_all(tx, Table::Indexes, &prefix)?
         .into_iter()
@@ -176,9 +223,10 @@ fn recheck_dependents(
         .filter(|id| !skip.contains(id.as_str()))
         .collect();
     let wanted: Vec<(Table, &str)> = ids.iter().map(|d| (Table::Tasks, d.as_str())).collect();
+    let mut rewritten = Vec::new();
     for value in read_many(tx, &wanted)?.into_iter().flatten() {
         let record = decode_task(&value)?;
-        if record.state == TaskState::Done {
+        if record.terminal() {
             continue;
         }
         let unknown: Vec<String> = record
@@ -191,10 +239,11 @@ fn recheck_dependents(
         let ready = record.deps.iter().all(|d| done[d]);
         if ready != record.queued {
             let mut updated = record.clone();
-            write(tx, Some(&record), &mut updated, ready)?;
+            write(tx, groups, Some(&record), &mut updated, ready)?;
+            rewritten.push(record.id);
         }
     }
-    Ok(())
+    Ok(rewritten)
 }
 
 /// One page of the board, ordered by id, optionally of one state, never a
@@ -261,18 +310,14 @@ fn load_task(tx: &mut impl Txn, id: &str) -> Result<Record, Error> {
     }
 }
 
-/// Claim: `not-found`, `terminal`, `deps-pending`, `taken`, else a grant with
-/// a fresh token and the next fence. An expired claim is taken over.
+/// Claim: `not-found`, `terminal`, `deps-pending`, `not-due`, `taken`,
+/// `group-full`, `terminal` (attempts used up), else a grant with a fresh
+/// token and the next fence. An expired claim is taken over.
 pub fn claim(tx: &mut impl Txn, id: &str, agent: &str, ttl: u64) -> Result<Task, Error> {
     input::id("agent", agent)?;
     input::ttl(ttl)?;
     let record = load_task(tx, id)?;
-    grant(tx, record, agent, ttl)
-}
-
-/// The checks and the grant of `claim`, on a task already read.
-fn grant(tx: &mut impl Txn, record: Record, agent: &str, ttl: u64) -> Result<Task, Error> {
-    if record.state == TaskState::Done {
+    if record.terminal() {
         return Err(Error::Terminal);
     }
     let deps: Vec<(Table, &str)> = record
@@ -290,105 +335,320 @@ fn grant(tx: &mut impl Txn, record: Record, agent: &str, ttl: u64) -> Result<Tas
         }
     }
     let now = tx.now()?;
+    let mut groups = Groups::new(now);
+    if record.not_before.is_some_and(|at| now < at) {
+        return Err(Error::NotDue);
+    }
     if record.live_claim(now) {
         return Err(Error::Taken);
     }
+    if let Some(g) = &record.group {
+        if !groups.load(tx, g)?.free(now) {
+            return Err(Error::GroupFull);
+        }
+    }
+    if record.exhausted() {
+        return Err(Error::Terminal);
+    }
     let (token, token_sha256) = mint(tx)?;
+    let task = grant(tx, &mut groups, record, agent, ttl, token, token_sha256)?;
+    groups.flush(tx)?;
+    Ok(task)
+}
+
+/// The grant itself, on a task the caller has judged claimable.
+fn grant(
+    tx: &mut impl Txn,
+    groups: &mut Groups,
+    record: Record,
+    agent: &str,
+    ttl: u64,
+    token: String,
+    token_sha256: String,
+) -> Result<Task, Error> {
     let mut claimed = record.clone();
     claimed.state = TaskState::Claimed;
     claimed.owner = Some(agent.to_owned());
     claimed.token_sha256 = Some(token_sha256);
-    claimed.until = Some(now.saturating_add(ttl));
+    claimed.until = Some(groups.now.saturating_add(ttl));
     claimed.fence += 1;
+    claimed.attempts = claimed.attempts.saturating_add(1);
     claimed.completed_by_sha256 = None;
-    write(tx, Some(&record), &mut claimed, true)?;
+    claimed.failed_by_sha256 = None;
+    write(tx, groups, Some(&record), &mut claimed, true)?;
     Ok(claimed.task(Some(token)))
 }
 
-/// Claim the first-seeded ready task, or none. First every claim that has
-/// expired since the last call moves from the claimed queue back to its
-/// place in the claim queue (each expired claim moves once, so the work is
-/// bounded by what expired, never by the live claims); then the claim queue
-/// is walked in seed order. Each candidate is judged by `claim`'s own checks
-/// on its freshly read record, so a stale range read (a concurrent claimer
-/// got there first) only moves on.
+/// Turn a task dead (its attempts used up, or `fail` on its last attempt):
+/// lease cleared, out of the claim order, retained from `now`.
+fn turn_dead(
+    tx: &mut impl Txn,
+    groups: &mut Groups,
+    record: &Record,
+    reason: &str,
+    failed_by: Option<String>,
+) -> Result<Record, Error> {
+    let mut dead = record.clone();
+    dead.state = TaskState::Dead;
+    dead.owner = None;
+    dead.token_sha256 = None;
+    dead.until = None;
+    dead.last_error = Some(reason.to_owned());
+    dead.failed_by_sha256 = failed_by;
+    dead.dead_at = Some(groups.now);
+    write(tx, groups, Some(record), &mut dead, false)?;
+    // Dead tasks it held back from pruning may go now (done ones are held
+    // again: a dead task still needs its dependencies).
+    held::release_held(tx, &record.id)?;
+    Ok(dead)
+}
+
+/// `claim-batch` with limit 1.
 pub fn claim_next(tx: &mut impl Txn, agent: &str, ttl: u64) -> Result<Option<Task>, Error> {
-    const PAGE: u32 = 32;
+    Ok(claim_batch(tx, agent, ttl, 1)?.pop())
+}
+
+/// Claim up to `limit` ready tasks in claim order (SPEC 10). First the
+/// claims that expired and the delays that came due since the last call
+/// move back into the claim order (each once: the work is bounded by what
+/// expired or came due, never by the live claims or the waiting delays);
+/// then the claim queues are walked, higher priority first. Each candidate
+/// is judged on its freshly read record (a range read may be older than a
+/// concurrent claimer's grant, which only moves the walk on).
+pub fn claim_batch(
+    tx: &mut impl Txn,
+    agent: &str,
+    ttl: u64,
+    limit: u32,
+) -> Result<Vec<Task>, Error> {
     input::id("agent", agent)?;
     input::ttl(ttl)?;
-    let now = requeue_expired(tx)?;
-    let mut after: Option<String> = None;
-    loop {
-        let page = tx.scan(Table::Indexes, keys::QUEUE, after.as_deref(), PAGE)?;
-        for (_, value) in &page {
-            let entry: QueueEntry = decode(Table::Indexes, value)?;
-            if !entry.claimable(now) {
-                continue;
-            }
-            let Some(value) = tx.get(Table::Tasks, &entry.id)? else {
-                continue;
+    input::limit(limit)?;
+    let page = (limit + 8).min(input::MAX_PAGE);
+    // One crossing: the expired claims, the due delays and the head of
+    // every claim queue, with the clock.
+    let mut first = tx.scan_many(&[
+        Scan {
+            table: Table::Indexes,
+            prefix: keys::CLAIMED,
+            after: None,
+            limit: REQUEUE_PAGE,
+        },
+        Scan {
+            table: Table::Indexes,
+            prefix: keys::DELAYED,
+            after: None,
+            limit: REQUEUE_PAGE,
+        },
+        Scan {
+            table: Table::Indexes,
+            prefix: keys::HIGHER,
+            after: None,
+            limit: page,
+        },
+        Scan {
+            table: Table::Indexes,
+            prefix: keys::QUEUE,
+            after: None,
+            limit: page,
+        },
+        Scan {
+            table: Table::Indexes,
+            prefix: keys::LOWER,
+            after: None,
+            limit: page,
+        },
+    ])?;
+    let now = tx.now()?;
+    let mut groups = Groups::new(now);
+    let mut queues: Vec<Vec<(String, String)>> = first.split_off(2);
+    let due = first.pop().unwrap_or_default();
+    let expired = first.pop().unwrap_or_default();
+    let moved = requeue(tx, &mut groups, keys::CLAIMED, expired)?
+        | requeue(tx, &mut groups, keys::DELAYED, due)?;
+    if moved {
+        // Heads of groups that got a task back, then fresh pages.
+        groups.flush(tx)?;
+        queues.clear();
+    }
+
+    let mut minter: Option<Minter> = None;
+    let mut granted: Vec<Task> = Vec::new();
+    'queues: for (i, prefix) in keys::QUEUES.iter().enumerate() {
+        let mut pending: Option<Vec<(String, String)>> = queues.get_mut(i).map(std::mem::take);
+        let mut after: Option<String> = None;
+        loop {
+            let entries = match pending.take() {
+                Some(entries) => entries,
+                None => tx.scan(Table::Indexes, prefix, after.as_deref(), page)?,
             };
-            match grant(tx, decode_task(&value)?, agent, ttl) {
-                Ok(task) => return Ok(Some(task)),
-                Err(Error::Terminal | Error::DepsPending | Error::Taken) => {}
-                Err(other) => return Err(other),
+            let full = entries.len() >= page as usize;
+            let mut restart = false;
+            let candidates: Vec<(String, QueueEntry)> = entries
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), decode(Table::Indexes, v)?)))
+                .collect::<Result<Vec<(String, QueueEntry)>, Error>>()?
+                .into_iter()
+                .filter(|(_, e)| e.claimable(now))
+                .collect();
+            let wanted: Vec<(Table, &str)> = candidates
+                .iter()
+                .map(|(_, e)| (Table::Tasks, e.id.as_str()))
+                .collect();
+            let records = read_many(tx, &wanted)?;
+            for ((key, entry), value) in candidates.iter().zip(records) {
+                after = Some(key.clone());
+                let Some(record) = value.as_deref().map(decode_task).transpose()? else {
+                    continue;
+                };
+                if !stands_at(tx, &mut groups, &record, key, entry)? {
+                    continue;
+                }
+                if record.terminal() || record.live_claim(now) {
+                    continue;
+                }
+                if record.not_before.is_some_and(|at| now < at) {
+                    // Not due (a format-1 place or a stale one): to the
+                    // delayed queue, where it waits without being read.
+                    let mut moved = record.clone();
+                    write(tx, &mut groups, Some(&record), &mut moved, true)?;
+                    continue;
+                }
+                if record.exhausted() {
+                    turn_dead(tx, &mut groups, &record, ATTEMPTS_EXHAUSTED, None)?;
+                    continue;
+                }
+                if let Some(g) = &entry.group {
+                    if !groups.load(tx, g)?.free(now) {
+                        groups.touch(g);
+                        continue;
+                    }
+                }
+                let minter = match &mut minter {
+                    Some(m) => m,
+                    None => minter.insert(Minter::new(tx)?),
+                };
+                let (token, token_sha256) = minter.mint();
+                let group = record.group.clone();
+                granted.push(grant(
+                    tx,
+                    &mut groups,
+                    record,
+                    agent,
+                    ttl,
+                    token,
+                    token_sha256,
+                )?);
+                if granted.len() == limit as usize {
+                    break 'queues;
+                }
+                if let Some(g) = group {
+                    // The group's next task (after this one in claim order)
+                    // may stand in the queues now: read on from here.
+                    groups.refresh(tx, &g)?;
+                    restart = true;
+                    break;
+                }
+            }
+            if !restart && !full {
+                break;
             }
         }
-        if page.len() < PAGE as usize {
-            return Ok(None);
-        }
-        after = page.last().map(|(k, _)| k.clone());
+    }
+    groups.flush(tx)?;
+    Ok(granted)
+}
+
+/// How many expired claims or due delays one read takes back at a time.
+const REQUEUE_PAGE: u32 = 16;
+
+/// Is the claim-queue entry `key` the task's current place (a range read is
+/// a snapshot; a group's head must be the head its group records)?
+fn stands_at(
+    tx: &mut impl Txn,
+    groups: &mut Groups,
+    record: &Record,
+    key: &str,
+    entry: &QueueEntry,
+) -> Result<bool, Error> {
+    if !record.queued {
+        return Ok(false);
+    }
+    match (&entry.group, &record.entry) {
+        (Some(g), Some(own)) => Ok(record.group.as_ref() == Some(g)
+            && *own == keys::group_ready(g, record.priority, record.seq)
+            && key == keys::ready(record.priority, record.seq)
+            && groups.load(tx, g)?.head.as_deref() == Some(key)),
+        (Some(_), None) => Ok(false),
+        (None, Some(own)) => Ok(own == key),
+        // Format 1: its claim-queue place.
+        (None, None) => Ok(key == keys::queue(record.seq)),
     }
 }
 
-/// Move every claim that expired by `now` from the claimed queue back to its
-/// place in the claim queue (its record unchanged: still claimed, now
-/// claimable). The claimed queue is ordered by deadline, so the walk stops
-/// at the first live claim. Each entry is checked against its task, read
-/// with `get`: a range read may be older than a concurrent re-claim.
-/// Answers the call's instant, read with the first page.
-fn requeue_expired(tx: &mut impl Txn) -> Result<u64, Error> {
-    const PAGE: u32 = 16;
-    let mut after: Option<String> = None;
+/// Move the expired claims (`qc/`) or due delays (`qd/`) at the start of
+/// `first` (and of the pages after it) back into the claim order, each
+/// checked against its task: a range read may be older than a concurrent
+/// change. Answers whether anything moved.
+fn requeue(
+    tx: &mut impl Txn,
+    groups: &mut Groups,
+    prefix: &str,
+    first: Vec<(String, String)>,
+) -> Result<bool, Error> {
+    let now = groups.now;
+    let mut page = first;
+    let mut moved = false;
     loop {
-        let page = tx.scan(Table::Indexes, keys::CLAIMED, after.as_deref(), PAGE)?;
-        let now = tx.now()?;
-        let mut expired: Vec<(String, QueueEntry)> = Vec::new();
+        let mut ripe: Vec<(String, QueueEntry)> = Vec::new();
         for (key, value) in &page {
-            match keys::parse_claimed(key) {
-                Some(until) if until <= now => {
-                    expired.push((key.clone(), decode(Table::Indexes, value)?));
-                }
+            let at = if prefix == keys::CLAIMED {
+                keys::parse_claimed(key)
+            } else {
+                keys::parse_delayed(key)
+            };
+            match at {
+                Some(at) if at <= now => ripe.push((key.clone(), decode(Table::Indexes, value)?)),
                 Some(_) => break,
-                None => {
-                    return Err(Error::storage(format!(
-                        "corrupt claimed-queue entry {key:?}"
-                    )));
-                }
+                None => return Err(Error::storage(format!("corrupt queue entry {key:?}"))),
             }
         }
-        let ended = expired.len() < page.len() || page.len() < PAGE as usize;
-        after = expired.last().map(|(k, _)| k.clone());
-        let wanted: Vec<(Table, &str)> = expired
+        let ended = ripe.len() < page.len() || page.len() < REQUEUE_PAGE as usize;
+        let after = ripe.last().map(|(k, _)| k.clone());
+        let wanted: Vec<(Table, &str)> = ripe
             .iter()
             .map(|(_, e)| (Table::Tasks, e.id.as_str()))
             .collect();
-        for ((key, entry), value) in expired.iter().zip(read_many(tx, &wanted)?) {
+        for ((key, _), value) in ripe.iter().zip(read_many(tx, &wanted)?) {
             let Some(record) = value.as_deref().map(decode_task).transpose()? else {
                 continue;
             };
             let current = record.queued
-                && record.state == TaskState::Claimed
-                && record.until == entry.until
-                && entry.place(record.seq) == *key;
-            if current {
-                tx.delete(Table::Indexes, key)?;
-                store(tx, Table::Indexes, &keys::queue(record.seq), entry)?;
+                && match &record.entry {
+                    Some(own) => own == key,
+                    // Format 1 kept a claimed task's entry in `qc/` too.
+                    None => *key == keys::claimed(record.until.unwrap_or(0), record.seq),
+                };
+            if !current {
+                continue;
             }
+            // Its place in the claim order; a claim stays as it is
+            // (expired: claimable, and still counted nowhere).
+            let at = match &record.group {
+                Some(g) => keys::group_ready(g, record.priority, record.seq),
+                None => keys::ready(record.priority, record.seq),
+            };
+            let mut back = record.clone();
+            place(tx, groups, Some(&record), &mut back, Some(at))?;
+            if let Some(g) = &record.group {
+                groups.touch(g);
+            }
+            moved = true;
         }
         if ended {
-            return Ok(now);
+            return Ok(moved);
         }
+        page = tx.scan(Table::Indexes, prefix, after.as_deref(), REQUEUE_PAGE)?;
     }
 }
 
@@ -397,48 +657,190 @@ fn holds(record: &Record, token_sha256: &str) -> bool {
     record.state == TaskState::Claimed && record.token_sha256.as_deref() == Some(token_sha256)
 }
 
-/// Return the task to open. Identity only: a late loser's token never
-/// matches, so it can never release the winner's claim.
+/// Return the task to open and give its attempt back. Identity only: a late
+/// loser's token never matches, so it can never release the winner's claim.
 pub fn release(tx: &mut impl Txn, id: &str, token: &str) -> Result<(), Error> {
     let record = load_task(tx, id)?;
     if !holds(&record, &digest(token)) {
         return Err(Error::LeaseLost);
     }
+    let mut groups = Groups::new(tx.now()?);
     let mut open = record.clone();
     open.state = TaskState::Open;
     open.owner = None;
     open.token_sha256 = None;
     open.until = None;
+    open.attempts = open.attempts.saturating_sub(1);
     let ready = record.queued;
-    write(tx, Some(&record), &mut open, ready)
+    write(tx, &mut groups, Some(&record), &mut open, ready)?;
+    groups.flush(tx)
 }
 
 /// Mark the task done; idempotent for the token that completed it. Tasks
 /// waiting on it join the claim queue in the same transaction.
 pub fn complete(tx: &mut impl Txn, id: &str, token: &str) -> Result<(), Error> {
     let record = load_task(tx, id)?;
-    let token_sha256 = digest(token);
+    let mut groups = Groups::new(tx.now()?);
+    finish(tx, &mut groups, record, &digest(token))?;
+    groups.flush(tx)
+}
+
+/// `complete` on a task already read. Answers the ids of tasks it rewrote
+/// besides this one (dependents that became ready).
+fn finish(
+    tx: &mut impl Txn,
+    groups: &mut Groups,
+    record: Record,
+    token_sha256: &str,
+) -> Result<Vec<String>, Error> {
     if record.state == TaskState::Done
-        && record.completed_by_sha256.as_deref() == Some(token_sha256.as_str())
+        && record.completed_by_sha256.as_deref() == Some(token_sha256)
     {
-        return Ok(());
+        return Ok(Vec::new());
     }
-    if !holds(&record, &token_sha256) {
+    if !holds(&record, token_sha256) {
         return Err(Error::LeaseLost);
     }
     let mut done = record.clone();
     done.state = TaskState::Done;
     done.token_sha256 = None;
     done.until = None;
-    done.completed_by_sha256 = Some(token_sha256);
-    done.done_at = Some(tx.now()?);
-    write(tx, Some(&record), &mut done, false)?;
-    let mut known = HashMap::from([(id.to_owned(), true)]);
-    recheck_dependents(tx, id, &HashSet::new(), &mut known)?;
-    held::release_held(tx, id)
+    done.completed_by_sha256 = Some(token_sha256.to_owned());
+    done.done_at = Some(groups.now);
+    write(tx, groups, Some(&record), &mut done, false)?;
+    let mut known = HashMap::from([(record.id.clone(), true)]);
+    let rewritten = recheck_dependents(tx, groups, &record.id, &HashSet::new(), &mut known)?;
+    held::release_held(tx, &record.id)?;
+    Ok(rewritten)
 }
 
-/// Qualification check: current token and a live lease, else `lease-lost`.
+/// Complete many claims in one transaction; each item answers what
+/// `complete` would have answered for it alone, in order.
+pub fn complete_batch(
+    tx: &mut impl Txn,
+    items: &[Completion],
+) -> Result<Vec<CompletionResult>, Error> {
+    if items.is_empty() || items.len() > input::MAX_PAGE as usize {
+        return Err(Error::InvalidInput("items must be 1 to 1000".into()));
+    }
+    let mut ids = HashSet::new();
+    for item in items {
+        input::id("task id", &item.id)?;
+        input::id("token", &item.token)?;
+        if !ids.insert(item.id.as_str()) {
+            return Err(Error::InvalidInput(format!(
+                "duplicate task id {:?}",
+                item.id
+            )));
+        }
+    }
+    let wanted: Vec<(Table, &str)> = items
+        .iter()
+        .map(|i| (Table::Tasks, i.id.as_str()))
+        .collect();
+    let found = read_many(tx, &wanted)?;
+    let mut groups = Groups::new(tx.now()?);
+    let mut stale: HashSet<String> = HashSet::new();
+    let mut answers = Vec::with_capacity(items.len());
+    for (item, value) in items.iter().zip(found) {
+        // An earlier item may have rewritten this task (a dependent that
+        // became ready): read it again.
+        let value = if stale.contains(&item.id) {
+            tx.get(Table::Tasks, &item.id)?
+        } else {
+            value
+        };
+        let answer = match value {
+            None => CompletionAnswer::NotFound,
+            Some(value) => {
+                match finish(tx, &mut groups, decode_task(&value)?, &digest(&item.token)) {
+                    Ok(rewritten) => {
+                        stale.extend(rewritten);
+                        CompletionAnswer::Completed
+                    }
+                    Err(Error::LeaseLost) => CompletionAnswer::LeaseLost,
+                    Err(other) => return Err(other),
+                }
+            }
+        };
+        answers.push(CompletionResult {
+            id: item.id.clone(),
+            answer,
+        });
+    }
+    groups.flush(tx)?;
+    Ok(answers)
+}
+
+/// The handler failed (SPEC 10): `last-error`, lease cleared, fence kept;
+/// dead when its attempts are used up, else failed and due again after
+/// `retry_after`.
+pub fn fail(
+    tx: &mut impl Txn,
+    id: &str,
+    token: &str,
+    reason: &str,
+    retry_after: Option<u64>,
+) -> Result<Task, Error> {
+    input::reason(reason)?;
+    if retry_after.is_some_and(|ms| ms > input::MAX_TTL) {
+        return Err(Error::InvalidInput(
+            "retry-after must be 0 ms to 1 year".into(),
+        ));
+    }
+    let record = load_task(tx, id)?;
+    let token_sha256 = digest(token);
+    if matches!(record.state, TaskState::Failed | TaskState::Dead)
+        && record.failed_by_sha256.as_deref() == Some(token_sha256.as_str())
+    {
+        return Ok(record.task(None));
+    }
+    if !holds(&record, &token_sha256) {
+        return Err(Error::LeaseLost);
+    }
+    let mut groups = Groups::new(tx.now()?);
+    let task = if record.exhausted() {
+        turn_dead(tx, &mut groups, &record, reason, Some(token_sha256))?.task(None)
+    } else {
+        let mut failed = record.clone();
+        failed.state = TaskState::Failed;
+        failed.owner = None;
+        failed.token_sha256 = None;
+        failed.until = None;
+        failed.last_error = Some(reason.to_owned());
+        failed.failed_by_sha256 = Some(token_sha256);
+        failed.not_before = retry_after.map(|ms| groups.now.saturating_add(ms));
+        write(tx, &mut groups, Some(&record), &mut failed, record.queued)?;
+        failed.task(None)
+    };
+    groups.flush(tx)?;
+    Ok(task)
+}
+
+/// Bring a dead task back: open, attempts 0, `last-error` and `not-before`
+/// cleared, fence and every other field kept.
+pub fn revive(tx: &mut impl Txn, id: &str) -> Result<Task, Error> {
+    let record = load_task(tx, id)?;
+    if record.state != TaskState::Dead {
+        return Err(Error::NotDead);
+    }
+    let mut done = HashMap::new();
+    note_done(tx, &record.deps, &mut done)?;
+    let mut groups = Groups::new(tx.now()?);
+    let mut open = record.clone();
+    open.state = TaskState::Open;
+    open.attempts = 0;
+    open.last_error = None;
+    open.not_before = None;
+    open.dead_at = None;
+    open.failed_by_sha256 = None;
+    let ready = record.deps.iter().all(|d| done[d]);
+    write(tx, &mut groups, Some(&record), &mut open, ready)?;
+    groups.flush(tx)?;
+    Ok(open.task(None))
+}
+
+/// Renew: current token and a live lease, else `lease-lost`.
 pub fn renew(tx: &mut impl Txn, id: &str, token: &str, ttl: u64) -> Result<Task, Error> {
     input::ttl(ttl)?;
     let record = load_task(tx, id)?;
@@ -446,11 +848,41 @@ pub fn renew(tx: &mut impl Txn, id: &str, token: &str, ttl: u64) -> Result<Task,
     if !holds(&record, &digest(token)) || !record.live_claim(now) {
         return Err(Error::LeaseLost);
     }
+    let mut groups = Groups::new(now);
     let mut renewed = record.clone();
     renewed.until = Some(now.saturating_add(ttl));
     let ready = record.queued;
-    write(tx, Some(&record), &mut renewed, ready)?;
+    write(tx, &mut groups, Some(&record), &mut renewed, ready)?;
+    groups.flush(tx)?;
     Ok(renewed.task(Some(token.to_owned())))
+}
+
+/// Set or remove a group's limit. Lowering it revokes no claim; raising or
+/// removing it lets the group's head back into the claim order.
+pub fn set_group_limit(tx: &mut impl Txn, group: &str, limit: Option<u32>) -> Result<(), Error> {
+    input::id("group", group)?;
+    if limit.is_some_and(|l| l == 0 || l > MAX_GROUP_LIMIT) {
+        return Err(Error::InvalidInput("limit must be 1 to 100000".into()));
+    }
+    let mut groups = Groups::new(tx.now()?);
+    groups.load(tx, group)?.limit = limit;
+    groups.touch(group);
+    groups.flush(tx)
+}
+
+/// A group's limit and exact live claims; `not-found` without a limit.
+pub fn get_group(tx: &mut impl Txn, group: &str) -> Result<GroupInfo, Error> {
+    input::id("group", group)?;
+    let now = tx.now()?;
+    let mut groups = Groups::new(now);
+    let record = groups.load(tx, group)?;
+    match record.limit {
+        Some(limit) => Ok(GroupInfo {
+            limit,
+            live: record.live(now),
+        }),
+        None => Err(Error::NotFound),
+    }
 }
 
 #[cfg(test)]

@@ -1,17 +1,25 @@
 //! The taskboard's stored records and the indexes kept beside them.
 //!
-//! Three indexes in `indexes`, each written in the same transaction as the
-//! task record it describes, so they are exact (never a hint):
-//! - the claim queue: a task has an entry exactly when it is not done and
-//!   every dependency is done — in `q/<seq>` (seed order) while no claim
-//!   holds it, in `qc/<until>/<seq>` (deadline order) while one does, so
-//!   `claim-next` reads the first unclaimed ready task and the expired
-//!   claims, never the live ones;
-//! - the state listing `ts/<state>/<id>` (`list` by state);
-//! - the dependents edges `td/<dep>/<id>` (who to re-check when `dep`
-//!   finishes or is re-seeded).
+//! Indexes in `indexes`, each written in the same transaction as the task
+//! record it describes, so they are exact (never a hint). A task that is not
+//! terminal and whose dependencies are all done has exactly one entry, whose
+//! key the record keeps (`entry`, format 2):
+//! - in a claim queue while it can be claimed: `qh/` (priority > 0), `q/`
+//!   (priority 0: format 1's only queue, unchanged) or `ql/` (priority < 0),
+//!   by priority then seed order;
+//! - in its group's queue `qg/<group>/…` instead, when it has a group: only
+//!   the group's first task stands in the claim queues (the group's head),
+//!   and only while the group has a free slot (see `group`);
+//! - in the delayed queue `qd/<not-before>/<seq>` while it is not due;
+//! - in the claimed queue `qc/<until>/<seq>` while a claim holds it, so
+//!   `claim-next` reads the expired claims, never the live ones.
+//!
+//! Beside them: the state listing `ts/<state>/<id>` (`list` by state), the
+//! dependents edges `td/<dep>/<id>` (who to re-check when `dep` finishes or
+//! is re-seeded) and the retention entry of a done or dead task.
 use serde::{Deserialize, Serialize};
 
+use super::group::Groups;
 use crate::format::V;
 use crate::txn::{decode, load, mark, store};
 use crate::{Error, Table, Task, TaskState, Txn, keys};
@@ -35,14 +43,45 @@ pub(crate) struct Record {
     pub fence: u64,
     /// Place in the claim order: the task's first appearance in a seed.
     pub seq: u64,
-    /// Whether the task has an entry in the claim queue.
+    /// Whether the task has an entry in the claim order's indexes (it is not
+    /// terminal and every dependency is done).
     pub queued: bool,
+    /// The key of that entry (format 2; a format-1 record leaves it out and
+    /// its entry is where format 1 put it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry: Option<String>,
     /// SHA-256 of the token that completed the task (idempotent re-completion).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_by_sha256: Option<String>,
+    /// SHA-256 of the token that failed the task last (idempotent re-failing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_by_sha256: Option<String>,
     /// When the task became done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub done_at: Option<u64>,
+    /// When the task turned dead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub priority: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+fn is_zero_i32(n: &i32) -> bool {
+    *n == 0
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Record {
@@ -57,6 +96,12 @@ impl Record {
             token,
             until: self.until,
             fence: self.fence,
+            priority: self.priority,
+            not_before: self.not_before,
+            max_attempts: self.max_attempts,
+            group: self.group.clone(),
+            attempts: self.attempts,
+            last_error: self.last_error.clone(),
         }
     }
 
@@ -64,10 +109,74 @@ impl Record {
     pub fn live_claim(&self, now: u64) -> bool {
         self.state == TaskState::Claimed && self.until.is_some_and(|u| now < u)
     }
+
+    /// Are its attempts used up (SPEC 10)?
+    pub fn exhausted(&self) -> bool {
+        self.max_attempts.is_some_and(|max| self.attempts >= max)
+    }
+
+    /// Is it done or dead?
+    pub fn terminal(&self) -> bool {
+        matches!(self.state, TaskState::Done | TaskState::Dead)
+    }
+
+    /// When it finished (done or turned dead): its retention time.
+    pub fn finished_at(&self) -> Option<u64> {
+        match self.state {
+            TaskState::Done => self.done_at,
+            TaskState::Dead => self.dead_at,
+            _ => None,
+        }
+    }
+
+    /// The group whose live claims this record counts in, and until when.
+    fn claim_in_group(&self) -> Option<(&str, u64)> {
+        match (self.state, &self.group, self.until) {
+            (TaskState::Claimed, Some(g), Some(until)) => Some((g.as_str(), until)),
+            _ => None,
+        }
+    }
+
+    /// Where its entry belongs at `now`, when it has one (`ready`).
+    fn place(&self, now: u64) -> String {
+        match (self.state, self.until, self.not_before, &self.group) {
+            (TaskState::Claimed, Some(until), _, _) => keys::claimed(until, self.seq),
+            (_, _, Some(at), _) if at > now => keys::delayed(at, self.seq),
+            (_, _, _, Some(group)) => keys::group_ready(group, self.priority, self.seq),
+            _ => keys::ready(self.priority, self.seq),
+        }
+    }
+
+    /// The keys its entry may live under now: the one it recorded, or, for a
+    /// format-1 record, wherever format 1 (or 0.2) put it.
+    fn entries(&self) -> Vec<String> {
+        if !self.queued {
+            return Vec::new();
+        }
+        if let Some(entry) = &self.entry {
+            return vec![entry.clone()];
+        }
+        let mut legacy = vec![keys::queue(self.seq)];
+        if let (TaskState::Claimed, Some(until)) = (self.state, self.until) {
+            legacy.push(keys::claimed(until, self.seq));
+        }
+        legacy
+    }
+
+    /// Its index entry's value.
+    pub fn queue_entry(&self) -> QueueEntry {
+        QueueEntry {
+            v: V,
+            id: self.id.clone(),
+            state: self.state,
+            until: self.until.filter(|_| self.state == TaskState::Claimed),
+            group: self.group.clone(),
+        }
+    }
 }
 
-/// A claim-queue entry: enough for `claim-next` to skip live claims without
-/// reading their tasks.
+/// An index entry of the claim order: enough to skip live claims and to
+/// know a group's head without reading the task.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub(crate) struct QueueEntry {
@@ -76,21 +185,15 @@ pub(crate) struct QueueEntry {
     pub state: TaskState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<u64>,
+    /// Set on a group's head in the claim queues (and on group-queue entries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 impl QueueEntry {
     /// Could a claim take this task at `now` (as far as the index knows)?
     pub fn claimable(&self, now: u64) -> bool {
         self.state != TaskState::Claimed || self.until.is_none_or(|u| now >= u)
-    }
-
-    /// Where the entry of a task with place `seq` in the claim order lives:
-    /// the claimed queue while a claim holds it, else the claim queue.
-    pub fn place(&self, seq: u64) -> String {
-        match (self.state, self.until) {
-            (TaskState::Claimed, Some(until)) => keys::claimed(until, seq),
-            _ => keys::queue(seq),
-        }
     }
 }
 
@@ -115,13 +218,28 @@ pub(crate) fn decode_task(value: &str) -> Result<Record, Error> {
 }
 
 /// Write `new` and keep every index exact, given the record it replaces.
-/// `ready` is whether `new` belongs in the claim queue (not done, every
-/// dependency done); the caller knows the dependencies' states.
+/// `ready` is whether `new` belongs in the claim order's indexes (not
+/// terminal, every dependency done); the caller knows the dependencies'
+/// states. The groups the change touches are noted in `groups` (their live
+/// claims, and their heads once the call ends: [`Groups::flush`]).
 pub(crate) fn write(
     tx: &mut impl Txn,
+    groups: &mut Groups,
     old: Option<&Record>,
     new: &mut Record,
     ready: bool,
+) -> Result<(), Error> {
+    let at = ready.then(|| new.place(groups.now));
+    place(tx, groups, old, new, at)
+}
+
+/// [`write`] with the entry at `at` (none: no entry).
+pub(crate) fn place(
+    tx: &mut impl Txn,
+    groups: &mut Groups,
+    old: Option<&Record>,
+    new: &mut Record,
+    at: Option<String>,
 ) -> Result<(), Error> {
     if old.is_none_or(|o| o.state != new.state) {
         if let Some(o) = old {
@@ -129,36 +247,42 @@ pub(crate) fn write(
         }
         mark(tx, &keys::task_state(new.state, &new.id))?;
     }
-    let entry = ready.then(|| QueueEntry {
-        v: V,
-        id: new.id.clone(),
-        state: new.state,
-        until: new.until.filter(|_| new.state == TaskState::Claimed),
-    });
-    let place = entry.as_ref().map(|e| e.place(new.seq));
-    if let Some(o) = old.filter(|o| o.queued) {
-        // A claimed task's entry sits in the claimed queue, or back in the
-        // claim queue once `claim-next` found it expired (and always there
-        // in a database written before 0.3): clear both.
-        let was = QueueEntry {
-            v: V,
-            id: o.id.clone(),
-            state: o.state,
-            until: o.until.filter(|_| o.state == TaskState::Claimed),
-        };
-        let mut stale = vec![was.place(o.seq), keys::queue(o.seq)];
-        stale.dedup();
-        for key in stale {
-            if place.as_deref() != Some(key.as_str()) {
-                tx.delete(Table::Indexes, &key)?;
+    let before = old.map(Record::entries).unwrap_or_default();
+    for key in &before {
+        if at.as_deref() != Some(key.as_str()) {
+            tx.delete(Table::Indexes, key)?;
+        }
+    }
+    if let Some(at) = &at {
+        store(tx, Table::Indexes, at, &new.queue_entry())?;
+    }
+    // A group's queue changed: its head may have to move.
+    for key in before.iter().chain(&at) {
+        if key.starts_with("qg/") {
+            let group = new.group.iter().chain(old.and_then(|o| o.group.as_ref()));
+            for g in group {
+                if key.starts_with(&keys::group_queue(g)) {
+                    groups.touch(g);
+                }
             }
         }
     }
-    if let (Some(entry), Some(place)) = (&entry, &place) {
-        store(tx, Table::Indexes, place, entry)?;
+    new.queued = at.is_some();
+    new.entry = at;
+    // The groups' live claims.
+    let was = old.and_then(Record::claim_in_group);
+    let is = new.claim_in_group();
+    if was != is {
+        if let Some((g, _)) = was {
+            groups.load(tx, g)?.claims.remove(&new.id);
+            groups.touch(g);
+        }
+        if let Some((g, until)) = is {
+            groups.load(tx, g)?.claims.insert(new.id.clone(), until);
+            groups.touch(g);
+        }
     }
-    new.queued = ready;
-    match (old.and_then(|o| o.done_at), new.done_at) {
+    match (old.and_then(Record::finished_at), new.finished_at()) {
         (Some(a), Some(b)) if a == b => {}
         (before, after) => {
             if let Some(at) = before {

@@ -211,7 +211,8 @@ impl Lcg {
     }
 }
 
-/// Rebuild every taskboard index from the task records and compare.
+/// Rebuild every taskboard index from the task records and group records,
+/// and compare; check each group's claims and head too.
 fn assert_indexes_exact(tx: &MemTxn) {
     let tasks: HashMap<String, Record> = tx
         .data
@@ -223,40 +224,87 @@ fn assert_indexes_exact(tx: &MemTxn) {
     let mut expected: Vec<String> = Vec::new();
     for r in tasks.values() {
         expected.push(keys::task_state(r.state, &r.id));
-        let ready = r.state != TaskState::Done && r.deps.iter().all(|d| done(d));
+        let ready = !r.terminal() && r.deps.iter().all(|d| done(d));
         assert_eq!(ready, r.queued, "queued flag of {}", r.id);
         if ready {
-            // A claimed task's entry is in the claimed queue by deadline, or
-            // back in the claim queue once `claim-next` found it expired.
-            let place = match (r.state, r.until) {
-                (TaskState::Claimed, Some(until)) => {
-                    let claimed = keys::claimed(until, r.seq);
-                    let requeued = keys::queue(r.seq);
-                    let has = |k: &String| tx.data.contains_key(&(Table::Indexes, k.clone()));
-                    assert!(
-                        has(&claimed) != has(&requeued),
-                        "claimed task {} must have exactly one queue entry",
-                        r.id
-                    );
-                    if has(&claimed) { claimed } else { requeued }
+            let entry = r.entry.clone().expect("format 2 records keep their entry");
+            let fits = match (r.state, r.until, r.not_before, &r.group) {
+                (TaskState::Claimed, Some(until), _, _) => {
+                    entry == keys::claimed(until, r.seq)
+                        || (until <= tx.clock
+                            && entry
+                                == r.group
+                                    .as_ref()
+                                    .map_or(keys::ready(r.priority, r.seq), |g| {
+                                        keys::group_ready(g, r.priority, r.seq)
+                                    }))
                 }
-                _ => keys::queue(r.seq),
+                (_, _, Some(at), _) if entry.starts_with(keys::DELAYED) => {
+                    entry == keys::delayed(at, r.seq)
+                }
+                (_, _, _, Some(g)) => entry == keys::group_ready(g, r.priority, r.seq),
+                _ => entry == keys::ready(r.priority, r.seq),
             };
-            expected.push(place);
+            assert!(fits, "entry {entry:?} of {r:?}");
+            expected.push(entry);
+        } else {
+            assert_eq!(r.entry, None, "{r:?}");
         }
         for d in &r.deps {
             expected.push(keys::dependent(d, &r.id));
         }
-        if let Some(at) = r.done_at {
+        if let Some(at) = r.finished_at() {
             expected.push(keys::retention(at, keys::Finished::Task, &r.id));
         }
+    }
+    // Groups: claims are the group's claimed tasks (expired ones may have
+    // been dropped), the head stands on the first ready task while a slot
+    // is free.
+    for ((table, key), value) in &tx.data {
+        let Some(name) = key.strip_prefix("group/").filter(|_| *table == Table::Meta) else {
+            continue;
+        };
+        let record: group::GroupRecord = serde_json::from_str(value).unwrap();
+        for (id, until) in &record.claims {
+            let t = &tasks[id];
+            assert_eq!(
+                (t.state, t.until, t.group.as_deref()),
+                (TaskState::Claimed, Some(*until), Some(name))
+            );
+        }
+        for t in tasks.values() {
+            if t.group.as_deref() == Some(name) && t.live_claim(tx.clock) {
+                assert!(
+                    record.claims.contains_key(&t.id),
+                    "live claim of {} uncounted",
+                    t.id
+                );
+            }
+        }
+        let first = tx
+            .data
+            .keys()
+            .find(|(t, k)| *t == Table::Indexes && k.starts_with(&keys::group_queue(name)))
+            .map(|(_, k)| k.clone());
+        let first = first.map(|k| {
+            let (p, seq) = keys::parse_group_ready(&keys::group_queue(name), &k).unwrap();
+            keys::ready(p, seq)
+        });
+        // A slot may have freed by expiry since the last call: the head
+        // comes back with the next call that meets the expired claim.
+        if record.head.is_some()
+            || record.free(tx.clock) && record.claims.values().all(|u| *u > tx.clock)
+        {
+            assert_eq!(record.head, first, "head of group {name}");
+        }
+        expected.extend(record.head.clone());
     }
     expected.sort();
     expected.dedup();
     let actual: Vec<String> = tx
         .data
         .keys()
-        .filter(|(t, k)| *t == Table::Indexes && !k.starts_with("ks/"))
+        .filter(|(t, k)| *t == Table::Indexes && !k.starts_with("ks/") && !k.starts_with("rh/"))
         .map(|(_, k)| k.clone())
         .collect();
     assert_eq!(actual, expected);
@@ -271,7 +319,7 @@ fn indexes_stay_exact_under_every_operation() {
         let mut tokens: HashMap<String, String> = HashMap::new();
         for _ in 0..60 {
             let id = ids[rng.below(6) as usize];
-            match rng.below(7) {
+            match rng.below(12) {
                 0 => {
                     let n = 1 + rng.below(3) as usize;
                     let mut seeds: Vec<TaskSeed> = Vec::new();
@@ -289,6 +337,11 @@ fn indexes_stay_exact_under_every_operation() {
                             .collect();
                         s.state = [None, Some(TaskState::Done), Some(TaskState::Failed)]
                             [rng.below(3) as usize];
+                        s.priority = [None, Some(2), Some(-1)][rng.below(3) as usize];
+                        s.group =
+                            [None, Some("g"), Some("h")][rng.below(3) as usize].map(str::to_owned);
+                        s.max_attempts = [None, Some(1), Some(2)][rng.below(3) as usize];
+                        s.not_before = [None, Some(tx.clock + rng.below(6))][rng.below(2) as usize];
                         seeds.push(s);
                     }
                     seed(&mut tx, &seeds).unwrap();
@@ -316,6 +369,34 @@ fn indexes_stay_exact_under_every_operation() {
                 5 => {
                     if let Some(t) = tokens.get(id) {
                         let _ = renew(&mut tx, id, t, 5);
+                    }
+                }
+                6 => {
+                    if let Some(t) = tokens.get(id) {
+                        let _ = fail(&mut tx, id, t, "r", Some(rng.below(5)));
+                    }
+                }
+                7 => {
+                    let _ = revive(&mut tx, id);
+                }
+                8 => {
+                    let n = 1 + rng.below(4) as u32;
+                    for t in claim_batch(&mut tx, "w", 5, n).unwrap() {
+                        tokens.insert(t.id.clone(), t.token.unwrap());
+                    }
+                }
+                9 => {
+                    let limit = [None, Some(1), Some(2)][rng.below(3) as usize];
+                    set_group_limit(&mut tx, ["g", "h"][rng.below(2) as usize], limit).unwrap();
+                }
+                10 => {
+                    let items: Vec<Completion> = tokens
+                        .iter()
+                        .take(3)
+                        .map(|(i, t)| Completion::new(i, t))
+                        .collect();
+                    if !items.is_empty() {
+                        complete_batch(&mut tx, &items).unwrap();
                     }
                 }
                 _ => tx.clock += rng.below(4),
@@ -395,4 +476,499 @@ fn claim_next_reads_no_live_claims_and_takes_expired_ones_in_seed_order() {
         .collect();
     assert_eq!(taken, expected);
     assert_eq!(claim_next(&mut tx, "w3", 10).unwrap(), None);
+}
+
+// ---- SPEC 10: the job queue ----
+
+fn ids(tasks: &[Task]) -> Vec<&str> {
+    tasks.iter().map(|t| t.id.as_str()).collect()
+}
+
+#[test]
+fn a_batch_claims_in_priority_then_seed_order_with_distinct_tokens() {
+    let mut tx = MemTxn::default();
+    seed(
+        &mut tx,
+        &[
+            TaskSeed::new("low").priority(-5),
+            TaskSeed::new("a"),
+            TaskSeed::new("urgent").priority(10),
+            TaskSeed::new("b"),
+            TaskSeed::new("high").priority(3),
+            TaskSeed::new("lower").priority(-6),
+        ],
+    )
+    .unwrap();
+    let batch = claim_batch(&mut tx, "w", 100, 4).unwrap();
+    assert_eq!(ids(&batch), ["urgent", "high", "a", "b"]);
+    let tokens: HashSet<&str> = batch.iter().map(token).collect();
+    assert_eq!(tokens.len(), 4);
+    for t in &batch {
+        assert_eq!((t.state, t.fence, t.attempts), (TaskState::Claimed, 1, 1));
+        assert_eq!(t.owner.as_deref(), Some("w"));
+        assert_eq!(t.until, Some(100));
+    }
+    let rest = claim_batch(&mut tx, "w", 100, 10).unwrap();
+    assert_eq!(ids(&rest), ["low", "lower"]);
+    assert!(claim_batch(&mut tx, "w", 100, 10).unwrap().is_empty());
+    assert!(matches!(
+        claim_batch(&mut tx, "w", 100, 0),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        claim_batch(&mut tx, "w", 100, 1001),
+        Err(Error::InvalidInput(_))
+    ));
+    assert_indexes_exact(&tx);
+}
+
+#[test]
+fn delayed_tasks_wait_and_come_due_in_claim_order() {
+    let mut tx = MemTxn::default();
+    seed(
+        &mut tx,
+        &[
+            TaskSeed::new("later").not_before(50),
+            TaskSeed::new("soon").not_before(20),
+            TaskSeed::new("now"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(claim(&mut tx, "soon", "w", 10), Err(Error::NotDue));
+    assert_eq!(ids(&claim_batch(&mut tx, "w", 1_000, 10).unwrap()), ["now"]);
+    tx.clock = 50;
+    // Both due: seed order between them (later was seeded first).
+    assert_eq!(
+        ids(&claim_batch(&mut tx, "w", 10, 10).unwrap()),
+        ["later", "soon"]
+    );
+    assert_indexes_exact(&tx);
+}
+
+#[test]
+fn attempts_count_grants_and_a_release_gives_its_attempt_back() {
+    let mut tx = MemTxn::default();
+    seed(&mut tx, &[TaskSeed::new("a").max_attempts(2)]).unwrap();
+    let t = claim(&mut tx, "a", "w", 10).unwrap();
+    assert_eq!(t.attempts, 1);
+    release(&mut tx, "a", token(&t)).unwrap();
+    assert_eq!(get(&mut tx, "a").unwrap().attempts, 0);
+    let t = claim(&mut tx, "a", "w", 10).unwrap();
+    tx.clock = 10;
+    // a takeover counts one
+    let t2 = claim_next(&mut tx, "w2", 10).unwrap().unwrap();
+    assert_eq!((t2.attempts, t2.fence), (2, 3));
+    assert_eq!(complete(&mut tx, "a", token(&t)), Err(Error::LeaseLost));
+    tx.clock = 20;
+    // expired with its attempts used up: claim refuses and writes nothing
+    let before = tx.data.clone();
+    assert_eq!(claim(&mut tx, "a", "w3", 10), Err(Error::Terminal));
+    assert_eq!(tx.data, before);
+    assert_eq!(get(&mut tx, "a").unwrap().state, TaskState::Claimed);
+    // a claimer that meets it turns it dead and moves on
+    assert_eq!(claim_next(&mut tx, "w3", 10).unwrap(), None);
+    let dead = get(&mut tx, "a").unwrap();
+    assert_eq!(dead.state, TaskState::Dead);
+    assert_eq!(dead.last_error.as_deref(), Some(ATTEMPTS_EXHAUSTED));
+    assert_eq!((dead.owner, dead.until, dead.attempts), (None, None, 2));
+    assert_eq!(complete(&mut tx, "a", token(&t2)), Err(Error::LeaseLost));
+    assert_eq!(
+        fail(&mut tx, "a", token(&t2), "late", None),
+        Err(Error::LeaseLost)
+    );
+    assert_eq!(claim(&mut tx, "a", "w", 10), Err(Error::Terminal));
+    assert_indexes_exact(&tx);
+}
+
+#[test]
+fn a_batch_turns_exhausted_tasks_dead_and_takes_the_next() {
+    let mut tx = MemTxn::default();
+    seed(
+        &mut tx,
+        &[TaskSeed::new("x").max_attempts(1), TaskSeed::new("y")],
+    )
+    .unwrap();
+    claim(&mut tx, "x", "w", 5).unwrap();
+    tx.clock = 5;
+    let batch = claim_batch(&mut tx, "w2", 5, 2).unwrap();
+    assert_eq!(ids(&batch), ["y"]);
+    assert_eq!(get(&mut tx, "x").unwrap().state, TaskState::Dead);
+    assert_indexes_exact(&tx);
+}
+
+#[test]
+fn fail_backs_off_then_dies_and_revive_brings_it_back() {
+    let mut tx = MemTxn::default();
+    seed(
+        &mut tx,
+        &[TaskSeed::new("a").max_attempts(2).priority(4).group("g")],
+    )
+    .unwrap();
+    let t = claim_next(&mut tx, "w", 100).unwrap().unwrap();
+    assert!(matches!(
+        fail(&mut tx, "a", token(&t), &"x".repeat(4097), None),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        fail(&mut tx, "a", token(&t), "r", Some(input::MAX_TTL + 1)),
+        Err(Error::InvalidInput(_))
+    ));
+    assert_eq!(fail(&mut tx, "a", "nope", "r", None), Err(Error::LeaseLost));
+    let failed = fail(&mut tx, "a", token(&t), "boom", Some(30)).unwrap();
+    assert_eq!(failed.state, TaskState::Failed);
+    assert_eq!(failed.not_before, Some(30));
+    assert_eq!(failed.last_error.as_deref(), Some("boom"));
+    assert_eq!(
+        (failed.owner.clone(), failed.token.clone(), failed.until),
+        (None, None, None)
+    );
+    assert_eq!(failed.fence, 1);
+    // idempotent for the token that failed it
+    assert_eq!(
+        fail(&mut tx, "a", token(&t), "again", None).unwrap(),
+        failed
+    );
+    assert_eq!(claim_next(&mut tx, "w", 100).unwrap(), None);
+    assert_eq!(claim(&mut tx, "a", "w", 100), Err(Error::NotDue));
+    tx.clock = 30;
+    let t = claim_next(&mut tx, "w", 100).unwrap().unwrap();
+    assert_eq!(t.attempts, 2);
+    let dead = fail(&mut tx, "a", token(&t), "boom 2", Some(10)).unwrap();
+    assert_eq!(dead.state, TaskState::Dead);
+    assert_eq!(dead.not_before, Some(30), "not-before unchanged when dead");
+    assert_eq!(fail(&mut tx, "a", token(&t), "x", None).unwrap(), dead);
+    assert_eq!(revive(&mut tx, "zz"), Err(Error::NotFound));
+    let revived = revive(&mut tx, "a").unwrap();
+    assert_eq!(revived.state, TaskState::Open);
+    assert_eq!(
+        (
+            revived.attempts,
+            revived.last_error.clone(),
+            revived.not_before
+        ),
+        (0, None, None)
+    );
+    assert_eq!(
+        (
+            revived.priority,
+            revived.group.as_deref(),
+            revived.max_attempts
+        ),
+        (4, Some("g"), Some(2))
+    );
+    assert_eq!(revived.fence, 2);
+    assert_eq!(revive(&mut tx, "a"), Err(Error::NotDead));
+    assert_eq!(claim_next(&mut tx, "w", 100).unwrap().unwrap().id, "a");
+    assert_indexes_exact(&tx);
+}
+
+#[test]
+fn a_reseed_revives_and_dead_is_not_done_for_dependents() {
+    let mut tx = MemTxn::default();
+    seed(
+        &mut tx,
+        &[
+            TaskSeed::new("a").max_attempts(1),
+            TaskSeed::new("b").deps(&["a"]),
+        ],
+    )
+    .unwrap();
+    let t = claim(&mut tx, "a", "w", 10).unwrap();
+    fail(&mut tx, "a", token(&t), "r", None).unwrap();
+    assert_eq!(claim(&mut tx, "b", "w", 10), Err(Error::DepsPending));
+    assert_eq!(claim_next(&mut tx, "w", 10).unwrap(), None);
+    let mut dead = TaskSeed::new("a");
+    dead.state = Some(TaskState::Dead);
+    assert!(matches!(
+        seed(&mut tx, &[dead]),
+        Err(Error::InvalidInput(_))
+    ));
+    seed(&mut tx, &[TaskSeed::new("a")]).unwrap();
+    let a = get(&mut tx, "a").unwrap();
+    assert_eq!(
+        (a.state, a.attempts, a.last_error, a.max_attempts),
+        (TaskState::Open, 0, None, None)
+    );
+    assert_indexes_exact(&tx);
+}
+
+#[test]
+fn groups_hold_at_most_their_limit_of_live_claims() {
+    let mut tx = MemTxn::default();
+    let seeds: Vec<TaskSeed> = (0..5)
+        .map(|i| TaskSeed::new(&format!("g{i}")).group("tenant"))
+        .chain([TaskSeed::new("free")])
+        .collect();
+    seed(&mut tx, &seeds).unwrap();
+    assert_eq!(get_group(&mut tx, "tenant"), Err(Error::NotFound));
+    set_group_limit(&mut tx, "tenant", Some(2)).unwrap();
+    assert_eq!(
+        get_group(&mut tx, "tenant").unwrap(),
+        GroupInfo { limit: 2, live: 0 }
+    );
+    let batch = claim_batch(&mut tx, "w", 10, 10).unwrap();
+    assert_eq!(
+        ids(&batch),
+        ["g0", "g1", "free"],
+        "a batch counts its own grants"
+    );
+    assert_eq!(get_group(&mut tx, "tenant").unwrap().live, 2);
+    assert_eq!(claim(&mut tx, "g4", "w", 10), Err(Error::GroupFull));
+    assert_indexes_exact(&tx);
+    // a completion frees a slot
+    complete(&mut tx, "g0", token(&batch[0])).unwrap();
+    assert_eq!(ids(&claim_batch(&mut tx, "w", 10, 10).unwrap()), ["g2"]);
+    // expiry frees every slot: exact counting ignores expired claims
+    tx.clock = 10;
+    assert_eq!(get_group(&mut tx, "tenant").unwrap().live, 0);
+    let next = claim_batch(&mut tx, "w", 10, 10).unwrap();
+    assert_eq!(
+        ids(&next),
+        ["g1", "g2", "free"],
+        "expired claims taken over in order"
+    );
+    // lowering revokes nothing; removing lets everything through
+    set_group_limit(&mut tx, "tenant", Some(1)).unwrap();
+    assert_eq!(
+        get_group(&mut tx, "tenant").unwrap(),
+        GroupInfo { limit: 1, live: 2 }
+    );
+    assert!(claim_batch(&mut tx, "w", 10, 10).unwrap().is_empty());
+    set_group_limit(&mut tx, "tenant", None).unwrap();
+    assert_eq!(get_group(&mut tx, "tenant"), Err(Error::NotFound));
+    assert_eq!(
+        ids(&claim_batch(&mut tx, "w", 10, 10).unwrap()),
+        ["g3", "g4"]
+    );
+    assert!(matches!(
+        set_group_limit(&mut tx, "tenant", Some(0)),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        set_group_limit(&mut tx, "tenant", Some(100_001)),
+        Err(Error::InvalidInput(_))
+    ));
+    assert_indexes_exact(&tx);
+}
+
+#[test]
+fn complete_batch_answers_each_item_as_complete_would() {
+    let mut tx = MemTxn::default();
+    seed(
+        &mut tx,
+        &[
+            TaskSeed::new("a"),
+            TaskSeed::new("b"),
+            TaskSeed::new("c"),
+            TaskSeed::new("d").deps(&["a"]),
+        ],
+    )
+    .unwrap();
+    let batch = claim_batch(&mut tx, "w", 10, 3).unwrap();
+    let items = [
+        Completion::new("b", token(&batch[1])),
+        Completion::new("zz", token(&batch[0])),
+        Completion::new("c", token(&batch[0])),
+        Completion::new("a", token(&batch[0])),
+    ];
+    let answers = complete_batch(&mut tx, &items).unwrap();
+    let got: Vec<(&str, CompletionAnswer)> =
+        answers.iter().map(|a| (a.id.as_str(), a.answer)).collect();
+    assert_eq!(
+        got,
+        [
+            ("b", CompletionAnswer::Completed),
+            ("zz", CompletionAnswer::NotFound),
+            ("c", CompletionAnswer::LeaseLost),
+            ("a", CompletionAnswer::Completed),
+        ]
+    );
+    assert_eq!(get(&mut tx, "c").unwrap().state, TaskState::Claimed);
+    // idempotent for the token that completed it; d became ready
+    let again = complete_batch(&mut tx, &[Completion::new("a", token(&batch[0]))]).unwrap();
+    assert_eq!(again[0].answer, CompletionAnswer::Completed);
+    assert_eq!(claim_next(&mut tx, "w", 10).unwrap().unwrap().id, "d");
+    let before = tx.data.clone();
+    for bad in [
+        vec![],
+        vec![Completion::new("a", "t"), Completion::new("a", "u")],
+        vec![Completion::new("", "t")],
+        vec![Completion::new("a", "")],
+    ] {
+        assert!(matches!(
+            complete_batch(&mut tx, &bad),
+            Err(Error::InvalidInput(_))
+        ));
+    }
+    let many: Vec<Completion> = (0..1001)
+        .map(|i| Completion::new(&format!("t{i}"), "x"))
+        .collect();
+    assert!(matches!(
+        complete_batch(&mut tx, &many),
+        Err(Error::InvalidInput(_))
+    ));
+    assert_eq!(tx.data, before);
+    assert_indexes_exact(&tx);
+}
+
+#[test]
+fn seeds_out_of_range_are_invalid_input() {
+    let mut tx = MemTxn::default();
+    for bad in [
+        TaskSeed::new("a").max_attempts(0),
+        TaskSeed::new("a").max_attempts(1001),
+        TaskSeed::new("a").group(""),
+        TaskSeed::new("a").group(&"g".repeat(257)),
+        TaskSeed::new("a").group("a\0b"),
+        TaskSeed::new("a").not_before(1 << 53),
+    ] {
+        assert!(matches!(seed(&mut tx, &[bad]), Err(Error::InvalidInput(_))));
+    }
+    assert!(tx.data.is_empty());
+}
+
+#[test]
+fn dead_tasks_are_pruned_unless_an_active_task_needs_them() {
+    let mut tx = MemTxn::default();
+    seed(
+        &mut tx,
+        &[
+            TaskSeed::new("x").max_attempts(1),
+            TaskSeed::new("y").max_attempts(1),
+            TaskSeed::new("needs-y").deps(&["y"]),
+        ],
+    )
+    .unwrap();
+    for id in ["x", "y"] {
+        let t = claim(&mut tx, id, "w", 10).unwrap();
+        fail(&mut tx, id, token(&t), "r", None).unwrap();
+    }
+    tx.clock = 100;
+    let pruned = crate::retention::prune(&mut tx, 50, 10).unwrap();
+    assert_eq!(pruned.removed_tasks, 1);
+    assert_eq!(get(&mut tx, "x"), Err(Error::NotFound));
+    assert_eq!(get(&mut tx, "y").unwrap().state, TaskState::Dead);
+    // once nothing active needs it, it goes
+    let mut gone = TaskSeed::new("needs-y");
+    gone.state = Some(TaskState::Done);
+    seed(&mut tx, &[gone]).unwrap();
+    let pruned = crate::retention::prune(&mut tx, 50, 10).unwrap();
+    assert_eq!(pruned.removed_tasks, 1);
+    assert_eq!(get(&mut tx, "y"), Err(Error::NotFound));
+}
+
+/// Counts the rows a call reads over a [`MemTxn`].
+struct Rows<'a>(&'a mut MemTxn, u64);
+impl Txn for Rows<'_> {
+    fn get(&mut self, t: Table, k: &str) -> Result<Option<String>, crate::StoreFault> {
+        let v = self.0.get(t, k)?;
+        self.1 += u64::from(v.is_some());
+        Ok(v)
+    }
+    fn put(&mut self, t: Table, k: &str, v: &str) -> Result<(), crate::StoreFault> {
+        self.0.put(t, k, v)
+    }
+    fn delete(&mut self, t: Table, k: &str) -> Result<(), crate::StoreFault> {
+        self.0.delete(t, k)
+    }
+    fn scan(
+        &mut self,
+        t: Table,
+        p: &str,
+        a: Option<&str>,
+        l: u32,
+    ) -> Result<Vec<(String, String)>, crate::StoreFault> {
+        let page = self.0.scan(t, p, a, l)?;
+        self.1 += page.len() as u64;
+        Ok(page)
+    }
+    fn now(&mut self) -> Result<u64, crate::StoreFault> {
+        self.0.now()
+    }
+    fn random128(&mut self) -> Result<u128, crate::StoreFault> {
+        self.0.random128()
+    }
+}
+
+fn seeded(tx: &mut MemTxn, seeds: Vec<TaskSeed>) {
+    for chunk in seeds.chunks(10_000) {
+        seed(tx, chunk).unwrap();
+    }
+}
+
+/// SPEC 10's read bounds, on boards built to defeat them.
+#[test]
+fn claims_read_a_bounded_number_of_rows_on_hostile_boards() {
+    // 100,000 delayed tasks not yet due, then one ready task.
+    let mut tx = MemTxn::default();
+    let mut seeds: Vec<TaskSeed> = (0..100_000)
+        .map(|i| TaskSeed::new(&format!("d{i:06}")).not_before(1_000))
+        .collect();
+    seeds.push(TaskSeed::new("ready"));
+    seeded(&mut tx, seeds);
+    let mut rows = Rows(&mut tx, 0);
+    assert_eq!(claim_next(&mut rows, "w", 10).unwrap().unwrap().id, "ready");
+    assert!(
+        rows.1 <= 40,
+        "read {} rows past 100,000 delayed tasks",
+        rows.1
+    );
+    // When they come due, each is read once, by the call that meets them.
+    tx.clock = 1_000;
+    let mut rows = Rows(&mut tx, 0);
+    assert_eq!(
+        claim_next(&mut rows, "w", 10).unwrap().unwrap().id,
+        "d000000"
+    );
+    let first = rows.1;
+    assert!(first >= 200_000, "the due tasks were moved ({first} rows)");
+    let mut rows = Rows(&mut tx, 0);
+    assert_eq!(
+        claim_next(&mut rows, "w", 10).unwrap().unwrap().id,
+        "d000001"
+    );
+    assert!(
+        rows.1 <= 40,
+        "read {} rows after the due tasks moved",
+        rows.1
+    );
+
+    // 5,000 live claims, then one ready task.
+    let mut tx = MemTxn::default();
+    seeded(
+        &mut tx,
+        (0..5_001)
+            .map(|i| TaskSeed::new(&format!("c{i:05}")))
+            .collect(),
+    );
+    for _ in 0..5 {
+        claim_batch(&mut tx, "w", 1_000_000, 1000).unwrap();
+    }
+    let mut rows = Rows(&mut tx, 0);
+    assert_eq!(
+        claim_next(&mut rows, "w", 10).unwrap().unwrap().id,
+        "c05000"
+    );
+    assert!(rows.1 <= 40, "read {} rows past 5,000 live claims", rows.1);
+
+    // A full group with 10,000 ready tasks ahead of one free task.
+    let mut tx = MemTxn::default();
+    set_group_limit(&mut tx, "full", Some(1)).unwrap();
+    let mut seeds: Vec<TaskSeed> = (0..10_001)
+        .map(|i| TaskSeed::new(&format!("f{i:05}")).group("full"))
+        .collect();
+    seeds.push(TaskSeed::new("other"));
+    seeded(&mut tx, seeds);
+    assert_eq!(
+        claim_next(&mut tx, "w", 1_000_000).unwrap().unwrap().id,
+        "f00000"
+    );
+    let mut rows = Rows(&mut tx, 0);
+    assert_eq!(claim_next(&mut rows, "w", 10).unwrap().unwrap().id, "other");
+    assert!(
+        rows.1 <= 40,
+        "read {} rows past a full group's 10,000 tasks",
+        rows.1
+    );
+    assert_indexes_exact(&tx);
 }

@@ -17,6 +17,8 @@ import { MAX_VALUE_BYTES, MAX_LIST_ITEMS, MAX_CALL_BYTES } from './store/facts.j
 
 const U64_END = 1n << 64n;
 const U32_MAX = 0xffff_ffff;
+const S32_MIN = -0x8000_0000;
+const S32_MAX = 0x7fff_ffff;
 
 /**
  * The longest string or bytes argument (no contract value is longer: results
@@ -112,6 +114,14 @@ export function optU64(what, v) {
 export function u32(what, v) {
   if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > U32_MAX) {
     throw invalidInput(`${what}: expected an integer in 0..2^32-1`);
+  }
+  return v;
+}
+
+/** An s32: an integer number in -2^31..2^31-1. */
+export function s32(what, v) {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < S32_MIN || v > S32_MAX) {
+    throw invalidInput(`${what}: expected an integer in -2^31..2^31-1`);
   }
   return v;
 }

@@ -145,6 +145,40 @@ func readU32(v any, at string) (uint32, error) {
 	return uint32(n), err
 }
 
+// readOptU32 reads an optional number no u32 refuses: nil when absent.
+func readOptU32(v any, at string) (*uint32, error) {
+	if v == nil {
+		return nil, nil
+	}
+	n, err := readU32(v, at)
+	return &n, err
+}
+
+// readS32 reads a number no s32 refuses; absent is 0.
+func readS32(v any, at string) (int32, error) {
+	if v == nil {
+		return 0, nil
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, expected(at, "a number", v)
+	}
+	i, err := strconv.ParseInt(string(n), 10, 32)
+	if err != nil {
+		return 0, &invalid{fmt.Sprintf("%s: %s is not an s32", at, n)}
+	}
+	return int32(i), nil
+}
+
+// readOptS32 reads an optional number no s32 refuses: nil when absent.
+func readOptS32(v any, at string) (*int32, error) {
+	if v == nil {
+		return nil, nil
+	}
+	n, err := readS32(v, at)
+	return &n, err
+}
+
 // readU8 reads a number no u8 refuses.
 func readU8(v any, at string) (uint8, error) {
 	n, err := readBounded(v, at, math.MaxUint8)
@@ -278,6 +312,8 @@ func list[T any](read func(any, string) (T, error)) func(any, string) ([]T, erro
 }
 
 func num(n uint64) json.Number { return json.Number(strconv.FormatUint(n, 10)) }
+
+func snum(n int64) json.Number { return json.Number(strconv.FormatInt(n, 10)) }
 
 // text is bytes as the vectors' JSON: a string (invalid UTF-8 replaced).
 func text(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD") }

@@ -54,6 +54,16 @@ export function u32(v, at) {
   return Number(n);
 }
 
+/** An s32 as a number; absent is 0. One no s32 holds is `invalid-input`. */
+export function s32(v, at) {
+  if (absent(v)) return 0;
+  if (typeof v !== 'number') throw malformed(at, 'a number', v);
+  if (!Number.isInteger(v) || v < -0x8000_0000 || v > 0x7fff_ffff) {
+    throw new Invalid(`${at}: ${v} is not an s32`);
+  }
+  return v;
+}
+
 /** A boolean; absent is false. */
 export function bool(v, at) {
   if (absent(v)) return false;

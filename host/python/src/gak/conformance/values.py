@@ -81,6 +81,16 @@ def u8(v: Any, at: str) -> int:
     return _number(v, at, 8)
 
 
+def s32(v: Any, at: str) -> int:
+    if v is None:
+        return 0
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise Malformed(f"{at}: expected a number, got {show(v)}")
+    if not isinstance(v, int) or not -(1 << 31) <= v < 1 << 31:
+        raise Invalid(f"{at}: {v} is not an s32")
+    return v
+
+
 def boolean(v: Any, at: str) -> bool:
     if v is None:
         return False
