@@ -1406,6 +1406,10 @@ fn seed_and_list_with_arbitrary_tasks() {
                 title: t.title.as_ref().map(|x| x.0.clone()),
                 deps: t.deps.iter().map(|d| d.0.clone()).collect(),
                 state: t.state,
+                priority: None,
+                not_before: None,
+                max_attempts: None,
+                group: None,
             })
             .collect();
         let mut j = Judge::new();

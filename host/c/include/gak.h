@@ -1,5 +1,5 @@
 /*
- * libgak — the gak kernel (gak:kernel@0.3.0) behind a C ABI.
+ * libgak — the gak kernel (gak:kernel@0.4.0) behind a C ABI.
  *
  * Build:  cargo build --release -p gak-c   ->  target/release/libgak.a, libgak.so
  * Link:   cc app.c -Ihost/c/include target/release/libgak.a -lpthread -ldl -lm
@@ -54,7 +54,7 @@
 // it changes whenever a record, a field or an enum's numbering does.
 // `gak_abi_layout()` answers the linked library's; a program compiled
 // against another header must not call it.
-#define GAK_ABI_LAYOUT 2034019601
+#define GAK_ABI_LAYOUT 1069220090
 
 // A clock that moves only when told to (for tests and conformance):
 // judge expiry by it with `gak_options.clock`. Thread-safe; a kernel keeps
@@ -326,7 +326,10 @@ typedef struct gak_key_page {
   struct gak_str next;
 } gak_key_page;
 
-// WIT `taskboard.state`.
+// `dead` (0.4.0): terminal like `done` for claims (never ready, `claim`
+// answers `terminal`), but it does not satisfy a dependency. A task turns
+// dead when `fail` finds its attempts used up, or when a claimer meets it
+// with its attempts exhausted; `revive` or a re-seed brings it back.
 // Numbered `GAK_TASK_*` from 1, in the WIT's order; 0 (`GAK_TASK_ANY`) is none, which a list's filter reads as any.
 typedef uint32_t gak_task_state;
 
@@ -361,7 +364,47 @@ typedef struct gak_task {
   uint64_t until;
   // Takeover generation: strictly increasing per task, never reset.
   uint64_t fence;
+  // (0.4.0) Among ready tasks a higher priority is claimed first; equal
+  // priorities keep seed order.
+  int32_t priority;
+  // Whether `not_before` is set.
+  bool has_not_before;
+  // (0.4.0) Not ready while `now < not-before` (a delayed task, or a
+  // failed one backing off).
+  // Set when `has_not_before`.
+  uint64_t not_before;
+  // Whether `max_attempts` is set.
+  bool has_max_attempts;
+  // (0.4.0) Grants allowed in all; absent: unlimited.
+  // Set when `has_max_attempts`.
+  uint32_t max_attempts;
+  // (0.4.0) The group whose live claims are limited by `set-group-limit`.
+  // NULL `ptr`: none.
+  struct gak_str group;
+  // (0.4.0) Grants so far (a takeover counts one; a `release` gives its
+  // attempt back); reset by a re-seed and by `revive`.
+  uint32_t attempts;
+  // (0.4.0) The reason of the last `fail`, or `attempts-exhausted`.
+  // NULL `ptr`: none.
+  struct gak_str last_error;
 } gak_task;
+
+// What `complete` answered for one item of `complete-batch`: its only
+// refusals of a well-formed item are `not-found` and `lease-lost` (input
+// errors refuse the whole call; a store failure ends it).
+// Numbered `GAK_COMPLETION_ANSWER_*` from 1, in the WIT's order; 0 (`GAK_COMPLETION_ANSWER_NONE`) is none.
+typedef uint32_t gak_completion_answer;
+
+// One item's answer in `complete-batch`, in the order given.
+//
+// An answer: clear what libgak put into it with `gak_completion_result_clear`.
+typedef struct gak_completion_result {
+  // WIT `completion-result.id`.
+  struct gak_str id;
+  // WIT `completion-result.answer`.
+  // `GAK_COMPLETION_ANSWER_*`.
+  gak_completion_answer answer;
+} gak_completion_result;
 
 // One page of a listing: `next` is the cursor for the following page
 // (the last item's id), absent when no more items follow.
@@ -439,7 +482,7 @@ typedef struct gak_step_def {
 typedef struct gak_pruned {
   // Completed side-effect keys removed.
   uint32_t removed_keys;
-  // Done tasks removed.
+  // Done and dead tasks removed.
   uint32_t removed_tasks;
   // Runs removed (each: its snapshot and every outcome of the run).
   uint32_t removed_runs;
@@ -490,7 +533,9 @@ typedef struct gak_rows {
   struct gak_str *cells;
 } gak_rows;
 
-// A task to load. `state` defaults to open; `claimed` is `invalid-input`.
+// A task to load. `state` defaults to open; `claimed` and `dead` are
+// `invalid-input`. `priority` defaults to 0; `max-attempts` is 1-1000;
+// `group` is an id (1-256 bytes); `not-before` is below 2^53.
 //
 // An argument: borrowed for the call (libgak keeps none of its pointers).
 typedef struct gak_task_seed {
@@ -506,6 +551,24 @@ typedef struct gak_task_seed {
   // WIT `task-seed.state`.
   // `GAK_TASK_*`; 0 (`GAK_TASK_ANY`): none.
   gak_task_state state;
+  // Whether `priority` is set.
+  bool has_priority;
+  // (0.4.0)
+  // Set when `has_priority`.
+  int32_t priority;
+  // Whether `not_before` is set.
+  bool has_not_before;
+  // (0.4.0)
+  // Set when `has_not_before`.
+  uint64_t not_before;
+  // Whether `max_attempts` is set.
+  bool has_max_attempts;
+  // (0.4.0)
+  // Set when `has_max_attempts`.
+  uint32_t max_attempts;
+  // (0.4.0)
+  // NULL `ptr`: none.
+  struct gak_str group;
 } gak_task_seed;
 
 // None: absent.
@@ -583,6 +646,21 @@ typedef struct gak_task_seed {
 
 // `failed`.
 #define GAK_TASK_FAILED 4
+
+// `dead`.
+#define GAK_TASK_DEAD 5
+
+// None: absent.
+#define GAK_COMPLETION_ANSWER_NONE 0
+
+// `completed`.
+#define GAK_COMPLETION_ANSWER_COMPLETED 1
+
+// `not-found`.
+#define GAK_COMPLETION_ANSWER_NOT_FOUND 2
+
+// `lease-lost`.
+#define GAK_COMPLETION_ANSWER_LEASE_LOST 3
 
 // The effect happened; its result is what `gak_effect_set_result` set.
 #define GAK_BODY_OK 0
@@ -722,7 +800,7 @@ uint32_t gak_abi_version(void);
 // it was built with.
 uint32_t gak_abi_layout(void);
 
-// libgak's version (`0.3.0`): static, never freed.
+// libgak's version (`0.4.0`): static, never freed.
 const char *gak_version(void);
 
 // The component every kernel runs (embedded at build time): static bytes,
@@ -801,6 +879,13 @@ void gak_key_page_clear(struct gak_key_page *x);
 // # Safety
 // `x` is NULL or a `gak_task` libgak filled and nobody cleared since.
 void gak_task_clear(struct gak_task *x);
+
+// Free what libgak put into the completion result `x`, and zero it (NULL, or a
+// struct cleared before, is harmless).
+//
+// # Safety
+// `x` is NULL or a `gak_completion_result` libgak filled and nobody cleared since.
+void gak_completion_result_clear(struct gak_completion_result *x);
 
 // Free what libgak put into the task page `x`, and zero it (NULL, or a
 // struct cleared before, is harmless).

@@ -277,7 +277,7 @@ pub extern "C" fn gak_abi_layout() -> u32 {
     crate::records::GAK_ABI_LAYOUT
 }
 
-/// libgak's version (`0.3.0`): static, never freed.
+/// libgak's version (`0.4.0`): static, never freed.
 #[unsafe(no_mangle)]
 pub extern "C" fn gak_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()

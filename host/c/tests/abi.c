@@ -443,7 +443,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: abi SQLITE_PATH\n");
     return 2;
   }
-  CHECK(strcmp(gak_version(), "0.3.0") == 0);
+  CHECK(strcmp(gak_version(), "0.4.0") == 0);
   /* The library is the one this program was compiled for. */
   CHECK(gak_abi_version() == GAK_ABI_VERSION && gak_abi_layout() == GAK_ABI_LAYOUT);
   /* One numbering for every enum and kind: 0 is none, cases from 1. */

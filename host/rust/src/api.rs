@@ -3,8 +3,9 @@
 //! `.taskboard()`, `.retention()`. Each call is one transaction; the WIT
 //! files (`wit/*.wit`) hold the normative text each method summarises.
 use gak_rules::{
-    Acquired, Action, Error, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned,
-    ReconcileClaim, Resolution, Resolved, Snapshot, StepDef, Task, TaskPage, TaskSeed, TaskState,
+    Acquired, Action, Completion, CompletionResult, Error, GroupInfo, KeyInfo, KeyPage, KeyState,
+    Lease, Outcome, Plan, Pruned, ReconcileClaim, Resolution, Resolved, Snapshot, StepDef, Task,
+    TaskPage, TaskSeed, TaskState,
 };
 
 use std::sync::{Arc, Mutex};
@@ -608,8 +609,10 @@ impl Taskboard<'_> {
         )
     }
 
-    /// Claim the first-seeded ready task for `agent`; `None` when no task
-    /// is ready. Same effects and answer as [`Taskboard::claim`] on it.
+    /// Claim the first ready task in claim order (priority, then seed
+    /// order) for `agent`; `None` when no task is free. Same effects and
+    /// answer as [`Taskboard::claim`] on it: [`Taskboard::claim_batch`] with
+    /// limit 1.
     ///
     /// # Errors
     /// `invalid-input` or `storage`.
@@ -625,7 +628,127 @@ impl Taskboard<'_> {
         )
     }
 
-    /// Return a claimed task to open (fence kept).
+    /// Claim up to `limit` (1-1000) ready tasks in one transaction, in
+    /// claim order, each with its own token; empty when none is free (SPEC
+    /// 10). Tasks met with their attempts used up turn dead on the way.
+    ///
+    /// # Errors
+    /// `invalid-input` or `storage`.
+    pub async fn claim_batch(&self, agent: &str, ttl: u64, limit: u32) -> Result<Vec<Task>, Error> {
+        crate::limits::fits(&[&agent])?;
+        let info = CallInfo::new("taskboard.claim-batch", None);
+        export!(
+            self.0,
+            info,
+            [agent],
+            |k, s| k
+                .gak_kernel_taskboard()
+                .call_claim_batch(s, &agent, ttl, limit),
+            |ts: Vec<_>| ts.into_iter().map(c::task_out).collect()
+        )
+    }
+
+    /// Complete many claims in one transaction; each item answers, in order,
+    /// what [`Taskboard::complete`] would have answered for it alone.
+    ///
+    /// # Errors
+    /// `invalid-input` (1-1000 items with distinct ids; nothing written), or
+    /// `storage`.
+    pub async fn complete_batch(
+        &self,
+        items: &[Completion],
+    ) -> Result<Vec<CompletionResult>, Error> {
+        crate::limits::fits(&[&items])?;
+        let wire: Vec<_> = items.iter().map(c::completion_in).collect();
+        let info = CallInfo::new("taskboard.complete-batch", None);
+        export!(
+            self.0,
+            info,
+            [],
+            |k, s| k.gak_kernel_taskboard().call_complete_batch(s, &wire),
+            |rs: Vec<_>| rs.into_iter().map(c::completion_result_out).collect()
+        )
+    }
+
+    /// The handler failed: record `reason`, clear the lease; the task is
+    /// due again `retry_after` ms from now (none: at once), or turns dead
+    /// when its attempts are used up. Idempotent for the token that failed it.
+    ///
+    /// # Errors
+    /// `lease-lost`, `not-found`, `invalid-input`, or `storage`.
+    pub async fn fail(
+        &self,
+        id: &str,
+        token: &str,
+        reason: &str,
+        retry_after: Option<u64>,
+    ) -> Result<Task, Error> {
+        crate::limits::fits(&[&id, &token, &reason])?;
+        let info = CallInfo::new("taskboard.fail", Some(id));
+        export!(
+            self.0,
+            info,
+            [id, token, reason],
+            |k, s| k
+                .gak_kernel_taskboard()
+                .call_fail(s, &id, &token, &reason, retry_after),
+            c::task_out
+        )
+    }
+
+    /// Bring a dead task back (open, attempts 0, last error and delay
+    /// cleared, fence kept).
+    ///
+    /// # Errors
+    /// `not-found`, `not-dead`, `invalid-input`, or `storage`.
+    pub async fn revive(&self, id: &str) -> Result<Task, Error> {
+        crate::limits::fits(&[&id])?;
+        let info = CallInfo::new("taskboard.revive", Some(id));
+        export!(
+            self.0,
+            info,
+            [id],
+            |k, s| k.gak_kernel_taskboard().call_revive(s, &id),
+            c::task_out
+        )
+    }
+
+    /// At most `limit` (1-100,000) live claims for `group`; `None` removes
+    /// the limit. Lowering it revokes no claim.
+    ///
+    /// # Errors
+    /// `invalid-input` or `storage`.
+    pub async fn set_group_limit(&self, group: &str, limit: Option<u32>) -> Result<(), Error> {
+        crate::limits::fits(&[&group])?;
+        let info = CallInfo::new("taskboard.set-group-limit", None);
+        export!(
+            self.0,
+            info,
+            [group],
+            |k, s| k
+                .gak_kernel_taskboard()
+                .call_set_group_limit(s, &group, limit),
+            |()| ()
+        )
+    }
+
+    /// A group's limit and exact live claims.
+    ///
+    /// # Errors
+    /// `not-found` (no limit), `invalid-input`, or `storage`.
+    pub async fn get_group(&self, group: &str) -> Result<GroupInfo, Error> {
+        crate::limits::fits(&[&group])?;
+        let info = CallInfo::new("taskboard.get-group", None);
+        export!(
+            self.0,
+            info,
+            [group],
+            |k, s| k.gak_kernel_taskboard().call_get_group(s, &group),
+            c::group_info_out
+        )
+    }
+
+    /// Return a claimed task to open (fence kept) and give its attempt back.
     ///
     /// # Errors
     /// `lease-lost` (not the current token), `not-found`, `invalid-input`,

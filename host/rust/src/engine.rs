@@ -30,7 +30,7 @@ pub const COMPONENT_WASM: &[u8] = include_bytes!(env!("GAK_COMPONENT_WASM"));
 
 /// The contract this host implements: the version of the WIT package its
 /// bindings were generated from (`wit/world.wit`, checked by a test).
-pub const CONTRACT: &str = "gak:kernel@0.3.0";
+pub const CONTRACT: &str = "gak:kernel@0.4.0";
 
 /// Engine, compiled component and linker, shared by every kernel in the process.
 pub(crate) struct Compiled {
@@ -428,7 +428,7 @@ mod tests {
         let why = check(old).unwrap_err();
         assert_eq!(
             why,
-            "the component is gak:kernel@0.2.0; this host implements gak:kernel@0.3.0"
+            "the component is gak:kernel@0.2.0; this host implements gak:kernel@0.4.0"
         );
     }
 }

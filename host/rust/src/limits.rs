@@ -4,8 +4,8 @@
 //! before it is copied, converted or given a transaction. Everything within
 //! these bounds is the component's to judge.
 use gak_rules::{
-    Action, Error, Lease, Outcome, Resolution, Snapshot, StepDef, TaskSeed, input::MAX_ITEMS,
-    input::MAX_PAYLOAD,
+    Action, Completion, Error, Lease, Outcome, Resolution, Snapshot, StepDef, TaskSeed,
+    input::MAX_ITEMS, input::MAX_PAYLOAD,
 };
 
 /// The most bytes of strings and byte lists one call may carry in all.
@@ -144,7 +144,17 @@ impl Weigh for [TaskSeed] {
         list(self, total, |t, total| {
             t.id.weigh(total)?;
             t.title.weigh(total)?;
+            t.group.weigh(total)?;
             t.deps.weigh(total)
+        })
+    }
+}
+
+impl Weigh for [Completion] {
+    fn weigh(&self, total: &mut usize) -> Result<(), String> {
+        list(self, total, |c, total| {
+            c.id.weigh(total)?;
+            c.token.weigh(total)
         })
     }
 }

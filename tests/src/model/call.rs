@@ -225,6 +225,10 @@ pub fn instantiate<T: Clone>(op: &Op, refs: &Refs<T>, forged: &T) -> Call<T> {
                     title: s.title.map(|t| format!("title {t}")),
                     deps: ids(&TASKS, s.deps),
                     state: s.state,
+                    priority: None,
+                    not_before: None,
+                    max_attempts: None,
+                    group: None,
                 })
                 .collect();
             if *dup && let Some(first) = seeds.first().cloned() {

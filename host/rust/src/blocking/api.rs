@@ -4,8 +4,9 @@
 use std::sync::{Arc, Mutex};
 
 use gak_rules::{
-    Acquired, Action, Error, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned,
-    ReconcileClaim, Resolution, Resolved, Snapshot, StepDef, Task, TaskPage, TaskSeed, TaskState,
+    Acquired, Action, Completion, CompletionResult, Error, GroupInfo, KeyInfo, KeyPage, KeyState,
+    Lease, Outcome, Plan, Pruned, ReconcileClaim, Resolution, Resolved, Snapshot, StepDef, Task,
+    TaskPage, TaskSeed, TaskState,
 };
 
 use super::run;
@@ -97,8 +98,20 @@ mirror!(Taskboard, taskboard {
     fn get(&self, id: &str) -> Task;
     /// Claim a task; the returned task carries the token.
     fn claim(&self, id: &str, agent: &str, ttl: u64) -> Task;
-    /// Claim the first-seeded ready task; `None` when none is ready.
+    /// Claim the first ready task in claim order; `None` when none is free.
     fn claim_next(&self, agent: &str, ttl: u64) -> Option<Task>;
+    /// Claim up to `limit` ready tasks in claim order, in one transaction.
+    fn claim_batch(&self, agent: &str, ttl: u64, limit: u32) -> Vec<Task>;
+    /// Complete many claims in one transaction; an answer per item, in order.
+    fn complete_batch(&self, items: &[Completion]) -> Vec<CompletionResult>;
+    /// The handler failed: due again after `retry_after`, or dead.
+    fn fail(&self, id: &str, token: &str, reason: &str, retry_after: Option<u64>) -> Task;
+    /// Bring a dead task back.
+    fn revive(&self, id: &str) -> Task;
+    /// At most `limit` live claims for `group` (`None`: no limit).
+    fn set_group_limit(&self, group: &str, limit: Option<u32>) -> ();
+    /// A group's limit and exact live claims.
+    fn get_group(&self, group: &str) -> GroupInfo;
     /// Return a claimed task to open.
     fn release(&self, id: &str, token: &str) -> ();
     /// Mark a claimed task done.

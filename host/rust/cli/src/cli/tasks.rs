@@ -157,7 +157,7 @@ pub(super) fn task_state(s: TaskStateArg) -> TaskState {
 /// One entry of a seed file. Unknown fields are refused so a typo such as
 /// `"dependencies"` cannot silently seed a task without its dependencies.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct SeedEntry {
     id: String,
     #[serde(default)]
@@ -166,13 +166,21 @@ struct SeedEntry {
     deps: Vec<String>,
     #[serde(default)]
     state: Option<TaskState>,
+    #[serde(default)]
+    priority: Option<i32>,
+    #[serde(default)]
+    not_before: Option<u64>,
+    #[serde(default)]
+    max_attempts: Option<u32>,
+    #[serde(default)]
+    group: Option<String>,
 }
 
 fn read_seeds(file: &Path) -> Result<Vec<TaskSeed>, Failure> {
     let (name, text) = read_input(file)?;
     let entries: Vec<SeedEntry> = serde_json::from_str(&text).map_err(|e| {
         Failure::Usage(format!(
-            "{name} is not a JSON array of {{id, title?, deps?, state?}}: {e}"
+            "{name} is not a JSON array of {{id, title?, deps?, state?, priority?, not-before?, max-attempts?, group?}}: {e}"
         ))
     })?;
     Ok(entries
@@ -182,6 +190,10 @@ fn read_seeds(file: &Path) -> Result<Vec<TaskSeed>, Failure> {
             title: e.title,
             deps: e.deps,
             state: e.state,
+            priority: e.priority,
+            not_before: e.not_before,
+            max_attempts: e.max_attempts,
+            group: e.group,
         })
         .collect())
 }
