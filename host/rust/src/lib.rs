@@ -51,6 +51,7 @@ mod native;
 mod protocol;
 mod runner;
 pub mod store;
+mod worker;
 
 pub mod measure;
 
@@ -76,6 +77,7 @@ pub use rusqlite;
 /// parameters of `Downstream::postgres_execute`), re-exported likewise.
 #[cfg(feature = "postgres")]
 pub use tokio_postgres;
+pub use worker::{Backoff, MAX_REASON, Stop, Worked, Worker, reason};
 
 /// Why a kernel could not be opened. Neither `Display` nor `Debug` shows a
 /// password the URL carried.

@@ -24,9 +24,11 @@ pub(crate) use crate::drive::run;
 
 mod api;
 mod runner;
+mod worker;
 
 pub use api::{Checkpoint, Commitgate, Downstream, Retention, Sideeffect, Taskboard};
 pub use runner::{Committer, Runner};
+pub use worker::Worker;
 
 /// Drive any of this crate's futures (an admin call such as
 /// `PostgresBackend::drop_schema`, `store::open`) to completion on this

@@ -17,7 +17,9 @@ use super::vector::{matches, run_step, substitute};
 use gak::clock::{Clock, ManualClock, SystemClock};
 use gak::store::memory::MemoryBackend;
 use gak::store::{Backend, Read, Session, Span, StoreFault, StoreFuture, Write};
-use gak::{Action, BodyError, Kernel, Ran, RetrySafety, RunError, Runner};
+use gak::{
+    Action, Backoff, BodyError, Error, Kernel, Ran, RetrySafety, RunError, Runner, Worked, Worker,
+};
 
 /// One case of a call or runner file.
 #[derive(Debug, Clone)]
@@ -181,6 +183,12 @@ async fn run_on(case: &Case, store: &Store) -> Result<(), String> {
         };
         if step.contains_key("run") {
             run_step_of_runner(&kernel, manual, step, &mut binds)
+                .await
+                .map_err(at)?;
+            continue;
+        }
+        if step.contains_key("work") {
+            run_step_of_worker(&kernel, manual, step, &binds)
                 .await
                 .map_err(at)?;
             continue;
@@ -688,4 +696,126 @@ async fn run_step_of_runner(
         ));
     }
     Ok(())
+}
+
+/// A `work` step (`tests/host-protocol/workers.json`): the queue worker
+/// until idle, each task's handler scripted by name; the counts it answers
+/// and the order the handlers ran in.
+async fn run_step_of_worker(
+    kernel: &Kernel,
+    clock: Option<&ManualClock>,
+    step: &Map<String, Value>,
+    binds: &HashMap<String, Value>,
+) -> Result<(), String> {
+    let work = substitute(&step["work"], binds)?;
+    let num = |k: &str, default: u64| work.get(k).and_then(Value::as_u64).unwrap_or(default);
+    let ttl = num("ttl", 30_000);
+    let mut worker = Worker::new(
+        kernel,
+        work.get("agent").and_then(Value::as_str).unwrap_or("w"),
+    )
+    .batch(u32::try_from(num("batch", 10)).map_err(|e| e.to_string())?)
+    .ttl(ttl)
+    .idle(Duration::from_millis(10));
+    if let Some(n) = work.get("concurrency").and_then(Value::as_u64) {
+        worker = worker.concurrency(usize::try_from(n).map_err(|e| e.to_string())?);
+    }
+    if let Some(b) = work.get("backoff") {
+        let n = |k: &str| {
+            b.get(k)
+                .and_then(Value::as_u64)
+                .ok_or(format!("backoff.{k}"))
+        };
+        worker = worker.backoff(Backoff {
+            base: n("base")?,
+            max: n("max")?,
+            jitter: b.get("jitter").and_then(Value::as_f64).unwrap_or(0.0),
+        });
+    }
+    let handlers = work.get("handlers").cloned().unwrap_or(Value::Null);
+    let default = work
+        .get("default")
+        .and_then(Value::as_str)
+        .unwrap_or("ok")
+        .to_owned();
+    let stop = worker.stopper();
+    let order: Arc<Mutex<Vec<String>>> = Arc::default();
+    let trouble: Arc<Mutex<Option<String>>> = Arc::default();
+    let worked = worker
+        .run_until_idle(async |task| {
+            lock(&order).push(task.id.clone());
+            let script = handlers
+                .get(&task.id)
+                .and_then(Value::as_str)
+                .unwrap_or(&default)
+                .to_owned();
+            let note = |why: String| *lock(&trouble) = Some(why);
+            match script.as_str() {
+                "ok" => Ok(()),
+                "throw" => Err("boom".to_owned()),
+                "throw-long" => Err("é".repeat(3_000)),
+                "throw-nul" => Err("a\0b".to_owned()),
+                "panic" => panic!("boom"),
+                "stop" => {
+                    stop.stop();
+                    Ok(())
+                }
+                "lose" => {
+                    // The claim expires and another worker takes it over.
+                    match clock {
+                        Some(c) => c.advance(ttl),
+                        None => note("lose needs the manual clock".into()),
+                    }
+                    if let Err(e) = kernel.taskboard().claim(&task.id, "thief", ttl).await {
+                        note(format!("the thief's claim: {e}"));
+                    }
+                    Ok(())
+                }
+                "outlive" => {
+                    // Real time past the ttl: the worker's renewals keep the
+                    // claim live, so a thief is refused.
+                    tokio::time::sleep(Duration::from_millis(ttl * 3)).await;
+                    match kernel.taskboard().claim(&task.id, "thief", ttl).await {
+                        Err(Error::Taken) => {}
+                        other => note(format!("the thief's claim answered {other:?}")),
+                    }
+                    Ok(())
+                }
+                other => Err(format!("unknown handler {other:?}")),
+            }
+        })
+        .await
+        .map_err(|e| format!("the worker: {e}"))?;
+    if let Some(why) = lock(&trouble).take() {
+        return Err(why);
+    }
+    let Worked {
+        claimed,
+        completed,
+        failed,
+        released,
+        lost,
+    } = worked;
+    let got = serde_json::json!({
+        "claimed": claimed, "completed": completed, "failed": failed,
+        "released": released, "lost": lost,
+    });
+    if let Some(want) = step.get("worked")
+        && !matches(want, Some(&got), binds)?
+    {
+        return Err(format!("work: expected {want}, got {got}"));
+    }
+    let ran = Value::from(lock(&order).clone());
+    if let Some(want) = step.get("order")
+        && *want != ran
+    {
+        return Err(format!(
+            "work: expected the handlers in order {want}, got {ran}"
+        ));
+    }
+    Ok(())
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
