@@ -53,17 +53,30 @@ pub enum Op {
     SaveIfNewer,
     /// Plan a resume over a 1,000-step DAG (pure: no store access).
     BuildPlan,
+    /// Drain a queue one job at a time: `claim-next`, then `complete` (an op
+    /// is one job claimed and completed). Every worker drains the figure's
+    /// shared board.
+    Drain,
+    /// Drain a queue in batches of [`DRAIN_BATCH`]: `claim-batch`, then
+    /// one `complete-batch` (an op is one job; a batch's calls land on its
+    /// first and last op).
+    DrainBatch,
 }
+
+/// Jobs per batch of [`Op::DrainBatch`].
+pub const DRAIN_BATCH: u32 = 100;
 
 impl Op {
     /// Every op, in report order.
-    pub const ALL: [Op; 6] = [
+    pub const ALL: [Op; 8] = [
         Op::Claim,
         Op::ClaimHot,
         Op::AcquireComplete,
         Op::AcquireReplay,
         Op::SaveIfNewer,
         Op::BuildPlan,
+        Op::Drain,
+        Op::DrainBatch,
     ];
 
     /// The op's command-line name.
@@ -75,6 +88,8 @@ impl Op {
             Op::AcquireReplay => "acquire-replay",
             Op::SaveIfNewer => "save-if-newer",
             Op::BuildPlan => "build-plan",
+            Op::Drain => "drain",
+            Op::DrainBatch => "drain-batch",
         }
     }
 
@@ -131,7 +146,12 @@ impl Impl {
                 kind != StoreKind::Memory
                     && matches!(
                         op,
-                        Op::Claim | Op::ClaimHot | Op::AcquireComplete | Op::AcquireReplay
+                        Op::Claim
+                            | Op::ClaimHot
+                            | Op::AcquireComplete
+                            | Op::AcquireReplay
+                            | Op::Drain
+                            | Op::DrainBatch
                     )
             }
             // The memory "ceiling" is a map under a mutex: trivial, and it

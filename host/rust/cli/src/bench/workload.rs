@@ -8,9 +8,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use gak_rules::{Acquired, Action, Error, Lease, Snapshot, StepDef, TaskSeed};
+use gak_rules::{
+    Acquired, Action, Completion, CompletionAnswer, Error, Lease, Snapshot, StepDef, TaskSeed,
+};
 
-use super::{Impl, Op, sql};
+use super::{DRAIN_BATCH, Impl, Op, sql};
 use gak::Retry;
 use gak::blocking::{Kernel, run_future as run};
 use gak::clock::Clock;
@@ -128,6 +130,14 @@ pub(crate) fn build(
                 side: side(ctx, imp)?,
                 steps: dag(1_000),
             }),
+            (Op::Drain | Op::DrainBatch, _) => Box::new(Drain {
+                side: side(ctx, imp)?,
+                prefix: format!("{own}-job"),
+                seeded: 0,
+                batch: if op == Op::Drain { 1 } else { DRAIN_BATCH },
+                held: Vec::new(),
+                done: Vec::new(),
+            }),
         };
         all.push(worker);
     }
@@ -216,6 +226,67 @@ impl Side {
                     .map(drop),
             ),
             Side::Sql(conn, clock) => Ok(conn.claim(id, AGENT, ttl, clock.now())?.map(drop)),
+        }
+    }
+
+    /// Claim up to `n` ready tasks (`claim-next` when `n` is 1): their
+    /// ids and tokens.
+    fn claim_some(&mut self, n: u32, ttl: u64) -> Result<Vec<(String, String)>, String> {
+        let pairs = |tasks: Vec<gak_rules::Task>| {
+            tasks
+                .into_iter()
+                .map(|t| (t.id, t.token.unwrap_or_default()))
+                .collect()
+        };
+        let r = match self {
+            Side::Kernel(k) if n == 1 => k
+                .taskboard()
+                .claim_next(AGENT, ttl)
+                .map(|t| pairs(t.into_iter().collect())),
+            Side::Kernel(k) => k.taskboard().claim_batch(AGENT, ttl, n).map(pairs),
+            Side::Native(c) => c
+                .call(2, |tx| gak_rules::taskboard::claim_batch(tx, AGENT, ttl, n))
+                .map(pairs),
+            Side::Sql(conn, clock) => {
+                let ids = conn.drain(n, AGENT, ttl, clock.now())?;
+                Ok(ids.into_iter().map(|id| (id, String::new())).collect())
+            }
+        };
+        r.map_err(|e| format!("claim-batch refused: {e}"))
+    }
+
+    /// Complete claimed tasks (`complete` for one): every one must succeed.
+    fn complete_some(&mut self, done: &[(String, String)]) -> Result<(), String> {
+        let items: Vec<Completion> = done.iter().map(|(i, t)| Completion::new(i, t)).collect();
+        let completed = match self {
+            Side::Kernel(k) if done.len() == 1 => {
+                answer(k.taskboard().complete(&done[0].0, &done[0].1))?.is_ok() as usize
+            }
+            Side::Kernel(k) => answer(k.taskboard().complete_batch(&items))?
+                .map_err(|e| format!("complete-batch refused: {e}"))?
+                .iter()
+                .filter(|a| a.answer == CompletionAnswer::Completed)
+                .count(),
+            Side::Native(c) if done.len() == 1 => answer(c.call(0, |tx| {
+                gak_rules::taskboard::complete(tx, &done[0].0, &done[0].1)
+            }))?
+            .is_ok() as usize,
+            Side::Native(c) => answer(
+                c.call(0, |tx| gak_rules::taskboard::complete_batch(tx, &items)),
+            )?
+            .map_err(|e| format!("complete-batch refused: {e}"))?
+            .iter()
+            .filter(|a| a.answer == CompletionAnswer::Completed)
+            .count(),
+            Side::Sql(conn, _) => {
+                let ids: Vec<String> = done.iter().map(|(i, _)| i.clone()).collect();
+                conn.complete_drained(&ids)? as usize
+            }
+        };
+        if completed == done.len() {
+            Ok(())
+        } else {
+            Err(format!("{} of {} completions refused", done.len() - completed, done.len()))
         }
     }
 
@@ -399,6 +470,52 @@ impl Worker for Plans {
             Ok(plan) => Err(format!("the plan runs {} steps", plan.run.len())),
             Err(e) => Err(format!("build-plan refused: {e}")),
         }
+    }
+}
+
+/// `drain` and `drain-batch`: jobs from the figure's shared board, claimed
+/// one at a time or in batches and completed the same way. Each worker
+/// seeds its share of the jobs before a sample (untimed).
+struct Drain {
+    side: Side,
+    prefix: String,
+    seeded: u64,
+    batch: u32,
+    /// Claimed, not yet handled: (id, token).
+    held: Vec<(String, String)>,
+    /// Handled, not yet completed.
+    done: Vec<(String, String)>,
+}
+
+impl Worker for Drain {
+    fn op(&mut self) -> Result<Done, String> {
+        if self.held.is_empty() {
+            let mut claimed = self.side.claim_some(self.batch, LONG_TTL)?;
+            if claimed.is_empty() {
+                // The board ran dry mid-sample: refill, untimed.
+                self.prepare(self.batch as usize * 4)?;
+                return Ok(Done::Setup);
+            }
+            claimed.reverse();
+            self.held = claimed;
+        }
+        let job = self.held.pop().expect("held");
+        self.done.push(job);
+        if self.held.is_empty() {
+            let done = std::mem::take(&mut self.done);
+            self.side.complete_some(&done)?;
+        }
+        Ok(Done::Ok)
+    }
+
+    fn prepare(&mut self, hint: usize) -> Result<(), String> {
+        let want = (hint + hint / 3 + self.batch as usize * 2) as u64;
+        let ids: Vec<String> = (self.seeded..self.seeded + want)
+            .map(|i| format!("{}-{i}", self.prefix))
+            .collect();
+        self.side.seed(&ids)?;
+        self.seeded += want;
+        Ok(())
     }
 }
 

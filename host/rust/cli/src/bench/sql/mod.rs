@@ -186,6 +186,41 @@ impl Conn {
         }))
     }
 
+    /// Claim up to `limit` open tasks for `agent` at `now` in one
+    /// statement (the queues' `FOR UPDATE SKIP LOCKED … LIMIT n` shape),
+    /// answering their ids.
+    ///
+    /// # Errors
+    /// The database's failure.
+    pub fn drain(&mut self, limit: u32, agent: &str, ttl: u64, now: u64) -> Result<Vec<String>, String> {
+        let (_token, digest) = mint();
+        let until = now.saturating_add(ttl);
+        match self {
+            #[cfg(feature = "sqlite")]
+            Conn::Sqlite(c) => sqlite::drain(c, limit, agent, &digest, until),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(pg) => pg.drain(limit, agent, &digest, until),
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Conn::Unavailable(never) => match *never {},
+        }
+    }
+
+    /// Mark drained tasks done where still claimed (`id = ANY($1) AND
+    /// state = 'claimed'`); answers how many.
+    ///
+    /// # Errors
+    /// The database's failure.
+    pub fn complete_drained(&mut self, ids: &[String]) -> Result<u64, String> {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Conn::Sqlite(c) => sqlite::complete_drained(c, ids),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(pg) => pg.complete_drained(ids),
+            #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+            Conn::Unavailable(never) => match *never {},
+        }
+    }
+
     /// Mark task `id` done, for the holder of `token`: `lease-lost` when it
     /// does not hold the task.
     ///

@@ -19,7 +19,8 @@ pub(super) fn ddl(schema: &str) -> String {
            until bigint, result bytea);
          CREATE TABLE IF NOT EXISTS \"{schema}\".bench_sql_resources (resource text COLLATE \"C\" PRIMARY KEY,
            key text NOT NULL, fence bigint NOT NULL, holder_sha256 text NOT NULL, hold_until bigint);
-         CREATE TABLE IF NOT EXISTS \"{schema}\".bench_ceiling (id bigint PRIMARY KEY, n bigint NOT NULL);"
+         CREATE TABLE IF NOT EXISTS \"{schema}\".bench_ceiling (id bigint PRIMARY KEY, n bigint NOT NULL);
+         CREATE INDEX IF NOT EXISTS bench_sql_tasks_open ON \"{schema}\".bench_sql_tasks (id) WHERE state = 'open';"
     )
 }
 
@@ -37,6 +38,8 @@ pub struct Pg {
     claim: Statement,
     state: Statement,
     complete_task: Statement,
+    drain: Statement,
+    complete_drained: Statement,
     key_placeholder: Statement,
     resource_placeholder: Statement,
     read_key: Statement,
@@ -73,6 +76,20 @@ impl Pg {
                 complete_task: prep(format!(
                     "UPDATE \"{s}\".bench_sql_tasks SET state = 'done', token_sha256 = NULL, until = NULL
                      WHERE id = $1 AND state = 'claimed' AND token_sha256 = $2"
+                )).await?,
+                // The anchors' shape (River, graphile-worker, Oban, pg-boss):
+                // lock N open jobs skipping the locked ones, claim them in the
+                // same statement; complete by id, where still claimed.
+                drain: prep(format!(
+                    "WITH c AS (SELECT id FROM \"{s}\".bench_sql_tasks WHERE state = 'open'
+                                ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+                     UPDATE \"{s}\".bench_sql_tasks t SET state = 'claimed', owner = $2, token_sha256 = $3,
+                       until = $4, fence = t.fence + 1
+                     FROM c WHERE t.id = c.id RETURNING t.id"
+                )).await?,
+                complete_drained: prep(format!(
+                    "UPDATE \"{s}\".bench_sql_tasks SET state = 'done', token_sha256 = NULL, until = NULL
+                     WHERE id = ANY($1) AND state = 'claimed'"
                 )).await?,
                 key_placeholder: prep(format!(
                     "INSERT INTO \"{s}\".bench_sql_actions (key, resource, state, fence) VALUES ($1, $2, 'new', 0)
@@ -140,6 +157,26 @@ impl Pg {
             .map_err(e("claim"))?
             .map(|r| r.get::<_, String>(0));
         Ok(Err(super::refusal(state.as_deref())))
+    }
+
+    pub(super) fn drain(
+        &mut self,
+        limit: u32,
+        agent: &str,
+        digest: &str,
+        until: u64,
+    ) -> Result<Vec<String>, String> {
+        let limit = i64::from(limit);
+        run(self
+            .client
+            .query(&self.drain, &[&limit, &agent, &digest, &n(until)]))
+        .map(|rows| rows.iter().map(|r| r.get::<_, String>(0)).collect())
+        .map_err(e("drain"))
+    }
+
+    pub(super) fn complete_drained(&mut self, ids: &[String]) -> Result<u64, String> {
+        run(self.client.execute(&self.complete_drained, &[&ids]))
+            .map_err(e("complete drained"))
     }
 
     pub(super) fn complete_task(&mut self, id: &str, digest: &str) -> Result<bool, String> {

@@ -22,6 +22,7 @@ pub fn ddl() -> String {
      CREATE TABLE IF NOT EXISTS bench_sql_resources (resource TEXT PRIMARY KEY NOT NULL, key TEXT NOT NULL,
        fence INTEGER NOT NULL, holder_sha256 TEXT NOT NULL, hold_until INTEGER) WITHOUT ROWID;
      CREATE TABLE IF NOT EXISTS bench_ceiling (id INTEGER PRIMARY KEY, n INTEGER NOT NULL);
+     CREATE INDEX IF NOT EXISTS bench_sql_tasks_open ON bench_sql_tasks (id) WHERE state = 'open';
      COMMIT;"
         .to_owned()
 }
@@ -112,6 +113,48 @@ pub fn claim(
             .optional()
             .map_err(e("claim"))?;
         Ok(Err(super::refusal(state.as_deref())))
+    })
+}
+
+/// Claim up to `limit` open tasks in one statement (SQLite has one writer:
+/// no rows to skip).
+pub fn drain(
+    c: &Connection,
+    limit: u32,
+    agent: &str,
+    digest: &str,
+    until: u64,
+) -> Result<Vec<String>, String> {
+    immediate(c, |c| {
+        let mut st = c
+            .prepare_cached(
+                "UPDATE bench_sql_tasks SET state = 'claimed', owner = ?2, token_sha256 = ?3, until = ?4,
+                   fence = fence + 1
+                 WHERE id IN (SELECT id FROM bench_sql_tasks WHERE state = 'open' ORDER BY id LIMIT ?1)
+                 RETURNING id",
+            )
+            .map_err(e("prepare"))?;
+        let rows = st
+            .query_map(params![limit, agent, digest, until], |r| r.get::<_, String>(0))
+            .map_err(e("drain"))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(e("drain"))
+    })
+}
+
+/// Mark the drained tasks done where still claimed.
+pub fn complete_drained(c: &Connection, ids: &[String]) -> Result<u64, String> {
+    immediate(c, |c| {
+        let mut st = c
+            .prepare_cached(
+                "UPDATE bench_sql_tasks SET state = 'done', token_sha256 = NULL, until = NULL
+                 WHERE id = ?1 AND state = 'claimed'",
+            )
+            .map_err(e("prepare"))?;
+        let mut done = 0;
+        for id in ids {
+            done += st.execute([id]).map_err(e("complete drained"))? as u64;
+        }
+        Ok(done)
     })
 }
 
