@@ -46,6 +46,8 @@ pub struct Audit {
     pub sink_stale: usize,
     /// Tasks handed out by `claim-next`, with their worker and time.
     pub queue_grants: Vec<Win>,
+    /// Handlers of the queue worker that ended, with their worker and time.
+    pub queue_ends: Vec<Win>,
 }
 
 /// How the workers are started.
@@ -63,12 +65,12 @@ fn spawn(
     worker: usize,
     args: &[&str],
     barrier: Option<(&str, usize)>,
-    queue: bool,
+    queue: Option<&str>,
 ) -> Child {
     let (url, rest) = args.split_first().expect("a store URL");
     let mut cmd = Command::new(bin);
-    if queue {
-        cmd.env("GAK_HAMMER_QUEUE", "1");
+    if let Some(mode) = queue {
+        cmd.env("GAK_HAMMER_QUEUE", mode);
     }
     cmd.arg(url)
         .arg(format!("w{worker}"))
@@ -105,15 +107,112 @@ pub fn queue_seeds(n: usize) -> Vec<gak::TaskSeed> {
 /// `workers` processes started together drain the board at `url` with
 /// `claim-next` (the caller seeded it); audit with [`Audit::check_queue`].
 pub fn run_queue(bin: &str, workers: usize, url: &str) -> Audit {
-    run_full(bin, workers, &[url, "0", "0"], Start::Together, true)
+    run_full(bin, workers, &[url, "0", "0"], Start::Together, Some("1"))
+}
+
+/// `workers` processes started together drain the board at `url` with the
+/// queue worker (batches of 4); audit with [`Audit::check_queue`] and
+/// [`Audit::most_at_once`].
+pub fn run_workers(bin: &str, workers: usize, url: &str) -> Audit {
+    run_full(
+        bin,
+        workers,
+        &[url, "0", "0"],
+        Start::Together,
+        Some("worker"),
+    )
+}
+
+/// The board of [`group_limits_hold`]: `per` tasks in each of groups `g0`
+/// (limit 2) and `g1` (limit 3), and `per` ungrouped ones, interleaved.
+pub fn group_seeds(per: usize) -> Vec<gak::TaskSeed> {
+    (0..per)
+        .flat_map(|i| {
+            [
+                gak::TaskSeed::new(&format!("g0-{i}")).group("g0"),
+                gak::TaskSeed::new(&format!("g1-{i}")).group("g1"),
+                gak::TaskSeed::new(&format!("free-{i}")),
+            ]
+        })
+        .collect()
+}
+
+/// Processes draining [`group_seeds`] with the queue worker, while this
+/// process samples `get-group`: no group ever has more live claims than its
+/// limit, neither in the kernel's exact count nor in the handlers that ran
+/// at once across processes; every task is handed out once and done; and
+/// the ungrouped tasks ran more at once than the tightest limit (the limit
+/// held back its group, not the rest). Answers the most handlers of each
+/// kind at once.
+pub fn group_limits_hold(
+    bin: &str,
+    kernel: &Kernel,
+    url: &str,
+    workers: usize,
+    per: usize,
+) -> [usize; 3] {
+    kernel.taskboard().set_group_limit("g0", Some(2)).unwrap();
+    kernel.taskboard().set_group_limit("g1", Some(3)).unwrap();
+    kernel.taskboard().seed(&group_seeds(per)).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (kernel, stop) = (kernel.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut samples = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                for (group, limit) in [("g0", 2), ("g1", 3)] {
+                    let info = kernel.taskboard().get_group(group).unwrap();
+                    assert_eq!(info.limit, limit);
+                    assert!(info.live <= limit, "{group}: {} live claims", info.live);
+                }
+                samples += 1;
+            }
+            samples
+        })
+    };
+    let audit = run_workers(bin, workers, url);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let samples = sampler.join().expect("the sampler held every limit");
+    assert!(samples > 0, "the sampler never ran");
+    let mut handed: BTreeMap<String, usize> = BTreeMap::new();
+    for grant in &audit.queue_grants {
+        *handed.entry(grant.subject.clone()).or_default() += 1;
+    }
+    assert_eq!(handed.len(), per * 3, "not every task was handed out");
+    assert!(handed.values().all(|n| *n == 1), "a task handed out twice");
+    for id in handed.keys() {
+        let task = kernel.taskboard().get(id).unwrap();
+        assert_eq!(task.state, gak::TaskState::Done, "{id}");
+    }
+    let most = [
+        audit.most_at_once("g0-"),
+        audit.most_at_once("g1-"),
+        audit.most_at_once("free-"),
+    ];
+    assert!(
+        most[0] <= 2,
+        "group g0 (limit 2) ran {} handlers at once",
+        most[0]
+    );
+    assert!(
+        most[1] <= 3,
+        "group g1 (limit 3) ran {} handlers at once",
+        most[1]
+    );
+    assert!(
+        most[0] == 2 && most[2] > 2,
+        "the run did not press the limits: at most {most:?} handlers at once (g0, g1, ungrouped)"
+    );
+    assert_eq!(kernel.taskboard().get_group("g0").unwrap().live, 0);
+    most
 }
 
 /// [`run`], choosing how the workers start.
 pub fn run_with(bin: &str, workers: usize, args: &[&str], start: Start) -> Audit {
-    run_full(bin, workers, args, start, false)
+    run_full(bin, workers, args, start, None)
 }
 
-fn run_full(bin: &str, workers: usize, args: &[&str], start: Start, queue: bool) -> Audit {
+fn run_full(bin: &str, workers: usize, args: &[&str], start: Start, queue: Option<&str>) -> Audit {
     let mut audit = Audit::default();
     match start {
         Start::Together => {
@@ -181,6 +280,12 @@ impl Audit {
                     fence: number(fence),
                     at: number(at),
                 }),
+                ["DONE", task, fence, at] => self.queue_ends.push(Win {
+                    worker,
+                    subject: (*task).into(),
+                    fence: number(fence),
+                    at: number(at),
+                }),
                 ["SINK", fence, _] => assert!(self.sink_ok.insert(number(fence))),
                 ["STALE", _, _] => self.sink_stale += 1,
                 other => panic!("unexpected line {other:?}"),
@@ -231,6 +336,34 @@ impl Audit {
     /// out exactly once, at its first claim (fence 1), a dependent only
     /// after its dependency was handed out, all of them done, and by at
     /// least `min_workers` processes. Returns how many processes took part.
+    /// The most handlers of tasks whose id starts with `prefix` that ran at
+    /// the same instant, across every process (from `NEXT` and `DONE`
+    /// lines; an end and a start at the same nanosecond do not overlap).
+    pub fn most_at_once(&self, prefix: &str) -> usize {
+        let mut events: Vec<(u128, i32)> = Vec::new();
+        for w in self
+            .queue_grants
+            .iter()
+            .filter(|w| w.subject.starts_with(prefix))
+        {
+            events.push((w.at, 1));
+        }
+        for w in self
+            .queue_ends
+            .iter()
+            .filter(|w| w.subject.starts_with(prefix))
+        {
+            events.push((w.at, -1));
+        }
+        events.sort();
+        let (mut now, mut most) = (0i32, 0i32);
+        for (_, delta) in events {
+            now += delta;
+            most = most.max(now);
+        }
+        most as usize
+    }
+
     pub fn check_queue(&self, kernel: &Kernel, n: usize, min_workers: usize) -> usize {
         let mut seen = BTreeMap::new();
         for grant in &self.queue_grants {

@@ -68,6 +68,18 @@ fn processes_draining_a_queue_with_claim_next() {
     eprintln!("multiprocess: {QUEUED} tasks drained by {served} processes with claim-next");
 }
 
+/// Processes drain a SQLite board with limited groups with the queue worker:
+/// no group ever exceeds its limit (see [`hammer::group_limits_hold`]).
+#[test]
+fn group_limits_hold_across_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("groups.db").display());
+    let kernel = Kernel::open(&url).unwrap();
+    let most =
+        hammer::group_limits_hold(env!("CARGO_BIN_EXE_gak-hammer"), &kernel, &url, WORKERS, 30);
+    eprintln!("multiprocess: most handlers at once (g0 limit 2, g1 limit 3, ungrouped): {most:?}");
+}
+
 /// pass every correctness check, and the overlap check rejects them.
 #[test]
 fn a_serial_run_fails_the_overlap_check() {

@@ -101,6 +101,24 @@ fn eight_processes_draining_a_postgres_queue(dsn: &str) {
     eprintln!("pg multiprocess: {QUEUED} tasks drained by {served} processes with claim-next");
 }
 
+/// Eight processes drain a board with groups limited to 2 and 3 live
+/// claims with the queue worker: no group ever exceeds its limit, sampled
+/// throughout and counted from the handlers' own start and end lines.
+fn group_limits_hold_across_postgres_processes(dsn: &str) {
+    let schema = pg::Schema::new(dsn, "mg");
+    let kernel = schema.kernel();
+    let most = hammer::group_limits_hold(
+        env!("CARGO_BIN_EXE_gak-hammer"),
+        &kernel,
+        &schema.url,
+        WORKERS,
+        40,
+    );
+    eprintln!(
+        "pg multiprocess: most handlers at once (g0 limit 2, g1 limit 3, ungrouped): {most:?}"
+    );
+}
+
 /// Rows of (text, number) through the kernel's own session (tests only).
 fn query(kernel: &gak::blocking::Kernel, sql: &str) -> Vec<(String, i64)> {
     kernel
@@ -125,6 +143,11 @@ fn main() {
         &POSTGRES,
         "eight_processes_draining_a_postgres_queue",
         eight_processes_draining_a_postgres_queue,
+    );
+    suite.needs(
+        &POSTGRES,
+        "group_limits_hold_across_postgres_processes",
+        group_limits_hold_across_postgres_processes,
     );
     suite.run();
 }

@@ -36,8 +36,11 @@ fn main() -> Result<()> {
     let kernel = Kernel::open(url)?;
     // Warm up: the first call instantiates the component.
     kernel.taskboard().list(None, None, 1)?;
-    if std::env::var_os("GAK_HAMMER_QUEUE").is_some() {
+    if let Some(mode) = std::env::var_os("GAK_HAMMER_QUEUE") {
         together("queue", worker)?;
+        if mode == "worker" {
+            return worker_loop(&kernel, worker);
+        }
         return queue(&kernel, worker);
     }
     together("claims", worker)?;
@@ -245,6 +248,26 @@ fn queue(kernel: &Kernel, worker: &str) -> Result<()> {
         println!("NEXT {} {} {}", task.id, task.fence, now());
         work();
         board.complete(&task.id, task.token.as_deref().unwrap_or_default())?;
+    }
+    Ok(())
+}
+
+/// Drain the queue with the queue worker (batches of 4, handlers on 4
+/// threads): one `NEXT` line when a handler starts and one `DONE` line when
+/// it ends, so the parent can count the claims of a group that ran at once.
+fn worker_loop(kernel: &Kernel, worker: &str) -> Result<()> {
+    let worked = gak::blocking::Worker::new(kernel, worker)
+        .batch(4)
+        .ttl(60_000)
+        .run_until_idle(|task| {
+            println!("NEXT {} {} {}", task.id, task.fence, now());
+            work();
+            work();
+            println!("DONE {} {} {}", task.id, task.fence, now());
+            Ok::<(), String>(())
+        })?;
+    if worked.completed != worked.claimed {
+        bail!("{worker}: {worked:?}");
     }
     Ok(())
 }
