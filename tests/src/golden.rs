@@ -4,16 +4,23 @@
 //! done and failed tasks; cleared, in-flight, expired, uncertain and
 //! completed keys; a live reconcile claim; resources, a sink and its
 //! downstream write; snapshots, step and run outcomes; every index kind; the
-//! board's meta record). `gak-golden` (`src/bin/golden.rs`) runs it once and
-//! checks the result in under `tests/golden/`; `tests/tests/golden.rs` opens
-//! a copy with the current kernel and [`replay`]s a fixed scenario on it.
+//! board's meta record). `gak-golden` (`src/bin/golden.rs`) ran it once
+//! under gak:kernel 0.2.0 and the result is checked in under
+//! `tests/golden/`; `tests/tests/golden.rs` opens a copy with the current
+//! kernel and [`replay`]s a fixed scenario on it, and on another copy
+//! continues it with the job queue's calls ([`replay_queue`], format 2).
 //! A change that cannot read format 1 fails there.
+//!
+//! [`write_queue`] adds the states only format 2 can hold (priorities,
+//! delays, failed and dead tasks, groups and their limits); the format test
+//! (`tests/tests/format.rs`) checks what it writes with [`queue_coverage`].
 use std::collections::BTreeSet;
 
 use gak::blocking::Kernel;
 use gak::{
-    Acquired, Action, Error, Lease, ManualClock, Outcome, Pruned, Resolution, Resolved, Snapshot,
-    Status, StepDef, TaskSeed, TaskState,
+    Acquired, Action, Completion, CompletionAnswer, CompletionResult, Error, GroupInfo, Lease,
+    ManualClock, Outcome, Pruned, Resolution, Resolved, Snapshot, Status, StepDef, Task, TaskSeed,
+    TaskState,
 };
 use serde_json::{Value, json};
 
@@ -24,6 +31,11 @@ const MINUTE: u64 = 60_000;
 /// When the replay runs: an hour after the golden data was written.
 pub const REPLAY_AT: u64 = T0 + 60 * MINUTE;
 const DAY: u64 = 24 * 60 * MINUTE;
+
+/// The stored format the golden files hold.
+pub const GOLDEN_FORMAT: u64 = 1;
+/// The stored format the current kernel writes (`guest/src/format.rs`).
+pub const FORMAT: u64 = 2;
 
 /// The capabilities the generator was handed (the store keeps only their
 /// digests): a replay presents them, as a worker that survived the upgrade
@@ -169,8 +181,9 @@ pub fn write(kernel: &Kernel) -> Capabilities {
     }
 }
 
-/// Err names what the golden rows (table, key, value) do not cover.
-pub fn coverage(rows: &[(String, String, String)]) -> Result<(), String> {
+/// Err names what the golden rows (table, key, value) do not cover, or
+/// the values that are not of stored format `format`.
+pub fn coverage(rows: &[(String, String, String)], format: u64) -> Result<(), String> {
     let mut missing = Vec::new();
     for table in gak::store::TABLES {
         if !rows.iter().any(|(t, _, _)| t == table) {
@@ -191,8 +204,8 @@ pub fn coverage(rows: &[(String, String, String)]) -> Result<(), String> {
         .map(|(t, _, v)| (t.clone(), serde_json::from_str(v).expect("a JSON value")))
         .collect();
     for (table, v) in &values {
-        if v["v"] != 1 {
-            missing.push(format!("a {table} value without v: 1: {v}"));
+        if v["v"] != format {
+            missing.push(format!("a {table} value without v: {format}: {v}"));
         }
     }
     let states = |table: &str| -> BTreeSet<String> {
@@ -402,6 +415,420 @@ pub fn replay(kernel: &Kernel, clock: &ManualClock, caps: &Capabilities) {
     );
 }
 
+// ------------------------------------------------------------ format 2
+
+/// The group [`write_queue`] fills to its limit, and the one it leaves room in.
+const FULL_GROUP: &str = "grp-full";
+const ROOMY_GROUP: &str = "grp-roomy";
+
+/// Put the store, whose clock reads [`T0`], in the states only format 2 can
+/// hold: open tasks of positive and negative priority, a delayed task, a
+/// failed task backing off (`not-before`, `last-error`, `failed-by`), a
+/// dead task, a full group (its live claim, its limit and a task waiting in
+/// the group's queue) and a group with a free slot (its head in the claim
+/// queue). Task ids differ from [`write`]'s, so both can run on one store.
+/// `Job_7`'s id is a key of its group record's `claims`: ids are data, not
+/// field names.
+pub fn write_queue(kernel: &Kernel) {
+    let tb = kernel.taskboard();
+    tb.set_group_limit(FULL_GROUP, Some(1)).unwrap();
+    tb.set_group_limit(ROOMY_GROUP, Some(3)).unwrap();
+    tb.seed(&[
+        TaskSeed::new("q-hi").title("Priority 7").priority(7),
+        TaskSeed::new("q-lo").title("Priority -3").priority(-3),
+        TaskSeed::new("q-later")
+            .title("Scheduled")
+            .priority(2)
+            .not_before(T0 + DAY),
+        TaskSeed::new("q-failed")
+            .title("Backing off")
+            .max_attempts(3),
+        TaskSeed::new("q-dead").title("Poison").max_attempts(1),
+        TaskSeed::new("q-g1")
+            .title("Holds the slot")
+            .group(FULL_GROUP),
+        TaskSeed::new("q-g2")
+            .title("Waits for a slot")
+            .group(FULL_GROUP),
+        TaskSeed::new("Job_7")
+            .title("Claimed in a group")
+            .group(ROOMY_GROUP),
+        TaskSeed::new("q-p2").title("Group head").group(ROOMY_GROUP),
+    ])
+    .unwrap();
+    let token = |id: &str| tb.claim(id, "w-q", DAY).unwrap().token.unwrap();
+    let failing = token("q-failed");
+    let failed = tb
+        .fail("q-failed", &failing, "smtp 421", Some(5 * MINUTE))
+        .unwrap();
+    assert_eq!(
+        (failed.state, failed.not_before, failed.attempts),
+        (TaskState::Failed, Some(T0 + 5 * MINUTE), 1)
+    );
+    let poison = token("q-dead");
+    let dead = tb.fail("q-dead", &poison, "bad payload", None).unwrap();
+    assert_eq!(dead.state, TaskState::Dead);
+    token("q-g1");
+    token("Job_7");
+    assert_eq!(
+        tb.claim("q-g2", "w-q", DAY).map(drop),
+        Err(Error::GroupFull)
+    );
+    assert_eq!(
+        tb.get_group(FULL_GROUP),
+        Ok(GroupInfo { limit: 1, live: 1 })
+    );
+}
+
+/// Err names the format-2 states [`write_queue`] should have written and
+/// the rows (table, key, value) lack.
+pub fn queue_coverage(rows: &[(String, String, String)]) -> Result<(), String> {
+    let mut missing = Vec::new();
+    for prefix in ["q/", "qh/", "ql/", "qd/", "qg/", "qc/"] {
+        if !rows
+            .iter()
+            .any(|(t, k, _)| t == "indexes" && k.starts_with(prefix))
+        {
+            missing.push(format!("index {prefix}"));
+        }
+    }
+    let values: Vec<(&str, &str, Value)> = rows
+        .iter()
+        .filter(|(t, _, _)| t != "downstream")
+        .map(|(t, k, v)| {
+            (
+                t.as_str(),
+                k.as_str(),
+                serde_json::from_str(v).expect("a JSON value"),
+            )
+        })
+        .collect();
+    let has = |table: &str, field: &str| {
+        values
+            .iter()
+            .any(|(t, _, v)| *t == table && v.get(field).is_some_and(|f| !f.is_null()))
+    };
+    for field in [
+        "priority",
+        "not-before",
+        "max-attempts",
+        "group",
+        "attempts",
+        "last-error",
+        "failed-by-sha256",
+        "dead-at",
+        "entry",
+    ] {
+        if !has("tasks", field) {
+            missing.push(format!("tasks with {field}"));
+        }
+    }
+    if !values
+        .iter()
+        .any(|(t, _, v)| *t == "tasks" && v["state"] == "dead")
+    {
+        missing.push("a dead task".into());
+    }
+    if !values
+        .iter()
+        .any(|(t, k, v)| *t == "indexes" && k.starts_with("q/") && v.get("group").is_some())
+    {
+        missing.push("a group's head in the claim queue".into());
+    }
+    for field in ["limit", "claims", "head"] {
+        if !values
+            .iter()
+            .any(|(t, k, v)| *t == "meta" && k.starts_with("group/") && v.get(field).is_some())
+        {
+            missing.push(format!("a group record with {field}"));
+        }
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("the format-2 data lacks: {}", missing.join(", ")))
+    }
+}
+
+/// How [`replay_queue`] ends the claim on task `c` handed out before the
+/// upgrade.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OldClaim {
+    /// By `complete-batch`, with the token from before.
+    Complete,
+    /// By `fail`, with the token from before.
+    Fail,
+}
+
+fn ids(tasks: &[Task]) -> Vec<&str> {
+    tasks.iter().map(|t| t.id.as_str()).collect()
+}
+
+/// Continue the golden store (format 1) with the job queue's calls, clock
+/// at [`REPLAY_AT`]: old tasks read with the new fields at their defaults;
+/// `claim-next` and `claim-batch` take the old tasks in their old seed order
+/// among new ones of other priorities, groups and delays; the claim handed
+/// out before the upgrade ends by `complete-batch` or `fail`; `fail` and
+/// `revive` work on old tasks; every value rewritten is format 2, every
+/// value left alone stays format 1.
+pub fn replay_queue(
+    kernel: &Kernel,
+    clock: &ManualClock,
+    caps: &Capabilities,
+    old_claim: OldClaim,
+) {
+    assert_eq!(gak::Clock::now(clock), REPLAY_AT);
+    let tb = kernel.taskboard();
+    let before = kernel.dump().unwrap();
+
+    // Format-1 tasks read with the new fields at their defaults; reading
+    // writes nothing.
+    let old = crate::board(kernel).unwrap();
+    assert_eq!(ids(&old), ["a", "b", "c", "d", "e", "f", "g"]);
+    for t in &old {
+        assert_eq!(
+            (
+                t.priority,
+                t.not_before,
+                t.max_attempts,
+                t.group.as_deref(),
+                t.attempts,
+                t.last_error.as_deref()
+            ),
+            (0, None, None, None, 0, None),
+            "old task {}",
+            t.id
+        );
+    }
+    assert_eq!(tb.get("c").unwrap().owner.as_deref(), Some("w-c"));
+    assert_eq!(tb.get_group("grp"), Err(Error::NotFound));
+    assert_eq!(tb.revive("e").map(drop), Err(Error::NotDead));
+    assert_eq!(kernel.dump().unwrap(), before, "a read wrote");
+
+    // New tasks of other priorities, a delay and a group, seeded after
+    // the old ones.
+    tb.set_group_limit("grp", Some(1)).unwrap();
+    tb.seed(&[
+        TaskSeed::new("n-hi").priority(5),
+        TaskSeed::new("n-mid"),
+        TaskSeed::new("n-lo").priority(-5),
+        TaskSeed::new("n-late")
+            .priority(9)
+            .not_before(REPLAY_AT + MINUTE),
+        TaskSeed::new("n-g1").group("grp"),
+        TaskSeed::new("n-g2").group("grp"),
+    ])
+    .unwrap();
+
+    // Claim order: priority, then seed order — the old priority-0 tasks
+    // (a, the failed d, f's expired claim taken over) before the new one,
+    // c's live claim from before the upgrade passed over, b still waiting
+    // for a, the full group's second task and the delayed one left alone.
+    let first = tb.claim_next("w", DAY).unwrap().expect("a ready task");
+    assert_eq!((first.id.as_str(), first.attempts), ("n-hi", 1));
+    let batch = tb.claim_batch("w", DAY, 10).unwrap();
+    assert_eq!(ids(&batch), ["a", "d", "f", "n-mid", "n-g1", "n-lo"]);
+    for t in &batch {
+        assert_eq!(
+            (t.state, t.owner.as_deref(), t.until, t.attempts),
+            (TaskState::Claimed, Some("w"), Some(REPLAY_AT + DAY), 1),
+            "{}",
+            t.id
+        );
+    }
+    let fences: Vec<u64> = batch.iter().map(|t| t.fence).collect();
+    assert_eq!(fences, [1, 1, 2, 1, 1, 1], "f was taken over above fence 1");
+    let tokens: BTreeSet<&str> = batch.iter().map(|t| t.token.as_deref().unwrap()).collect();
+    assert_eq!(tokens.len(), batch.len(), "tokens repeat");
+    let token = |id: &str| -> String {
+        batch
+            .iter()
+            .find(|t| t.id == id)
+            .and_then(|t| t.token.clone())
+            .unwrap()
+    };
+    assert_eq!(tb.claim_batch("w", DAY, 10), Ok(vec![]));
+    assert_eq!(tb.get_group("grp"), Ok(GroupInfo { limit: 1, live: 1 }));
+    assert_eq!(tb.claim("n-g2", "w", DAY).map(drop), Err(Error::GroupFull));
+    assert_eq!(tb.claim("n-late", "w", DAY).map(drop), Err(Error::NotDue));
+    assert_eq!(tb.claim("c", "w", DAY).map(drop), Err(Error::Taken));
+
+    // The claim handed out before the upgrade ends with the new calls.
+    let answer = |id: &str, answer| CompletionResult {
+        id: id.into(),
+        answer,
+    };
+    match old_claim {
+        OldClaim::Complete => {
+            let items = [
+                Completion::new("c", &caps.claim_token),
+                Completion::new("a", &token("a")),
+                Completion::new("g", &caps.done_token),
+                Completion::new("ghost", &"0".repeat(32)),
+            ];
+            assert_eq!(
+                tb.complete_batch(&items),
+                Ok(vec![
+                    answer("c", CompletionAnswer::Completed),
+                    answer("a", CompletionAnswer::Completed),
+                    answer("g", CompletionAnswer::Completed),
+                    answer("ghost", CompletionAnswer::NotFound),
+                ])
+            );
+            assert_eq!(tb.get("c").unwrap().state, TaskState::Done);
+        }
+        OldClaim::Fail => {
+            let failed = tb
+                .fail("c", &caps.claim_token, "remote 503", Some(MINUTE))
+                .unwrap();
+            assert_eq!(
+                (
+                    failed.state,
+                    failed.not_before,
+                    failed.last_error.as_deref(),
+                    failed.fence,
+                    failed.attempts,
+                    failed.owner.as_deref(),
+                ),
+                (
+                    TaskState::Failed,
+                    Some(REPLAY_AT + MINUTE),
+                    Some("remote 503"),
+                    1,
+                    0,
+                    None
+                )
+            );
+            // Failing again with that token answers the task as it is.
+            assert_eq!(
+                tb.fail("c", &caps.claim_token, "remote 503", Some(MINUTE)),
+                Ok(failed)
+            );
+            assert_eq!(
+                tb.complete_batch(&[
+                    Completion::new("c", &caps.claim_token),
+                    Completion::new("a", &token("a")),
+                ]),
+                Ok(vec![
+                    answer("c", CompletionAnswer::LeaseLost),
+                    answer("a", CompletionAnswer::Completed),
+                ])
+            );
+            assert_eq!(tb.claim("c", "w", DAY).map(drop), Err(Error::NotDue));
+        }
+    }
+    // a is done, so b (seeded second, before every new task) is next.
+    let next = tb.claim_next("w", DAY).unwrap().expect("b is ready");
+    assert_eq!((next.id.as_str(), next.fence), ("b", 1));
+
+    // fail and revive on old tasks. d fails without a delay and is ready
+    // again; a dead task's revive keeps its place in the old seed order.
+    let failed = tb.fail("d", &token("d"), "boom", None).unwrap();
+    assert_eq!(
+        (
+            failed.state,
+            failed.not_before,
+            failed.last_error.as_deref()
+        ),
+        (TaskState::Failed, None, Some("boom"))
+    );
+    assert_eq!(tb.revive("d").map(drop), Err(Error::NotDead));
+    // Re-seeding f (claimed by w) with a bound clears the claim, keeps its
+    // fence and its place.
+    tb.seed(&[TaskSeed::new("f").title("Claim expires").max_attempts(1)])
+        .unwrap();
+    let f = tb.get("f").unwrap();
+    assert_eq!(
+        (f.state, f.fence, f.attempts, f.max_attempts),
+        (TaskState::Open, 2, 0, Some(1))
+    );
+    assert_eq!(
+        tb.fail("f", &token("f"), "late", None).map(drop),
+        Err(Error::LeaseLost)
+    );
+    let claimed = tb.claim_batch("w", DAY, 2).unwrap();
+    assert_eq!(ids(&claimed), ["d", "f"]);
+    let f_token = claimed[1].token.clone().unwrap();
+    let dead = tb.fail("f", &f_token, "poison", Some(MINUTE)).unwrap();
+    assert_eq!(
+        (
+            dead.state,
+            dead.attempts,
+            dead.last_error.as_deref(),
+            dead.not_before
+        ),
+        (TaskState::Dead, 1, Some("poison"), None)
+    );
+    assert_eq!(tb.claim("f", "w", DAY).map(drop), Err(Error::Terminal));
+    let revived = tb.revive("f").unwrap();
+    assert_eq!(
+        (
+            revived.state,
+            revived.attempts,
+            revived.last_error.as_deref(),
+            revived.fence,
+            revived.max_attempts
+        ),
+        (TaskState::Open, 0, None, 3, Some(1))
+    );
+    let again = tb.claim_next("w", DAY).unwrap().expect("f is ready");
+    assert_eq!((again.id.as_str(), again.fence), ("f", 4));
+
+    // The delays come due: the delayed new task first (priority 9), then,
+    // when it failed, the old claim's task in its old place.
+    clock.set(REPLAY_AT + 2 * MINUTE).unwrap();
+    let due = tb.claim_batch("w", DAY, 10).unwrap();
+    match old_claim {
+        OldClaim::Complete => assert_eq!(ids(&due), ["n-late"]),
+        OldClaim::Fail => {
+            assert_eq!(ids(&due), ["n-late", "c"]);
+            assert_eq!((due[1].fence, due[1].attempts), (2, 1));
+        }
+    }
+
+    // Every value rewritten is format 2; a value nothing touched stays as
+    // format 1 wrote it.
+    let after = kernel.dump().unwrap();
+    let version = |text: &str| serde_json::from_str::<Value>(text).expect("JSON")["v"].clone();
+    let mut rewritten = 0;
+    for (table, key, value) in after.iter().filter(|(t, _, _)| t != "downstream") {
+        let old = before
+            .iter()
+            .find(|(t, k, _)| t == table && k == key)
+            .map(|(_, _, v)| v);
+        if old == Some(value) {
+            assert_eq!(
+                version(value),
+                1,
+                "{table}/{key} untouched but not format 1"
+            );
+        } else {
+            assert_eq!(version(value), 2, "{table}/{key} rewritten as {value}");
+            rewritten += 1;
+        }
+    }
+    assert!(rewritten > 20, "only {rewritten} values rewritten");
+    let value = |table: &str, key: &str| {
+        after
+            .iter()
+            .find(|(t, k, _)| t == table && k == key)
+            .map(|(_, _, v)| v.clone())
+            .unwrap_or_else(|| panic!("no {table}/{key}"))
+    };
+    for id in ["a", "b", "c", "d", "f"] {
+        assert_eq!(version(&value("tasks", id)), 2, "task {id}");
+    }
+    assert_eq!(version(&value("tasks", "e")), 1, "untouched task e");
+    assert_eq!(version(&value("meta", "taskboard")), 2);
+    assert_eq!(version(&value("meta", "group/grp")), 2);
+    // No format-1 claim-queue entry outlives its task's move.
+    for (table, key, v) in &after {
+        if table == "indexes" && (key.starts_with("q/") || key.starts_with("qc/")) {
+            assert_eq!(version(v), 2, "{key} left over from format 1");
+        }
+    }
+}
+
 // ------------------------------------------------------------------ files
 
 /// The golden files' folder.
@@ -435,8 +862,8 @@ pub fn dump_postgres(kernel: &Kernel, schema: &str) -> String {
     let schema = schema.to_owned();
     kernel
         .with_downstream(move |d| {
-            let mut out = String::from(
-                "-- gak stored format 1: a PostgreSQL schema written by tests/src/bin/golden.rs\n",
+            let mut out = format!(
+                "-- gak stored format {FORMAT}: a PostgreSQL schema written by tests/src/bin/golden.rs\n",
             );
             let mut q = |sql: &str, params: &[&(dyn gak::tokio_postgres::types::ToSql + Sync)]| {
                 d.postgres_query(sql, params).expect("postgres")

@@ -23,8 +23,9 @@ use gak::store::Backend;
 use gak::store::memory::MemoryBackend;
 use gak::store::postgres::PostgresBackend;
 use gak::{
-    Acquired, Action, Error, Lease, ManualClock, Outcome, Resolution, Resolved, RetrySafety,
-    SinkError, Snapshot, Status, StepDef, Task, TaskSeed, TaskState,
+    Acquired, Action, Completion, CompletionAnswer, CompletionResult, Error, GroupInfo, Lease,
+    ManualClock, Outcome, Resolution, Resolved, RetrySafety, SinkError, Snapshot, Status, StepDef,
+    Task, TaskSeed, TaskState,
 };
 use gak_cli::conformance::{self, UrlTarget};
 use gak_tests::pg;
@@ -39,6 +40,11 @@ const MIB: usize = 1 << 20;
 /// The largest number any call may carry (SPEC 8: below 2^53).
 const MAX_NUMBER: u64 = (1 << 53) - 1;
 const MAX_TTL: u64 = 365 * 24 * 60 * 60 * 1000;
+/// Most items in one `claim-batch` or `complete-batch` (SPEC 10).
+const MAX_BATCH: u32 = 1000;
+/// `max-attempts` is 1 to 1000; a group's limit 1 to 100 000 (SPEC 10).
+const MAX_ATTEMPTS: u32 = 1000;
+const MAX_GROUP_LIMIT: u32 = 100_000;
 /// The fake clock (fixed: every lease granted here stays live).
 const T0: u64 = 1_700_000_000_000;
 
@@ -295,13 +301,52 @@ fn status() -> impl Strategy<Value = Status> {
     prop_oneof![Just(Status::Succeeded), Just(Status::Failed)]
 }
 
-/// A seeded state: tame, never `claimed` (which is refused).
+/// A seeded state: tame, never `claimed` or `dead` (which are refused).
 fn task_state(wild: bool) -> BoxedStrategy<TaskState> {
     let mut states = vec![TaskState::Open, TaskState::Done, TaskState::Failed];
     if wild {
         states.push(TaskState::Claimed);
+        states.push(TaskState::Dead);
     }
     prop::sample::select(states).boxed()
+}
+
+/// A count in `lo..=hi`: tame, within; wild, also 0, just over, `u32::MAX`
+/// and anything.
+fn count(hi: u32, wild: bool) -> BoxedStrategy<u32> {
+    let tame = prop_oneof![
+        3 => 1u32..5,
+        1 => prop::sample::select(vec![1, hi - 1, hi]),
+    ];
+    if !wild {
+        return tame.boxed();
+    }
+    prop_oneof![
+        1 => tame,
+        2 => prop::sample::select(vec![0, hi + 1, u32::MAX]),
+        1 => any::<u32>(),
+    ]
+    .boxed()
+}
+
+/// A `retry-after`: tame, 0 ms to a year; wild, also over a year, at and
+/// above 2^53, `u64::MAX`.
+fn retry_after(wild: bool) -> BoxedStrategy<Option<u64>> {
+    let tame = prop_oneof![
+        3 => 0u64..100_000,
+        1 => prop::sample::select(vec![0, MAX_TTL - 1, MAX_TTL]),
+    ];
+    let delay = if wild {
+        prop_oneof![
+            1 => tame,
+            2 => prop::sample::select(vec![MAX_TTL + 1, 1 << 53, u64::MAX, u64::MAX - T0 + 1]),
+            1 => any::<u64>(),
+        ]
+        .boxed()
+    } else {
+        tame.boxed()
+    };
+    option::weighted(0.8, delay).boxed()
 }
 
 /// A property's arguments, tame or wild.
@@ -315,7 +360,17 @@ const RUNS: &[&str] = &["run-1", "run-2"];
 const STEPS: &[&str] = &["s1", "s2", "s3"];
 const FIELD_KEYS: &[&str] = &["a", "b", "attempt"];
 const AGENTS: &[&str] = &["w1", "w2"];
-const TASKS: &[&str] = &["t-open", "t-dep", "t-claimed", "t-done", "t-failed"];
+const TASKS: &[&str] = &[
+    "t-open",
+    "t-dep",
+    "t-claimed",
+    "t-done",
+    "t-failed",
+    "t-dead",
+    "t-grouped",
+];
+/// `g-1` has a limit and a live claim (`t-grouped`); `g-2` has neither.
+const GROUPS: &[&str] = &["g-1", "g-2"];
 const KEYS: &[&str] = &["k-live", "k-done", "k-unc"];
 const RESOURCES: &[&str] = &["r-live", "r-2", "r-3"];
 const SINKS: &[&str] = &["sink-1", "sink-2"];
@@ -413,6 +468,22 @@ impl Judge {
                 .is_some_and(|t| t.0.is_empty() || t.0.len() > 256 || t.0.contains('\0')),
         )
     }
+    /// `claim-batch`'s limit (1-1000).
+    fn batch(&mut self, n: u32) -> &mut Self {
+        self.flag(n == 0 || n > MAX_BATCH)
+    }
+    /// A seed's `max-attempts` (1-1000).
+    fn max_attempts(&mut self, n: Option<u32>) -> &mut Self {
+        self.flag(n.is_some_and(|n| n == 0 || n > MAX_ATTEMPTS))
+    }
+    /// A group's limit (1-100 000; none removes it).
+    fn group_limit(&mut self, n: Option<u32>) -> &mut Self {
+        self.flag(n.is_some_and(|n| n == 0 || n > MAX_GROUP_LIMIT))
+    }
+    /// `fail`'s `retry-after` (0 ms to 1 year).
+    fn retry_after(&mut self, ms: Option<u64>) -> &mut Self {
+        self.flag(ms.is_some_and(|ms| ms > MAX_TTL))
+    }
     fn get(&self) -> Expect {
         self.0
     }
@@ -494,6 +565,17 @@ impl Side {
         let task = tb.claim(&id, "w1", MAX_TTL).unwrap();
         (id, task.token.expect("claim returns the token"))
     }
+
+    /// A fresh task that failed its only attempt: dead.
+    fn fresh_dead(&self) -> String {
+        let id = self.fresh_name("t");
+        let tb = self.kernel.taskboard();
+        tb.seed(&[TaskSeed::new(&id).max_attempts(1)]).unwrap();
+        let token = tb.claim(&id, "w1", MAX_TTL).unwrap().token.unwrap();
+        let dead = tb.fail(&id, &token, "poison", None).unwrap();
+        assert_eq!(dead.state, TaskState::Dead, "{}", self.name);
+        id
+    }
 }
 
 fn populate(k: &Kernel) {
@@ -527,6 +609,16 @@ fn populate(k: &Kernel) {
     ])
     .unwrap();
     tb.claim("t-claimed", "w9", MAX_TTL).unwrap();
+    // The queue's states: a group with a limit and a live claim, a dead task.
+    tb.set_group_limit("g-1", Some(2)).unwrap();
+    tb.seed(&[
+        TaskSeed::new("t-grouped").group("g-1").priority(3),
+        TaskSeed::new("t-dead").max_attempts(1),
+    ])
+    .unwrap();
+    tb.claim("t-grouped", "w9", MAX_TTL).unwrap();
+    let poison = tb.claim("t-dead", "w9", MAX_TTL).unwrap().token.unwrap();
+    tb.fail("t-dead", &poison, "poison", None).unwrap();
     let se = k.sideeffect();
     let grant = |a: &Action| match se.acquire(a, MAX_TTL).unwrap() {
         Acquired::Granted(l) => l,
@@ -1379,21 +1471,48 @@ struct SeedIn {
     title: Option<Text>,
     deps: Vec<Text>,
     state: Option<TaskState>,
+    priority: Option<i32>,
+    not_before: Option<u64>,
+    max_attempts: Option<u32>,
+    group: Option<Text>,
 }
 
 fn seed_in(wild: bool) -> impl Strategy<Value = SeedIn> {
+    let priority = prop_oneof![
+        3 => -3i32..4,
+        1 => prop::sample::select(vec![i32::MIN, i32::MIN + 1, i32::MAX]),
+    ];
+    // Past, now, future, at the top of the range; wild, also over it.
+    let not_before = prop_oneof![
+        1 => prop::sample::select(vec![0, T0 - 1, T0, T0 + 1]),
+        1 => number(wild),
+    ];
     (
-        name(TASKS, wild),
-        option::of(free_text(wild)),
-        vec(name(TASKS, wild), 0..3),
-        option::of(task_state(wild)),
+        (
+            name(TASKS, wild),
+            option::of(free_text(wild)),
+            vec(name(TASKS, wild), 0..3),
+            option::of(task_state(wild)),
+        ),
+        (
+            option::of(priority),
+            option::weighted(0.3, not_before),
+            option::weighted(0.3, count(MAX_ATTEMPTS, wild)),
+            option::weighted(0.3, name(GROUPS, wild)),
+        ),
     )
-        .prop_map(|(id, title, deps, state)| SeedIn {
-            id,
-            title,
-            deps,
-            state,
-        })
+        .prop_map(
+            |((id, title, deps, state), (priority, not_before, max_attempts, group))| SeedIn {
+                id,
+                title,
+                deps,
+                state,
+                priority,
+                not_before,
+                max_attempts,
+                group,
+            },
+        )
 }
 
 fn seed_and_list_with_arbitrary_tasks() {
@@ -1406,10 +1525,10 @@ fn seed_and_list_with_arbitrary_tasks() {
                 title: t.title.as_ref().map(|x| x.0.clone()),
                 deps: t.deps.iter().map(|d| d.0.clone()).collect(),
                 state: t.state,
-                priority: None,
-                not_before: None,
-                max_attempts: None,
-                group: None,
+                priority: t.priority,
+                not_before: t.not_before,
+                max_attempts: t.max_attempts,
+                group: t.group.as_ref().map(|g| g.0.clone()),
             })
             .collect();
         let mut j = Judge::new();
@@ -1421,8 +1540,20 @@ fn seed_and_list_with_arbitrary_tasks() {
                     .as_ref()
                     .is_some_and(|x| x.len() > 4096 || x.contains('\0')),
             );
-            j.flag(t.state == Some(TaskState::Claimed));
+            j.flag(matches!(
+                t.state,
+                Some(TaskState::Claimed | TaskState::Dead)
+            ));
             j.flag(seeds[..i].iter().any(|u| u.id == t.id));
+            // The queue's fields (SPEC 10): not-before below 2^53,
+            // max-attempts 1-1000, a group is an id; any priority.
+            if let Some(at) = t.not_before {
+                j.number(at);
+            }
+            j.max_attempts(t.max_attempts);
+            if let Some(g) = &t.group {
+                j.id(g);
+            }
         }
         exercise(
             &env,
@@ -1459,6 +1590,16 @@ fn seed_and_list_with_arbitrary_tasks() {
                     prop_assert_eq!(&t.deps, &seed.deps);
                     prop_assert_eq!(t.state, seed.state.unwrap_or(TaskState::Open));
                     prop_assert!(t.until.is_none(), "{}: re-seeding keeps a lease", s.name);
+                    prop_assert_eq!(t.priority, seed.priority.unwrap_or(0));
+                    prop_assert_eq!(t.not_before, seed.not_before);
+                    prop_assert_eq!(t.max_attempts, seed.max_attempts);
+                    prop_assert_eq!(&t.group, &seed.group);
+                    prop_assert_eq!(
+                        (t.attempts, t.last_error.as_deref()),
+                        (0, None),
+                        "{}: a seed resets attempts and last-error",
+                        s.name
+                    );
                 }
                 Ok(())
             },
@@ -1576,6 +1717,305 @@ fn renew_task_with_arbitrary_arguments() {
 }
 
 // ---------------------------------------------------------------------------
+// The job queue (SPEC 10).
+
+fn tasks_label(tasks: &Vec<Task>) -> String {
+    let all: Vec<String> = tasks.iter().map(task_label).collect();
+    format!("[{}]", all.join(", "))
+}
+
+fn claim_batch_with_arbitrary_arguments() {
+    let env = env();
+    check(
+        cases(|w| (name(AGENTS, w), ttl(w), count(MAX_BATCH, w))),
+        |(_, (agent, ttl, limit))| {
+            let mut j = Judge::new();
+            j.id(&agent.0).ttl(ttl).batch(limit);
+            exercise(
+                &env,
+                Call::new("taskboard.claim-batch", j.get()),
+                |s| {
+                    // Something to claim: two fresh tasks, one above the
+                    // default priority.
+                    let high = s.fresh_name("t");
+                    let plain = s.fresh_name("t");
+                    s.kernel
+                        .taskboard()
+                        .seed(&[TaskSeed::new(&high).priority(1), TaskSeed::new(&plain)])
+                        .unwrap();
+                },
+                |s, ()| s.kernel.taskboard().claim_batch(&agent.0, ttl, limit),
+                tasks_label,
+                |s, (), batch| {
+                    prop_assert!(
+                        !batch.is_empty() && batch.len() <= limit as usize,
+                        "{}: {} tasks for limit {limit}",
+                        s.name,
+                        batch.len()
+                    );
+                    let mut ids: Vec<&str> = batch.iter().map(|t| t.id.as_str()).collect();
+                    ids.sort_unstable();
+                    ids.dedup();
+                    prop_assert_eq!(ids.len(), batch.len(), "{}: a task granted twice", s.name);
+                    prop_assert!(
+                        batch.windows(2).all(|w| w[0].priority >= w[1].priority),
+                        "{}: not in priority order",
+                        s.name
+                    );
+                    for t in batch {
+                        prop_assert_eq!(t.state, TaskState::Claimed);
+                        prop_assert_eq!(t.owner.as_deref(), Some(agent.0.as_str()));
+                        prop_assert!(t.token.as_deref().is_some_and(is_hex128), "{}", s.name);
+                        prop_assert_eq!(t.until, Some(T0 + ttl));
+                        prop_assert!(t.attempts >= 1, "{}: attempts not counted", s.name);
+                    }
+                    Ok(())
+                },
+            )
+        },
+    );
+}
+
+/// `complete-batch`'s items: each a prepared (fresh, claimed) task and its
+/// token, or an override; or a list out of the limits.
+#[derive(Clone, Debug)]
+enum BatchIn {
+    Items(Vec<(Option<Text>, Option<Text>)>),
+    Empty,
+    /// 1001 items.
+    TooMany,
+    /// A prepared item given twice.
+    Duplicate,
+}
+
+fn batch_in(wild: bool) -> BoxedStrategy<BatchIn> {
+    let item = (
+        option::weighted(if wild { 0.5 } else { 0.1 }, name(TASKS, wild)),
+        option::weighted(if wild { 0.5 } else { 0.1 }, name(TOKENS, wild)),
+    );
+    let items = vec(item, 1..4).prop_map(BatchIn::Items);
+    if wild {
+        prop_oneof![
+            3 => items,
+            1 => Just(BatchIn::Empty),
+            1 => Just(BatchIn::TooMany),
+            1 => Just(BatchIn::Duplicate),
+        ]
+        .boxed()
+    } else {
+        items.boxed()
+    }
+}
+
+fn complete_batch_with_arbitrary_items() {
+    let env = env();
+    check(cases(batch_in), |(_, batch)| {
+        let mut j = Judge::new();
+        match &batch {
+            BatchIn::Items(items) => {
+                // Ids and tokens are both ids here (1-256 bytes, no NUL);
+                // distinct ids (the prepared ones always are).
+                for (id, token) in items {
+                    j.over(id).over(token);
+                }
+                let overridden: Vec<&str> = items
+                    .iter()
+                    .filter_map(|(id, _)| id.as_ref().map(|t| t.0.as_str()))
+                    .collect();
+                j.flag(
+                    overridden
+                        .iter()
+                        .enumerate()
+                        .any(|(i, a)| overridden[..i].contains(a)),
+                );
+            }
+            BatchIn::Empty | BatchIn::TooMany | BatchIn::Duplicate => {
+                j.flag(true);
+            }
+        }
+        exercise(
+            &env,
+            Call::new("taskboard.complete-batch", j.get()),
+            |s| -> Vec<(Completion, bool)> {
+                match &batch {
+                    BatchIn::Items(items) => items
+                        .iter()
+                        .map(|(id, token)| {
+                            let (fresh, real) = s.fresh_claim();
+                            let prepared = id.is_none() && token.is_none();
+                            (
+                                Completion::new(&fresh_or(id, fresh), &fresh_or(token, real)),
+                                prepared,
+                            )
+                        })
+                        .collect(),
+                    BatchIn::Empty => vec![],
+                    BatchIn::TooMany => (0..=MAX_BATCH)
+                        .map(|i| (Completion::new(&format!("none-{i}"), TOKENS[0]), false))
+                        .collect(),
+                    BatchIn::Duplicate => {
+                        let (id, token) = s.fresh_claim();
+                        let item = Completion::new(&id, &token);
+                        vec![(item.clone(), true), (item, true)]
+                    }
+                }
+            },
+            |s, items| {
+                let items: Vec<Completion> = items.iter().map(|(c, _)| c.clone()).collect();
+                s.kernel.taskboard().complete_batch(&items)
+            },
+            |answers| {
+                let all: Vec<String> = answers
+                    .iter()
+                    .map(|a| format!("{}: {}", short(&a.id), a.answer.name()))
+                    .collect();
+                all.join(", ")
+            },
+            |s, items, answers: &Vec<CompletionResult>| {
+                prop_assert_eq!(answers.len(), items.len());
+                for ((item, prepared), answer) in items.iter().zip(answers) {
+                    prop_assert_eq!(&answer.id, &item.id, "{}: answers out of order", s.name);
+                    if *prepared {
+                        prop_assert_eq!(answer.answer, CompletionAnswer::Completed);
+                    }
+                    if answer.answer == CompletionAnswer::Completed {
+                        let t = s.kernel.taskboard().get(&item.id).unwrap();
+                        prop_assert_eq!(t.state, TaskState::Done, "{}", s.name);
+                    }
+                }
+                Ok(())
+            },
+        )
+    });
+}
+
+fn fail_with_arbitrary_arguments() {
+    let env = env();
+    let args = |w: bool| {
+        (
+            option::weighted(if w { 0.5 } else { 0.1 }, name(TASKS, w)),
+            option::weighted(if w { 0.4 } else { 0.1 }, name(TOKENS, w)),
+            free_text(w),
+            retry_after(w),
+        )
+    };
+    check(cases(args), |(_, (id, token, reason, retry))| {
+        let mut j = Judge::new();
+        j.over(&id)
+            .token(&token)
+            .reason(&reason.0)
+            .retry_after(retry);
+        exercise(
+            &env,
+            Call::new("taskboard.fail", j.get()),
+            |s| {
+                let (fresh, real) = s.fresh_claim();
+                (fresh_or(&id, fresh), fresh_or(&token, real))
+            },
+            |s, (id, token)| s.kernel.taskboard().fail(id, token, &reason.0, retry),
+            task_label,
+            |s, (id, token), t| {
+                prop_assert_eq!(&t.id, id);
+                // A fresh task has no bound on its attempts: failed, not dead.
+                prop_assert_eq!(t.state, TaskState::Failed, "{}", s.name);
+                prop_assert_eq!(t.last_error.as_deref(), Some(reason.0.as_str()));
+                prop_assert_eq!(t.not_before, retry.map(|ms| T0 + ms));
+                prop_assert!(
+                    t.owner.is_none() && t.token.is_none() && t.until.is_none(),
+                    "{}: the lease outlived fail",
+                    s.name
+                );
+                // Failing again with that token answers the task as it is.
+                let again = s.kernel.taskboard().fail(id, token, "other", None);
+                prop_assert_eq!(again.as_ref(), Ok(t), "{}", s.name);
+                Ok(())
+            },
+        )
+    });
+}
+
+fn revive_with_arbitrary_ids() {
+    let env = env();
+    check(cases(|w| over(TASKS, w)), |(_, id)| {
+        let mut j = Judge::new();
+        j.over(&id);
+        exercise(
+            &env,
+            Call::new("taskboard.revive", j.get()),
+            |s| fresh_or(&id, s.fresh_dead()),
+            |s, id| s.kernel.taskboard().revive(id),
+            task_label,
+            |s, id, t| {
+                prop_assert_eq!(&t.id, id);
+                prop_assert_eq!(
+                    (t.state, t.attempts, t.last_error.as_deref(), t.not_before),
+                    (TaskState::Open, 0, None, None),
+                    "{}",
+                    s.name
+                );
+                prop_assert_eq!(
+                    s.kernel.taskboard().revive(id).map(drop),
+                    Err(Error::NotDead)
+                );
+                Ok(())
+            },
+        )
+    });
+}
+
+fn set_group_limit_with_arbitrary_arguments() {
+    let env = env();
+    check(
+        cases(|w| {
+            (
+                name(GROUPS, w),
+                option::weighted(0.8, count(MAX_GROUP_LIMIT, w)),
+            )
+        }),
+        |(_, (group, limit))| {
+            let mut j = Judge::new();
+            j.id(&group.0).group_limit(limit);
+            exercise(
+                &env,
+                Call::new("taskboard.set-group-limit", j.get()),
+                nothing,
+                |s, ()| s.kernel.taskboard().set_group_limit(&group.0, limit),
+                unit,
+                |s, (), ()| {
+                    let got = s.kernel.taskboard().get_group(&group.0);
+                    match limit {
+                        Some(l) => prop_assert_eq!(got.map(|g| g.limit), Ok(l), "{}", s.name),
+                        None => prop_assert_eq!(got, Err(Error::NotFound), "{}", s.name),
+                    }
+                    Ok(())
+                },
+            )
+        },
+    );
+}
+
+fn get_group_with_arbitrary_groups() {
+    let env = env();
+    check(cases(|w| name(GROUPS, w)), |(_, group)| {
+        let mut j = Judge::new();
+        j.id(&group.0);
+        exercise(
+            &env,
+            Call::pure("taskboard.get-group", j.get()),
+            nothing,
+            |s, ()| s.kernel.taskboard().get_group(&group.0),
+            |g: &GroupInfo| format!("{g:?}"),
+            |s, (), g| {
+                // Only g-1 has a limit: 2, with t-grouped's live claim.
+                prop_assert_eq!(&group.0, "g-1", "{}", s.name);
+                prop_assert_eq!(*g, GroupInfo { limit: 2, live: 1 });
+                Ok(())
+            },
+        )
+    });
+}
+
+// ---------------------------------------------------------------------------
 // Numbers at and above 2^53 (SPEC 8), and no wrapping at u64::MAX.
 
 fn bindings() -> Vec<(
@@ -1664,6 +2104,13 @@ fn numbers_at_or_above_2_pow_53_are_invalid_input() {
             );
             invalid(&at, k.taskboard().claim("t-open", "w", n));
             invalid(&at, k.taskboard().renew("t-claimed", "x", n));
+            // The queue: a delay, a batch's ttl, a retry-after.
+            invalid(
+                &at,
+                k.taskboard().seed(&[TaskSeed::new("t-late").not_before(n)]),
+            );
+            invalid(&at, k.taskboard().claim_batch("w", n, 1));
+            invalid(&at, k.taskboard().fail("t-claimed", "x", "r", Some(n)));
         }
         assert_eq!(k.dump().unwrap(), before, "{name}: a refusal wrote");
     }
@@ -1852,7 +2299,71 @@ fn list_limits() {
             fields: vec![],
         };
         invalid(name, k.checkpoint().save_if_newer(&snap));
+        // The queue's limits (SPEC 10).
+        let tb = k.taskboard();
+        invalid(
+            name,
+            tb.seed(&[TaskSeed {
+                state: Some(TaskState::Dead),
+                ..TaskSeed::new("c")
+            }]),
+        );
+        for max in [0, MAX_ATTEMPTS + 1, u32::MAX] {
+            invalid(name, tb.seed(&[TaskSeed::new("m").max_attempts(max)]));
+        }
+        for group in [
+            String::new(),
+            "g".repeat(257),
+            "é".repeat(129),
+            "g\0".into(),
+        ] {
+            invalid(name, tb.seed(&[TaskSeed::new("m").group(&group)]));
+            invalid(name, tb.set_group_limit(&group, Some(1)));
+            invalid(name, tb.get_group(&group));
+        }
+        for limit in [0, MAX_BATCH + 1, u32::MAX] {
+            invalid(name, tb.claim_batch("w", 1_000, limit));
+        }
+        for limit in [0, MAX_GROUP_LIMIT + 1, u32::MAX] {
+            invalid(name, tb.set_group_limit("g-2", Some(limit)));
+        }
+        invalid(name, tb.complete_batch(&[]));
+        let many: Vec<Completion> = (0..=MAX_BATCH)
+            .map(|i| Completion::new(&format!("t{i}"), TOKENS[0]))
+            .collect();
+        invalid(name, tb.complete_batch(&many));
+        let twice = Completion::new("t-claimed", TOKENS[0]);
+        invalid(name, tb.complete_batch(&[twice.clone(), twice]));
+        for token in [String::new(), "x".repeat(257), "a\0b".into()] {
+            invalid(
+                name,
+                tb.complete_batch(&[Completion::new("t-claimed", &token)]),
+            );
+        }
+        invalid(name, tb.fail("t-claimed", "x", &"r".repeat(4097), None));
+        invalid(name, tb.fail("t-claimed", "x", "r", Some(MAX_TTL + 1)));
         assert_eq!(k.dump().unwrap(), before, "{name}: a refusal wrote");
+        // ...and just within them: answered, but not invalid-input.
+        tb.seed(&[TaskSeed::new("m").max_attempts(MAX_ATTEMPTS)])
+            .unwrap();
+        assert_eq!(
+            tb.fail("t-claimed", "x", &"r".repeat(4096), Some(MAX_TTL)),
+            Err(Error::LeaseLost)
+        );
+        assert_eq!(
+            tb.claim_batch("w", 1_000, MAX_BATCH).map(|b| b.len()),
+            Ok(3)
+        );
+        let m = tb.get("m").unwrap();
+        assert_eq!(m.max_attempts, Some(MAX_ATTEMPTS));
+        tb.set_group_limit("g-2", Some(MAX_GROUP_LIMIT)).unwrap();
+        assert_eq!(
+            tb.get_group("g-2"),
+            Ok(GroupInfo {
+                limit: MAX_GROUP_LIMIT,
+                live: 0
+            })
+        );
     }
 }
 
@@ -1970,6 +2481,20 @@ fn injections_are_data(name: &str, k: &Kernel, strings: &[&str]) {
         k.commitgate().commit(s, Some(s), 0, &o).unwrap();
         assert_eq!(k.commitgate().read(s, Some(s)).unwrap(), o);
 
+        // As a group (a key of `meta` and of the group's queue) and as a
+        // failure's reason.
+        let grouped = format!("{s}/grouped");
+        tb.set_group_limit(s, Some(1)).unwrap();
+        tb.seed(&[TaskSeed::new(&grouped).group(s)]).unwrap();
+        let t = tb.claim(&grouped, s, 1_000).unwrap();
+        assert_eq!(t.group.as_deref(), Some(*s));
+        assert_eq!(tb.get_group(s), Ok(GroupInfo { limit: 1, live: 1 }));
+        let failed = tb
+            .fail(&grouped, t.token.as_deref().unwrap(), s, None)
+            .unwrap();
+        assert_eq!(failed.last_error.as_deref(), Some(*s), "{name}");
+        assert_eq!(tb.get_group(s), Ok(GroupInfo { limit: 1, live: 0 }));
+
         k.sideeffect()
             .write_fenced(s, 1, |d| d.put(s, s))
             .unwrap_or_else(|e| panic!("{name}: write_fenced {s:?}: {e:?}"));
@@ -1982,7 +2507,7 @@ fn injections_are_data(name: &str, k: &Kernel, strings: &[&str]) {
     // Every table is still there and holds everything.
     assert_eq!(
         tb.list(None, None, 1000).map(|p| p.items).unwrap().len(),
-        2 * strings.len() + 1,
+        3 * strings.len() + 1,
         "{name}"
     );
     let dump = k.dump().unwrap();
@@ -2017,7 +2542,7 @@ fn sql_fragments_are_data_on_postgres(dsn: &str) {
             .map(|p| p.items)
             .unwrap()
             .len(),
-        2 * INJECTIONS.len() + 1
+        3 * INJECTIONS.len() + 1
     );
 }
 
@@ -2047,6 +2572,17 @@ fn nul_is_invalid_input(name: &str, k: &Kernel) {
             matches!(acquired, Err(Error::InvalidInput(_))),
             "{name}: resource {s:?}"
         );
+        // The queue's strings.
+        let tb = k.taskboard();
+        let at = format!("{name} {s:?}");
+        invalid(&at, tb.seed(&[TaskSeed::new("t").group(s)]));
+        invalid(&at, tb.set_group_limit(s, Some(1)));
+        invalid(&at, tb.get_group(s));
+        invalid(&at, tb.claim_batch(s, 1_000, 1));
+        invalid(&at, tb.fail("t", "x", s, None));
+        invalid(&at, tb.revive(s));
+        invalid(&at, tb.complete_batch(&[Completion::new(s, TOKENS[0])]));
+        invalid(&at, tb.complete_batch(&[Completion::new("t", s)]));
     }
     assert_eq!(k.dump().unwrap(), before, "{name}: a refusal wrote");
 }
@@ -2401,6 +2937,27 @@ fn main() {
     suite.test(
         "renew_task_with_arbitrary_arguments",
         renew_task_with_arbitrary_arguments,
+    );
+    suite.test(
+        "claim_batch_with_arbitrary_arguments",
+        claim_batch_with_arbitrary_arguments,
+    );
+    suite.test(
+        "complete_batch_with_arbitrary_items",
+        complete_batch_with_arbitrary_items,
+    );
+    suite.test(
+        "fail_with_arbitrary_arguments",
+        fail_with_arbitrary_arguments,
+    );
+    suite.test("revive_with_arbitrary_ids", revive_with_arbitrary_ids);
+    suite.test(
+        "set_group_limit_with_arbitrary_arguments",
+        set_group_limit_with_arbitrary_arguments,
+    );
+    suite.test(
+        "get_group_with_arbitrary_groups",
+        get_group_with_arbitrary_groups,
     );
     suite.test(
         "numbers_at_or_above_2_pow_53_are_invalid_input",

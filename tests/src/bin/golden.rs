@@ -1,4 +1,8 @@
-//! Writes the golden databases of stored format 1 (`tests/golden/`).
+//! Writes golden databases of the stored format the current kernel writes
+//! (`golden::FORMAT`), named after it: `format<N>.sqlite`,
+//! `format<N>-postgres.sql` (`tests/golden/` holds format 1's, written by
+//! gak:kernel 0.2.0, with `capabilities.json`; never overwrite them), and
+//! `format<N>-capabilities.json`.
 //!
 //! usage: `gak-golden OUT_DIR [POSTGRES_DSN]`
 //!
@@ -28,7 +32,7 @@ fn main() -> Result<()> {
     let mut caps = serde_json::Map::new();
 
     // SQLite: the file itself.
-    let file = out.join("format1.sqlite");
+    let file = out.join(format!("format{}.sqlite", golden::FORMAT));
     let _ = std::fs::remove_file(&file);
     let url = format!("sqlite:{}", file.display());
     let clock = Arc::new(ManualClock::at(golden::T0));
@@ -52,11 +56,12 @@ fn main() -> Result<()> {
         drop(kernel);
         let backend = PostgresBackend::parse(dsn)?.with_schema(schema)?;
         gak::blocking::run_future(backend.drop_schema())?;
-        let path = out.join("format1-postgres.sql");
+        let path = out.join(format!("format{}-postgres.sql", golden::FORMAT));
         std::fs::write(&path, script).context("write the dump")?;
         println!("wrote {}", path.display());
     }
-    let path = out.join("capabilities.json");
+    // Format 1's are `capabilities.json`, which must not be overwritten.
+    let path = out.join(format!("format{}-capabilities.json", golden::FORMAT));
     let text = serde_json::to_string_pretty(&serde_json::Value::Object(caps))?;
     std::fs::write(&path, text + "\n")?;
     println!("wrote {}", path.display());
