@@ -3,7 +3,7 @@
 // host — the counterpart of `cargo run --release -p gak-examples --example
 // latency`, with the same operations and output, plus how many times each
 // call crossed from the component into the host (`store.read` and
-// `store.write`; gak:kernel@0.3.0 makes a claim one of each).
+// `store.write`; gak:kernel@0.4.0 makes a claim one of each).
 //
 //   node host/js/bench/latency.mjs [N] [--baseline] [--cold]
 //

@@ -1,6 +1,6 @@
 // The clock that judges expiry, injectable: `SystemClock` by default,
 // `ManualClock` for tests and vectors. The component asks for it with a
-// read (gak:kernel@0.3.0 `store.read`, `clock: true`), and the host reads
+// read (gak:kernel@0.4.0 `store.read`, `clock: true`), and the host reads
 // it after that read's rows. A clock's `now()` returns integer
 // milliseconds since the Unix epoch, as a bigint (or a safe integer
 // number), below 2^53; it MUST NOT move backwards. Anything else, or a

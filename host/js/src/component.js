@@ -59,10 +59,12 @@ const PATCHES = [
     find: /(?<![\w.])_debugLog\(/g,
     replace: '_JCO_DEBUG && _debugLog(',
     // The glue's own helpers plus the sites jco emits per imported and
-    // exported function: the count follows the component's interface (its
-    // imports and exports), not its code, so a rebuilt 0.3.0 component
-    // keeps it.
-    count: 227,
+    // exported function (3 per export): the count follows the component's
+    // interface (its imports and exports), not its code, so a rebuilt 0.4.0
+    // component keeps it. 0.3.0 had 227; 0.4.0's six taskboard exports
+    // (claim-batch, complete-batch, fail, revive, set-group-limit,
+    // get-group) add 18.
+    count: 245,
   },
   {
     why:
@@ -73,7 +75,7 @@ const PATCHES = [
       'and never block, so their trampolines call the host function directly (see rewriteTrampoline).',
     find: /const (_trampoline\d+) = function\(([^)]*)\) \{\n([\s\S]*?)\n {2}\}\n {2}\1\.fnName = '((?:gak:kernel\/|wasi:random\/)[^']*)';/g,
     replace: rewriteTrampoline,
-    // gak:kernel@0.3.0: store.read, store.write, and the one wasi:random
+    // gak:kernel@0.4.0 (as 0.3.0): store.read, store.write, and the one wasi:random
     // function the component imports (insecure-seed; std's hash seeds).
     count: 3,
   },
@@ -81,7 +83,7 @@ const PATCHES = [
     why:
       'Every field the glue reads or writes in guest memory goes through dataView(memory0), which ' +
       'compared dv.buffer with memory0.buffer each time: WebAssembly.Memory#buffer is a slow C++ ' +
-      'accessor, and 0.3.0 answers (values, pages, entropy) touch dozens of fields per read, ~3 % ' +
+      'accessor, and 0.3.0+ answers (values, pages, entropy) touch dozens of fields per read, ~3 % ' +
       'of a memory claim. Keep the view while it is of the same memory and its buffer is not ' +
       'detached (memory.grow detaches the old buffer of a non-shared memory, and the component ' +
       'has no shared memory), so a grown memory still gets a fresh view.',
@@ -112,15 +114,16 @@ function _trackHostOperation(operation) {`,
 ];
 // Names the patch set in the cache key and meta.json: p3 was the 0.2.0
 // glue (store get/get-many/put/delete/scan, clock, wasi:random), p4 the
-// 0.3.0 glue (store read/write, wasi:random; the memory view kept).
-const PATCH_SET = 'p4';
+// 0.3.0 glue (store read/write, wasi:random; the memory view kept), p5 the
+// 0.4.0 glue (the same imports; six more taskboard exports).
+const PATCH_SET = 'p5';
 
 // Inside one trampoline of a sync import: each edit must apply exactly once.
 const TRAMPOLINE_EDITS = [
   // The task (and the parent's subtask it attaches to) becomes the stand-in.
   [/\n\s*const hostProvided = true;\s*let parentTask;\s*let task;\s*let subtask;[\s\S]*?const started = task\.enterSync\(\);/, '\n    const task = _GAK_NO_TASK;'],
   // No current-task bookkeeping around the host call, and no check for a
-  // promise (our imports are synchronous). The call may span lines (0.3.0's
+  // promise (our imports are synchronous). The call may span lines (0.3.0+'s
   // `read({keys, ranges, clock, entropy})`): it ends where the wrapper's
   // `})` and the statement's `;` do.
   [/_withGlobalCurrentTaskMeta\(\{\s*componentIdx: task\.componentIdx\(\),\s*taskID: task\.id\(\),\s*fn: \(\) => _trackHostOperation\(\(\) => ([\s\S]*?)\),\s*\}\)\s*;/, '$1;'],
@@ -303,7 +306,7 @@ export function patchGlue(source) {
   return out;
 }
 
-// `gak:kernel/store@0.3.0` -> version, from the generated `.d.ts`, so imports
+// `gak:kernel/store@0.4.0` -> version, from the generated `.d.ts`, so imports
 // can be given under both names (jco #708: the glue reads the unversioned
 // one, its types name the versioned one).
 function importVersions(dts) {

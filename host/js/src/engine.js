@@ -1,4 +1,4 @@
-// The calling convention of `wit/world.wit` (gak:kernel@0.3.0), for one
+// The calling convention of `wit/world.wit` (gak:kernel@0.4.0), for one
 // component in one process: instances, the store import, and the
 // transaction that wraps every exported call (HOSTS.md rules 1-6, 12, 13).
 //

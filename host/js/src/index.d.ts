@@ -14,6 +14,7 @@ import type {
   Retention,
   Sideeffect,
   Snapshot,
+  Task,
   Taskboard,
 } from './contract.js';
 
@@ -166,6 +167,92 @@ export declare class Runner {
   /** `every`: the renewal interval in ms (default ttl / 3), or `null` for none. */
   constructor(kernel: Kernel, ttl: bigint, options?: { every?: number | null });
   run(action: Action, body: EffectBody): Promise<Ran>;
+}
+
+/**
+ * Exponential back-off of failed handlers: the `n`-th failed attempt is due
+ * again after `min(max, base * 2^(n-1)) * (1 - jitter * u)` ms, `u` uniform
+ * in [0, 1) from the CSPRNG: jitter only shortens, the cap holds.
+ */
+export interface Backoff {
+  /** The first retry's delay, in ms (default 1000). */
+  base: number;
+  /** The longest delay, in ms (default 3 600 000; never above one year). */
+  max: number;
+  /** The share (0 to 1) a delay may be shortened by at random (default 0.2). */
+  jitter: number;
+}
+
+/** `{base: 1000, max: 3_600_000, jitter: 0.2}`. */
+export declare const DEFAULT_BACKOFF: Readonly<Backoff>;
+
+/** The delay (whole ms) after a task's `attempts`-th attempt failed, with `u` in [0, 1). */
+export declare function backoffDelay(backoff: Backoff, attempts: number, u: number): number;
+
+/**
+ * A handler's error message as `last-error`: U+0000 and lone surrogates as
+ * U+FFFD, cut to at most 4096 UTF-8 bytes at a character boundary.
+ */
+export declare function failReason(message: string): string;
+
+export interface WorkerOptions {
+  /** The agent the worker claims as. */
+  agent: string;
+  /** Tasks per claim, 1-1000 (default 10). */
+  batch?: number;
+  /** The claims' ttl in ms (default 30 000), renewed every third of it while a handler runs. */
+  ttl?: number | bigint;
+  /** Handlers at once (default the batch). */
+  concurrency?: number;
+  /** Ms to wait before polling an empty board again (default 1000); a stop cuts it short. */
+  idle?: number | bigint;
+  /** Fields left out keep their default (`DEFAULT_BACKOFF`). */
+  backoff?: Partial<Backoff>;
+  /** What `run` does with a store failure it goes on after (default `console.warn`). */
+  onError?: (error: GakError) => void;
+}
+
+/** What a worker did. */
+export interface Worked {
+  /** Tasks granted to it. */
+  claimed: number;
+  /** Handlers that succeeded and whose completion the kernel accepted. */
+  completed: number;
+  /** Handlers that failed and whose `fail` the kernel accepted (due again after the back-off, or dead). */
+  failed: number;
+  /** Claims given back unstarted at a stop. */
+  released: number;
+  /** Results the kernel refused: the claim was lost (taken over, re-seeded) while the handler ran. */
+  lost: number;
+}
+
+/**
+ * A queue handler: called with the claimed task (its token inside);
+ * succeeds by returning or resolving, fails by throwing or rejecting (an
+ * Error's message is the task's `last-error`; a thrown value that is not
+ * an Error is `panicked: <String(value)>`).
+ */
+export type Handler = (task: Task) => unknown;
+
+/**
+ * The queue worker (HOSTS.md "The queue worker"): claim a batch, run each
+ * handler in claim order (at most `concurrency` at once) with its claim
+ * renewed by a timer every ttl / 3, complete the successes in one
+ * `completeBatch`, `fail` the failures with back-off; a `stop()` releases
+ * the batch's unstarted tasks and lets the running ones finish.
+ */
+export declare class Worker {
+  constructor(kernel: Kernel, options: WorkerOptions);
+  /** The options in force. */
+  readonly options: Readonly<{ agent: string; batch: number; ttl: number; concurrency: number; idle: number; backoff: Readonly<Backoff> }>;
+  /** Was it asked to stop? */
+  readonly stopped: boolean;
+  /** No new claim; unstarted handlers released, running ones finished and reported; then `run` resolves. */
+  stop(): void;
+  /** Work until stopped; store failures go to `onError` and the loop goes on. */
+  run(handler: Handler): Promise<Worked>;
+  /** Work until a claim finds no free task (or a stop); rejects on the first error. */
+  runUntilIdle(handler: Handler): Promise<Worked>;
 }
 
 /** A store binding (see `openStore`). */

@@ -3,7 +3,7 @@
 // for hash seeds, and writes to stderr when it panics).
 //
 // - Entropy: tokens, holders and reconcile claims are minted from the bytes
-//   `store.read` hands over (`answers.entropy`, gak:kernel@0.3.0), so they
+//   `store.read` hands over (`answers.entropy`, gak:kernel@0.4.0), so they
 //   MUST come from a CSPRNG and never repeat. We read node:crypto's CSPRNG
 //   (`randomFillSync`, OpenSSL's RAND_bytes) into a 4 KiB pool and hand it
 //   out in slices: a `randomFillSync` per call costs ~2.5 µs (a trip into

@@ -1,7 +1,7 @@
 // The calling convention under faults: conflicts re-run the whole call
 // (bounded), a trap discards the instance, a broken clock fails the call;
 // in every case a failed call leaves the store as it was. And what the
-// store import hands over (gak:kernel@0.3.0 `store.read`): the clock read
+// store import hands over (gak:kernel@0.4.0 `store.read`): the clock read
 // after the reads, fresh entropy for every read that asks.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

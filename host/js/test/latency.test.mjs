@@ -17,7 +17,7 @@ const OPS = [
   'checkpoint.build-plan (3 steps, pure)',
 ];
 const CROSSINGS = / ([0-9.]+) crossings\/call$/;
-// gak:kernel@0.3.0 (store.wit): "A `claim` or an `acquire` is the export
+// gak:kernel@0.4.0 (store.wit): "A `claim` or an `acquire` is the export
 // plus one `read` plus one `write`"; a replay only reads (the operation's
 // first call, cold, also grants and completes the key: 3 more crossings
 // over the 20 calls); build-plan is pure.

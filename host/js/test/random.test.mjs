@@ -1,5 +1,5 @@
 // HOSTS.md rule 7: tokens and holders come from the operating system's
-// CSPRNG (gak:kernel@0.3.0: the entropy `store.read` hands over), and no
+// CSPRNG (gak:kernel@0.4.0: the entropy `store.read` hands over), and no
 // two processes or threads ever hand out the same bytes (a zombie's
 // `complete` would otherwise be accepted under its successor's token). Node cannot fork a live process; what can share memory is worker
 // threads (each loads its own copy of src/wasi.js and its pool) and,

@@ -13,7 +13,7 @@ import { CONTRACT, PACKAGE_DIR, REPO_DIR, checkContract, componentNames, compone
 import { GakError, openKernel } from '../src/index.js';
 
 const OLD = join(REPO_DIR, 'tests', 'golden', 'gak-0.2.0.wasm');
-const REFUSAL = /is gak:kernel@0\.2\.0; this host implements gak:kernel@0\.3\.0/;
+const REFUSAL = /is gak:kernel@0\.2\.0; this host implements gak:kernel@0\.4\.0/;
 const skipOld = existsSync(OLD) ? undefined : `${OLD} is missing`;
 
 /** Folders of gen/ whose meta.json names `path`. */
@@ -26,14 +26,14 @@ function transpiledFrom(path) {
   });
 }
 
-test('this host implements gak:kernel@0.3.0 (the WIT package), and the component it loads is one', () => {
-  assert.equal(CONTRACT, 'gak:kernel@0.3.0');
+test('this host implements gak:kernel@0.4.0 (the WIT package), and the component it loads is one', () => {
+  assert.equal(CONTRACT, 'gak:kernel@0.4.0');
   const world = readFileSync(join(REPO_DIR, 'wit', 'world.wit'), 'utf8');
   assert.ok(world.includes(`package ${CONTRACT};`), `wit/world.wit does not declare ${CONTRACT}`);
   const { imports, exports } = componentNames(readFileSync(componentPath()));
-  assert.ok(imports.includes('gak:kernel/store@0.3.0'), imports.join());
+  assert.ok(imports.includes('gak:kernel/store@0.4.0'), imports.join());
   for (const e of ['checkpoint', 'commitgate', 'sideeffect', 'taskboard', 'retention']) {
-    assert.ok(exports.includes(`gak:kernel/${e}@0.3.0`), exports.join());
+    assert.ok(exports.includes(`gak:kernel/${e}@0.4.0`), exports.join());
   }
   checkContract(readFileSync(componentPath()), 'the component');
 });
@@ -77,17 +77,18 @@ function componentImporting(names) {
 test('any other or missing version is refused, naming what the component is', () => {
   const refused = (names, pattern) =>
     assert.throws(() => checkContract(componentImporting(names), 'c.wasm'), (e) => e instanceof GakError && e.code === 'storage' && pattern.test(e.message), names.join());
-  refused(['gak:kernel/store@0.4.0'], /^storage: c\.wasm is gak:kernel@0\.4\.0; this host implements gak:kernel@0\.3\.0$/);
-  refused(['gak:kernel/store@0.3.0', 'gak:kernel/clock@0.2.0'], /is gak:kernel@0\.2\.0; this host implements/);
-  refused(['gak:kernel/store'], /is gak:kernel \(unversioned\); this host implements gak:kernel@0\.3\.0/);
-  refused(['wasi:random/random@0.2.6'], /^storage: c\.wasm is not a gak:kernel component; this host implements gak:kernel@0\.3\.0$/);
-  checkContract(componentImporting(['gak:kernel/store@0.3.0', 'wasi:random/insecure-seed@0.2.6']), 'c.wasm');
+  refused(['gak:kernel/store@0.3.0'], /^storage: c\.wasm is gak:kernel@0\.3\.0; this host implements gak:kernel@0\.4\.0$/);
+  refused(['gak:kernel/store@0.5.0'], /^storage: c\.wasm is gak:kernel@0\.5\.0; this host implements gak:kernel@0\.4\.0$/);
+  refused(['gak:kernel/store@0.4.0', 'gak:kernel/clock@0.2.0'], /is gak:kernel@0\.2\.0; this host implements/);
+  refused(['gak:kernel/store'], /is gak:kernel \(unversioned\); this host implements gak:kernel@0\.4\.0/);
+  refused(['wasi:random/random@0.2.6'], /^storage: c\.wasm is not a gak:kernel component; this host implements gak:kernel@0\.4\.0$/);
+  checkContract(componentImporting(['gak:kernel/store@0.4.0', 'wasi:random/insecure-seed@0.2.6']), 'c.wasm');
   assert.deepEqual(componentNames(componentImporting(['a:b/c@1.0.0'])), { imports: ['a:b/c@1.0.0'], exports: [] });
 });
 
 test('bytes that are not a component are refused as such', () => {
   const core = new Uint8Array([0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00]);
-  for (const bytes of [new Uint8Array([1, 2, 3]), core, componentImporting(['gak:kernel/store@0.3.0']).subarray(0, 14)]) {
-    assert.throws(() => checkContract(bytes, 'x.wasm'), /x\.wasm is not a gak:kernel component \(not a WebAssembly component .*\); this host implements gak:kernel@0\.3\.0$/);
+  for (const bytes of [new Uint8Array([1, 2, 3]), core, componentImporting(['gak:kernel/store@0.4.0']).subarray(0, 14)]) {
+    assert.throws(() => checkContract(bytes, 'x.wasm'), /x\.wasm is not a gak:kernel component \(not a WebAssembly component .*\); this host implements gak:kernel@0\.4\.0$/);
   }
 });

@@ -10,11 +10,16 @@ import {
   NotApplied,
   Runner,
   TASK_STATE_CASES,
+  Worker,
+  backoffDelay,
+  failReason,
   hidePassword,
   openKernel,
   stringify,
   type Acquired,
+  type CompletionResult,
   type ErrorCode,
+  type GroupInfo,
   type Heartbeat,
   type KeyPage,
   type Outcome,
@@ -24,6 +29,7 @@ import {
   type Snapshot,
   type Task,
   type TaskState,
+  type Worked,
 } from '../../src/index.js';
 
 const log = (...values: unknown[]): void => void values;
@@ -64,6 +70,42 @@ export async function main(): Promise<void> {
   kernel.taskboard.release('a', renewed.token ?? '');
   const again = kernel.taskboard.claim('a', 'w', 30_000n);
   kernel.taskboard.complete('a', again.token ?? '');
+
+  // the job queue
+  kernel.taskboard.seed([{ id: 'j1', priority: 5, maxAttempts: 2, group: 'g' }, { id: 'j2', notBefore: 0n }]);
+  kernel.taskboard.setGroupLimit('g', 1);
+  const jobs: Task[] = kernel.taskboard.claimBatch('w', 30_000n, 10);
+  check(jobs.length === 2 && jobs[0].id === 'j1' && jobs[0].priority === 5 && jobs[0].attempts === 1, 'claim-batch');
+  const group: GroupInfo = kernel.taskboard.getGroup('g');
+  check(group.limit === 1 && group.live === 1, 'a group');
+  const failed: Task = kernel.taskboard.fail('j1', jobs[0].token ?? '', 'boom', 0n);
+  check(failed.state === 'failed' && failed.lastError === 'boom' && typeof failed.notBefore === 'bigint', 'fail');
+  const answers: CompletionResult[] = kernel.taskboard.completeBatch([
+    { id: 'j2', token: jobs[1].token ?? '' },
+    { id: 'j1', token: jobs[0].token ?? '' },
+  ]);
+  check(answers[0].answer === 'completed' && answers[1].answer === 'lease-lost', 'complete-batch');
+  const retried = kernel.taskboard.claim('j1', 'w', 30_000n);
+  const dead: Task = kernel.taskboard.fail('j1', retried.token ?? '', 'boom again');
+  check(dead.state === 'dead' && dead.attempts === 2, 'dead');
+  const revived: Task = kernel.taskboard.revive('j1');
+  check(revived.state === 'open' && revived.attempts === 0 && revived.lastError === undefined, 'revive');
+  refused(() => kernel.taskboard.revive('j1'), 'not-dead');
+  kernel.taskboard.setGroupLimit('g');
+  refused(() => kernel.taskboard.getGroup('g'), 'not-found');
+
+  // the queue worker
+  kernel.taskboard.seed([{ id: 'w1' }, { id: 'w2' }]);
+  check(backoffDelay({ base: 1000, max: 1500, jitter: 0 }, 2, 0.5) === 1500 && failReason('a\0b') === 'a\uFFFDb', 'the back-off and reasons');
+  const worker = new Worker(kernel, { agent: 'queue', batch: 5, ttl: 30_000, backoff: { jitter: 0 } });
+  check(worker.options.backoff.base === 1000 && worker.options.concurrency === 5, 'the options in force');
+  const worked: Worked = await worker.runUntilIdle(async (t: Task) => {
+    if (t.id === 'w2') throw new Error('nope');
+  });
+  check(worked.claimed === worked.completed + worked.failed && worked.failed === 1, 'worked');
+  check(kernel.taskboard.get('w2').lastError === 'nope', 'a failed handler');
+  worker.stop();
+  check(worker.stopped && (await worker.run(() => undefined)).claimed === 0, 'a stopped worker');
 
   // sideeffect
   const acquired: Acquired = kernel.sideeffect.acquire({ key: 'k', resource: 'r' }, 100n);
@@ -159,6 +201,14 @@ export async function main(): Promise<void> {
   refused(() => kernel.sideeffect.release({ key: 'k', resource: 'r' }, { key: 'k', resource: 'r', fence: 1, holder: 'h', until: 1n }), 'invalid-input');
   // @ts-expect-error the snapshot's run id is required
   refused(() => kernel.checkpoint.saveIfNewer({ seq: 2n, status: 'running' }), 'invalid-input');
+  // @ts-expect-error a u32 limit is a number
+  refused(() => kernel.taskboard.claimBatch('w', 1n, 10n), 'invalid-input');
+  // @ts-expect-error a retry-after is a bigint
+  refused(() => kernel.taskboard.fail('j1', 't', 'why', 5), 'invalid-input');
+  // @ts-expect-error a worker needs its agent
+  refused(() => new Worker(kernel, { batch: 5 }), 'invalid-input');
+  // @ts-expect-error not a backoff field's type
+  refused(() => new Worker(kernel, { agent: 'w', backoff: { jitter: '0.1' } }), 'invalid-input');
   // @ts-expect-error not an error code
   const code: ErrorCode = 'nope';
   void code;
