@@ -204,7 +204,7 @@ def call(name, *args):
 
 # Seeding builds a hash set of the ids: the Rust standard library seeds it
 # from wasi:random (insecure-seed).
-call("taskboard#seed", [("t1", "", [], None), ("t2", "", ["t1"], None)])
+call("taskboard#seed", [("t1", "", [], None, None, None, None, None), ("t2", "", ["t1"], None, None, None, None, None)])
 print("seeded", flush=True)
 ok, got = call("sideeffect#acquire", ("k", "r", "safe", None), 10)  # a grant mints a holder
 print("survived", got.lease.holder, flush=True)
@@ -242,7 +242,23 @@ def test_the_kernels_randomness_is_not_wasmtime_wasis() -> None:
 
 RECORDS = {
     # (export, where the record is) → field names in the order gak.interfaces sends them
-    "taskboard#claim": ["id", "title", "deps", "state", "owner", "token", "until", "fence"],
+    "taskboard#claim": [
+        "id",
+        "title",
+        "deps",
+        "state",
+        "owner",
+        "token",
+        "until",
+        "fence",
+        "priority",
+        "not-before",
+        "max-attempts",
+        "group",
+        "attempts",
+        "last-error",
+    ],
+    "taskboard#get-group": ["limit", "live"],
     "checkpoint#load": ["run-id", "seq", "fence", "status", "done", "fields"],
     "retention#prune": ["removed-keys", "removed-tasks", "removed-runs", "more"],
     "sideeffect#get": [

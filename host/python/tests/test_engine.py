@@ -255,7 +255,7 @@ def test_a_component_of_another_contract_version_is_refused() -> None:
     with pytest.raises(OpenError) as e:
         Kernel(MemoryBackend(), component=GOLDEN_0_2)
     message = str(e.value)
-    assert "is gak:kernel@0.2.0" in message and "this host implements gak:kernel@0.3.0" in message
+    assert "is gak:kernel@0.2.0" in message and "this host implements gak:kernel@0.4.0" in message
 
 
 def test_the_contract_is_the_wit_packages_version() -> None:
@@ -270,7 +270,7 @@ def test_a_file_that_is_no_gak_component_is_refused(tmp_path: Path) -> None:
     # smallest component there is.
     empty = tmp_path / "empty.wasm"
     empty.write_bytes(b"\x00asm\x0d\x00\x01\x00")
-    with pytest.raises(OpenError, match="not a gak:kernel component; this host implements gak:kernel@0.3.0"):
+    with pytest.raises(OpenError, match="not a gak:kernel component; this host implements gak:kernel@0.4.0"):
         Kernel(MemoryBackend(), component=empty)
 
 

@@ -35,6 +35,8 @@ def _samples(codec: _codecs.Codec, i: int) -> Any:
         return [0, 1, (1 << 53) - 1, (1 << 64) - 1, 60_000][i % 5]
     if t is _codecs.U32:
         return [0, 1, (1 << 32) - 1, 100][i % 4]
+    if t is _codecs.S32:
+        return [0, -1, (1 << 31) - 1, -(1 << 31), 7][i % 5]
     if t is _codecs.U8:
         return [0, 255, 16][i % 3]
     if t is _codecs.Bool:
@@ -186,10 +188,10 @@ def test_generated_lowering_of_lists_declines_a_bad_item() -> None:
     (here an enum name the contract does not have) declines the whole
     call, and the codecs raise the error."""
     codec = dict(EXPORTS)["taskboard#seed"]
-    good = [("a", None, [], None), ("b", "title", ["a"], "open")]
+    good = [("a", None, [], None, None, None, None, None), ("b", "title", ["a"], "open", -3, 5, 2, "g")]
     assert codec.lower_args is not None
     assert codec.lower_args((good,), _mem.Arena(slots=True)) is True
-    bad = good + [("c", None, [], "nonsense")]
+    bad = good + [("c", None, [], "nonsense", None, None, None, None)]
     assert codec.lower_args((bad,), _mem.Arena(slots=True)) is None
     with pytest.raises(_codecs.ArgError):
         _abi._lower_with_codecs(codec, (bad,), _mem.Arena(slots=True))
@@ -256,6 +258,8 @@ def test_the_admission_fast_path_never_passes_what_the_walk_refuses() -> None:
         ((1 << 64) - 1,),
         (1 << 64,),
         (-1,),
+        (-(1 << 31),),  # an s32's lowest (a priority)
+        (-(1 << 31) - 1,),
         (True, None, False),
         (("a", (1 << 64)),),
         (("a", ["nested"]),),
@@ -272,6 +276,11 @@ def test_the_admission_fast_path_never_passes_what_the_walk_refuses() -> None:
                 assert walked is None
     assert oversized((big + "x", "w", 1)) is not None
     assert oversized(("t1", "w", 60_000)) is None
+    # Negative ints reach the codecs (an s32 takes them; a u64 refuses them
+    # there, as invalid-input); below every integer of the contract they
+    # are refused here.
+    assert oversized(([("t", None, [], None, -(1 << 31), None, None, None)],)) is None
+    assert oversized(([("t", None, [], None, -(1 << 31) - 1, None, None, None)],)) is not None
 
 
 def test_constructors_build_the_same_instances() -> None:

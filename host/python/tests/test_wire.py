@@ -14,6 +14,7 @@ from gak import _abi, _codecs, _engine, _signatures, _wire
 from gak.component import find_component
 from gak.types import (
     Action,
+    Completion,
     Lease,
     Outcome,
     Resolution,
@@ -33,7 +34,8 @@ SAMPLES = [
     Action("k", "r", RetrySafety.UNSAFE, "f"),
     Lease("k", "r", 4, "h", 9),
     Resolution(True, b"y", True, "c"),
-    TaskSeed("t", "title", ("d",), TaskState.DONE),
+    TaskSeed("t", "title", ("d",), TaskState.DONE, -2, 11, 3, "g"),
+    Completion("t", "tok"),
 ]
 
 

@@ -34,16 +34,20 @@ def write(store, changes):
     return Variant('ok', None)
 l = Linker(e); l.add_wasip2()
 with l.root() as r:
-    with r.add_instance("gak:kernel/store@0.3.0") as s:
+    with r.add_instance("gak:kernel/store@0.4.0") as s:
         for n, f in [("read", read), ("write", write)]:
             s.add_func(n, f)
 store = Store(e); store.set_wasi(WasiConfig())
 inst = l.instantiate(store, c)
-tb = c.get_export_index("gak:kernel/taskboard@0.3.0")
+tb = c.get_export_index("gak:kernel/taskboard@0.4.0")
 seed = inst.get_func(store, c.get_export_index("seed", tb))
 claim = inst.get_func(store, c.get_export_index("claim", tb))
 class Seed:
-    def __init__(s, id): s.id = id; s.title = None; s.deps = []; s.state = None
+    def __init__(s, id):
+        s.id = id; s.title = None; s.deps = []; s.state = None
+        # wasmtime-py reads a record's fields by their WIT (kebab-case) names.
+        for f in ("priority", "not-before", "max-attempts", "group"):
+            setattr(s, f, None)
 N = 2000
 r = seed(store, [Seed('t%d' % i) for i in range(N + 200)])
 data.update(pending); pending.clear()

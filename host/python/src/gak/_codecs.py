@@ -15,8 +15,8 @@ where wasmtime-py 50 maps a ``result`` to a bare value when its cases "look
 different" (so a host function could not return the ``err`` of
 ``result<option<string>, store-error>``: ``none`` matches first).
 
-Representation on the Python side: ``string`` → ``str``; ``u32``/``u64`` →
-``int``; ``list<u8>`` → ``bytes``; other lists → ``list``; records and
+Representation on the Python side: ``string`` → ``str``; ``s32``/``u32``/``u64``
+→ ``int``; ``list<u8>`` → ``bytes``; other lists → ``list``; records and
 tuples → ``tuple`` in declaration order; ``option`` → value or ``None``;
 ``result`` → ``(is_ok, payload)``; ``variant`` → ``(case, payload)``;
 ``enum`` → ``str``.
@@ -41,10 +41,12 @@ _VAL, _OF, _ENTRY = L.VAL, L.PAYLOAD, L.ENTRY
 _QQ = struct.Struct("<QQ").unpack_from
 _Q = struct.Struct("<Q").unpack_from
 _I = struct.Struct("<I").unpack_from
+_i = struct.Struct("<i").unpack_from
 _put_qq = struct.Struct("<QQ").pack_into
 _put_kind_qq = struct.Struct("<B7xQQ").pack_into
 _put_kind_q = struct.Struct("<B7xQ").pack_into
 _put_kind_u32 = struct.Struct("<B7xI").pack_into
+_put_kind_s32 = struct.Struct("<B7xi").pack_into
 _put_kind_u8 = struct.Struct("<B7xB").pack_into
 _put_kind_bool = struct.Struct("<B7x?").pack_into
 _put_kind_result = struct.Struct("<B7x?7xQ").pack_into
@@ -146,6 +148,22 @@ class U32(Codec):
 
     def lift(self, at: int) -> Any:
         return _I(MEM, at + _OF)[0]
+
+
+class S32(Codec):
+    __slots__ = ()
+
+    def lower(self, value: Any, arena: Arena, at: int) -> None:
+        if type(value) is not int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"expected an int for s32, got {type(value).__name__}")
+            value = int(value)
+        if not -(1 << 31) <= value < 1 << 31:
+            raise ArgError(f"{value} is out of range for s32")
+        _put_kind_s32(MEM, at, L.S32, value)
+
+    def lift(self, at: int) -> Any:
+        return _i(MEM, at + _OF)[0]
 
 
 class String(Codec):
@@ -345,6 +363,8 @@ def codec_of(ty: Any) -> Codec:
         return Bool()
     if isinstance(ty, wt.U8):
         return U8()
+    if isinstance(ty, wt.S32):
+        return S32()
     if isinstance(ty, wt.U32):
         return U32()
     if isinstance(ty, wt.U64):
@@ -379,7 +399,7 @@ def describe(ty: Any) -> str:
         params = ", ".join(f"{n}: {describe(t)}" for n, t in ty.params)
         result = ty.result
         return f"func({params})" if result is None else f"func({params}) -> {describe(result)}"
-    for cls, name in ((wt.Bool, "bool"), (wt.U8, "u8"), (wt.U32, "u32"), (wt.U64, "u64"), (wt.String, "string")):
+    for cls, name in ((wt.Bool, "bool"), (wt.U8, "u8"), (wt.S32, "s32"), (wt.U32, "u32"), (wt.U64, "u64"), (wt.String, "string")):
         if isinstance(ty, cls):
             return name
     if isinstance(ty, wt.ListType):

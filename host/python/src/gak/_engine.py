@@ -1,6 +1,6 @@
 """The wasmtime embedding: one engine, compiled component and linker per
 component file and process; per-worker instances binding the store import
-(``read`` and ``write``, gak:kernel@0.3.0) to a session.
+(``read`` and ``write``, gak:kernel@0.4.0) to a session.
 
 Host functions are defined once on a shared linker; each call finds its
 worker by the store context it runs in (:data:`_WORKERS`, which holds no
@@ -46,7 +46,7 @@ from .errors import OpenError
 from .stores._facts import MAX_ENTROPY
 from .stores.base import StoreConflict, StoreFailure
 
-#: ``gak:kernel@0.3.0``: the contract this host implements (a component of
+#: ``gak:kernel@0.4.0``: the contract this host implements (a component of
 #: another one is refused when it is opened).
 CONTRACT = f"{PACKAGE}@{VERSION}"
 #: Integers the contract accepts stay below 2**53 (every host language

@@ -39,7 +39,7 @@ assert ffi.wasmtime_component_valrecord_entry_t.val.offset == L.ENTRY_VAL
 assert ffi.wasmtime_component_valvariant_t.val.offset == 16
 assert ffi.wasmtime_component_valresult_t.val.offset == 8
 assert ctypes.sizeof(ctypes.c_void_p) == 8
-for _kind in ("BOOL", "U8", "U32", "U64", "STRING", "LIST", "RECORD", "TUPLE", "VARIANT", "ENUM", "OPTION", "RESULT"):
+for _kind in ("BOOL", "U8", "S32", "U32", "U64", "STRING", "LIST", "RECORD", "TUPLE", "VARIANT", "ENUM", "OPTION", "RESULT"):
     assert getattr(ffi, f"WASMTIME_COMPONENT_{_kind}").value == getattr(L, _kind), _kind
 
 #: The process's (user) address space as one writable memoryview that

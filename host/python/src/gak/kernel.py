@@ -255,7 +255,8 @@ class Kernel:
 
     @property
     def taskboard(self) -> "Taskboard":
-        """Claims by token (SPEC 6, 9)."""
+        """Claims by token (SPEC 6, 9) and the job queue's calls (SPEC 10);
+        :class:`gak.Worker` runs handlers over it."""
         return Taskboard(self)
 
     @property

@@ -14,7 +14,9 @@ every step-id problem (an overlong id included) ``invalid-plan``, so for it
 only the 64 MiB total is the host's to bound (``each=False``).
 
 The same walk refuses what the host language cannot send (rule 9): an int
-outside ``0 … 2**64 - 1`` and text that is not Unicode (lone surrogates).
+outside ``-2**31 … 2**64 - 1`` (no integer of the contract is: ``s32`` and
+``u32``/``u64``; each is then checked against its own type by the codecs)
+and text that is not Unicode (lone surrogates).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ MAX_ITEMS = MAX_LIST_ITEMS
 MAX_TOTAL = MAX_CALL_BYTES
 
 _U64 = 1 << 64
+#: The lowest int of the contract (an ``s32``: a task's priority).
+_MIN_INT = -(1 << 31)
 
 
 def oversized(args: Sequence[Any], each: bool = True) -> Optional[str]:
@@ -70,8 +74,8 @@ def _walk(args: Sequence[Any], each: bool) -> Optional[str]:
                 return f"a byte string of {n} bytes is longer than {value} bytes"
             total += n
         elif t is int:
-            if not 0 <= v < _U64:
-                return f"{v} is out of range for u64"
+            if not _MIN_INT <= v < _U64:
+                return f"{v} is out of range for every integer of the contract (s32, u32, u64)"
             continue
         elif t is list:
             if len(v) > items:

@@ -7,7 +7,8 @@ host's suite replays.
 Call steps reuse the vectors' machinery (:mod:`.vectors`: substitution,
 matching, ``bind``) with the cases' additions: ``faults`` and ``tx`` (on the
 scripted store, :mod:`.scripted`), ``inner``, ``$repeat`` and the sink
-``body`` kinds; ``run`` steps drive :class:`gak.Runner`.
+``body`` kinds; ``run`` steps drive :class:`gak.Runner`; ``work`` steps
+drive :class:`gak.Worker` (``workers.json``).
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ from ..errors import GakError, OpenError, Refused, StorageError
 from ..kernel import Downstream, Kernel
 from ..runner import Applied, BodyFailed, NotApplied, Runner
 from ..types import Contended, InFlight, Replayed, Uncertain
+from ..worker import Backoff, Worker
 from . import calls
 from ._calls import action_arg
 from .scripted import BadFault, ScriptedBackend
 from . import values
-from .vectors import Malformed, _call_step, _step
+from .vectors import Malformed, _call_step, _step, matches, substitute
 
 #: Every store a case may name; this host has a binding for each.
 STORES = ("scripted", "sqlite", "postgres")
@@ -40,6 +42,15 @@ HANG = 10.0
 
 class CaseFailed(AssertionError):
     """The host answered a case differently (the message says where and how)."""
+
+
+class CaseSkipped(Exception):
+    """A case this host cannot play for a reason of its language (the
+    message says which): reported skipped, never passed."""
+
+
+#: Worker handler scripts this host cannot play, and why.
+UNPLAYABLE = {"panic": "Python has no panics: a handler's failure is an exception, which the throw cases cover"}
 
 
 @dataclass
@@ -311,11 +322,135 @@ def _run(kernel: Kernel, clock: Clock, step: dict[str, Any], binds: dict[str, An
         raise Malformed(f"run {action.key}: the body was called {called} times, expected {step['calls']}")
 
 
+class _Worked(Exception):
+    """A worker handler met something the case did not expect."""
+
+
+def _work(kernel: Kernel, clock: Clock, step: dict[str, Any], binds: dict[str, Any]) -> None:
+    """A ``work`` step: the worker run until idle with scripted handlers
+    (``tests/host-protocol/README.md``, "Worker cases")."""
+    work = substitute(step["work"], binds)
+    if not isinstance(work, dict):
+        raise Malformed("work: expected an object")
+
+    def num(key: str, default: Optional[int]) -> Optional[int]:
+        v = work.get(key, default)
+        if v is not None and (type(v) is not int or v < 0):
+            raise Malformed(f"work.{key}: expected a count, got {v!r}")
+        return v
+
+    ttl = num("ttl", 30_000)
+    assert ttl is not None
+    backoff = None
+    if "backoff" in work:
+        b = work["backoff"]
+        if not isinstance(b, dict) or type(b.get("base")) is not int or type(b.get("max")) is not int:
+            raise Malformed(f"work.backoff: expected {{base, max, jitter}}, got {b!r}")
+        jitter = b.get("jitter", 0)
+        if isinstance(jitter, bool) or not isinstance(jitter, (int, float)):
+            raise Malformed(f"work.backoff.jitter: {jitter!r}")
+        backoff = Backoff(b["base"], b["max"], float(jitter))
+    handlers = work.get("handlers") or {}
+    default = work.get("default", "ok")
+    if not isinstance(handlers, dict) or not isinstance(default, str):
+        raise Malformed("work.handlers / work.default: expected scripts by id / a script")
+    worker = Worker(
+        kernel,
+        work.get("agent", "w"),
+        batch=num("batch", 10),  # type: ignore[arg-type]
+        ttl=ttl,
+        concurrency=num("concurrency", None),
+        idle=0.01,
+        backoff=backoff,
+    )
+    order: list[str] = []
+    trouble: list[str] = []
+    lock = threading.Lock()
+
+    def handler(task: Any) -> None:
+        with lock:
+            order.append(task.id)
+        script = handlers.get(task.id, default)
+        if script == "ok":
+            return
+        if script == "throw":
+            raise RuntimeError("boom")
+        if script == "throw-long":
+            raise RuntimeError("é" * 3000)
+        if script == "throw-nul":
+            raise RuntimeError("a\0b")
+        if script == "stop":
+            worker.stop()
+            return
+        if script == "lose":
+            # The claim expires and another worker takes it over.
+            if isinstance(clock, ManualClock):
+                clock.advance(ttl)
+            else:
+                trouble.append("lose needs the manual clock")
+            try:
+                kernel.taskboard.claim(task.id, "thief", ttl)
+            except GakError as e:
+                trouble.append(f"the thief's claim: {e}")
+            return
+        if script == "outlive":
+            # Real time past the ttl: the worker's renewals keep the claim
+            # live, so a thief is refused.
+            time.sleep(ttl * 3 / 1000)
+            try:
+                kernel.taskboard.claim(task.id, "thief", ttl)
+                trouble.append("the thief's claim succeeded; expected taken")
+            except GakError as e:
+                if e.code != "taken":
+                    trouble.append(f"the thief's claim answered {e}; expected taken")
+            return
+        trouble.append(f"unknown handler {script!r}")
+        raise _Worked(trouble[-1])
+
+    try:
+        worked = _bounded("work", lambda: worker.run_until_idle(handler))
+    except GakError as e:
+        raise Malformed(f"work: the worker failed: {e}") from None
+    if trouble:
+        raise Malformed(f"work: {trouble[0]}")
+    got = {
+        "claimed": worked.claimed,
+        "completed": worked.completed,
+        "failed": worked.failed,
+        "released": worked.released,
+        "lost": worked.lost,
+    }
+    if "worked" in step and not matches(step["worked"], True, got, binds):
+        raise Malformed(f"work: expected {json.dumps(step['worked'])}, got {json.dumps(got)}")
+    if "order" in step and step["order"] != order:
+        raise Malformed(f"work: expected the handlers in order {json.dumps(step['order'])}, got {json.dumps(order)}")
+
+
+def unplayable(case: Case) -> Optional[str]:
+    """Why this host cannot play ``case`` (a worker handler script its
+    language has no counterpart of), or ``None``."""
+    for step in case.body.get("steps") or []:
+        work = step.get("work") if isinstance(step, dict) else None
+        if not isinstance(work, dict):
+            continue
+        scripts = [work.get("default", "ok")]
+        if isinstance(work.get("handlers"), dict):
+            scripts += list(work["handlers"].values())
+        for script in scripts:
+            if script in UNPLAYABLE:
+                return f"{case.name}: handler {script!r}: {UNPLAYABLE[script]}"
+    return None
+
+
 def run_case(case: Case, store: str, fresh: Callable[[Clock], tuple[Kernel, Any]]) -> None:
     """Replay ``case`` on a fresh kernel from ``fresh(clock)`` (which also
-    returns the backend, to arm a scripted one). Raises :class:`CaseFailed`."""
+    returns the backend, to arm a scripted one). Raises :class:`CaseFailed`,
+    or :class:`CaseSkipped` for a case this host cannot play."""
     if case.is_url:
         return run_url_case(case)
+    why = unplayable(case)
+    if why is not None:
+        raise CaseSkipped(why)
     steps = case.body.get("steps")
     if not isinstance(steps, list):
         raise CaseFailed(f"{case.name}: steps: expected an array")
@@ -331,6 +466,8 @@ def run_case(case: Case, store: str, fresh: Callable[[Clock], tuple[Kernel, Any]
                     raise Malformed("expected an object")
                 if "run" in step:
                     _run(kernel, clock, step, binds)
+                elif "work" in step:
+                    _work(kernel, clock, step, binds)
                 elif "call" in step:
                     _call(kernel, backend, store, step, binds)
                 elif system:
