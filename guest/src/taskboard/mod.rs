@@ -491,63 +491,74 @@ pub fn claim_batch(
                 .into_iter()
                 .filter(|(_, e)| e.claimable(now))
                 .collect();
-            let wanted: Vec<(Table, &str)> = candidates
-                .iter()
-                .map(|(_, e)| (Table::Tasks, e.id.as_str()))
-                .collect();
-            let records = read_many(tx, &wanted)?;
-            for ((key, entry), value) in candidates.iter().zip(records) {
-                after = Some(key.clone());
-                let Some(record) = value.as_deref().map(decode_task).transpose()? else {
-                    continue;
-                };
-                if !stands_at(tx, &mut groups, &record, key, entry)? {
-                    continue;
-                }
-                if record.terminal() || record.live_claim(now) {
-                    continue;
-                }
-                if record.not_before.is_some_and(|at| now < at) {
-                    // Not due (a format-1 place or a stale one): to the
-                    // delayed queue, where it waits without being read.
-                    let mut moved = record.clone();
-                    write(tx, &mut groups, Some(&record), &mut moved, true)?;
-                    continue;
-                }
-                if record.exhausted() {
-                    turn_dead(tx, &mut groups, &record, ATTEMPTS_EXHAUSTED, None)?;
-                    continue;
-                }
-                if let Some(g) = &entry.group {
-                    if !groups.load(tx, g)?.free(now) {
-                        groups.touch(g);
+            // Read the candidates' records only as many at a time as the
+            // call still needs: a record read by key is locked (or
+            // conflict-checked) by the store, and a claimer must not hold
+            // tasks it will not take.
+            let mut at = 0;
+            'page: while at < candidates.len() {
+                let need = limit as usize - granted.len();
+                let chunk = &candidates[at..candidates.len().min(at + need)];
+                at += chunk.len();
+                let wanted: Vec<(Table, &str)> = chunk
+                    .iter()
+                    .map(|(_, e)| (Table::Tasks, e.id.as_str()))
+                    .collect();
+                let records = read_many(tx, &wanted)?;
+                for ((key, entry), value) in chunk.iter().zip(records) {
+                    after = Some(key.clone());
+                    let Some(record) = value.as_deref().map(decode_task).transpose()? else {
+                        continue;
+                    };
+                    if !stands_at(tx, &mut groups, &record, key, entry)? {
                         continue;
                     }
-                }
-                let minter = match &mut minter {
-                    Some(m) => m,
-                    None => minter.insert(Minter::new(tx)?),
-                };
-                let (token, token_sha256) = minter.mint();
-                let group = record.group.clone();
-                granted.push(grant(
-                    tx,
-                    &mut groups,
-                    record,
-                    agent,
-                    ttl,
-                    token,
-                    token_sha256,
-                )?);
-                if granted.len() == limit as usize {
-                    break 'queues;
-                }
-                if let Some(g) = group {
-                    // The group's next task (after this one in claim order)
-                    // may stand in the queues now: read on from here.
-                    groups.refresh(tx, &g)?;
-                    restart = true;
-                    break;
+                    if record.terminal() || record.live_claim(now) {
+                        continue;
+                    }
+                    if record.not_before.is_some_and(|at| now < at) {
+                        // Not due (a format-1 place or a stale one): to the
+                        // delayed queue, where it waits without being read.
+                        let mut moved = record.clone();
+                        write(tx, &mut groups, Some(&record), &mut moved, true)?;
+                        continue;
+                    }
+                    if record.exhausted() {
+                        turn_dead(tx, &mut groups, &record, ATTEMPTS_EXHAUSTED, None)?;
+                        continue;
+                    }
+                    if let Some(g) = &entry.group {
+                        if !groups.load(tx, g)?.free(now) {
+                            groups.touch(g);
+                            continue;
+                        }
+                    }
+                    let minter = match &mut minter {
+                        Some(m) => m,
+                        None => minter.insert(Minter::new(tx)?),
+                    };
+                    let (token, token_sha256) = minter.mint();
+                    let group = record.group.clone();
+                    granted.push(grant(
+                        tx,
+                        &mut groups,
+                        record,
+                        agent,
+                        ttl,
+                        token,
+                        token_sha256,
+                    )?);
+                    if granted.len() == limit as usize {
+                        break 'queues;
+                    }
+                    if let Some(g) = group {
+                        // The group's next task (after this one in claim
+                        // order) may stand in the queues now: read on from
+                        // here.
+                        groups.refresh(tx, &g)?;
+                        restart = true;
+                        break 'page;
+                    }
                 }
             }
             if !restart && !full {
