@@ -260,11 +260,39 @@ pub fn assert_fields(what: &str, v: &Value, names: &[&str]) {
 
 /// The documented `--json` fields (README, "Operating gak").
 pub mod doc {
-    /// A task (`tasks show`, `tasks list` items, `tasks renew`).
-    pub const TASK: &[&str] = &["id", "title", "deps", "state", "owner", "until", "fence"];
+    /// A task (`tasks show`, `tasks list` items, `tasks renew`, `tasks
+    /// revive`).
+    pub const TASK: &[&str] = &[
+        "id",
+        "title",
+        "deps",
+        "state",
+        "owner",
+        "until",
+        "fence",
+        "priority",
+        "not-before",
+        "max-attempts",
+        "group",
+        "attempts",
+        "last-error",
+    ];
     /// A task a command just claimed (`tasks claim`, `tasks claim-next`).
     pub const CLAIMED_TASK: &[&str] = &[
-        "id", "title", "deps", "state", "owner", "until", "fence", "token",
+        "id",
+        "title",
+        "deps",
+        "state",
+        "owner",
+        "until",
+        "fence",
+        "priority",
+        "not-before",
+        "max-attempts",
+        "group",
+        "attempts",
+        "last-error",
+        "token",
     ];
     /// A page (`tasks list`, `effects list`).
     pub const PAGE: &[&str] = &["items", "next"];
@@ -286,6 +314,8 @@ pub mod doc {
     pub const RESOLVED_APPLIED: &[&str] = &["key", "resolved", "result"];
     /// `effects resolve --not-applied`.
     pub const RESOLVED_CLEARED: &[&str] = &["key", "resolved"];
+    /// A group (`groups show`, `groups limit`).
+    pub const GROUP: &[&str] = &["group", "limit", "live"];
     /// `tasks seed`.
     pub const SEED: &[&str] = &["seeded"];
     /// `tasks release` / `tasks complete`.

@@ -38,6 +38,11 @@ fn wrong_arguments_are_usage_errors_with_exit_2_never_a_panic() {
         &["tasks", "seed", "--store", &store, "bad.json"],
         &["tasks", "seed", "--store", &store, "typo.json"],
         &["tasks", "seed", "--store", &store, "missing.json"],
+        &["tasks", "revive", "--store", &store],
+        &["groups", "show", "--store", &store],
+        &["groups", "limit", "g", "--store", &store],
+        &["groups", "limit", "g", "2", "--remove", "--store", &store],
+        &["groups", "limit", "g", "-1", "--store", &store],
         &["effects", "resolve", "k", "--store", &store],
         &[
             "effects",

@@ -6,7 +6,7 @@ use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use super::time::parse_duration;
 
 const STORES: &str = "\
-Store URLs (--store URL; tasks, effects, runs and prune also read GAK_STORE):
+Store URLs (--store URL; tasks, groups, effects, runs and prune also read GAK_STORE):
   memory:                               an in-process map, empty at every start (tests)
   sqlite:PATH[?synchronous=normal]      an embedded SQLite database file (also: PATH.db)
   postgres://USER[:PASSWORD]@HOST:PORT/DB[?schema=NAME&clock=db]
@@ -47,9 +47,12 @@ pub struct Cli {
 /// The commands.
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// The task board: list, show, seed; claim, release, complete and renew by token.
+    /// The task board: list, show, seed; claim, release, complete and renew by token; revive dead tasks.
     #[command(subcommand)]
     Tasks(Tasks),
+    /// Groups: at most N live claims per group; show a group, set or remove its limit.
+    #[command(subcommand)]
+    Groups(Groups),
     /// Side-effect keys: find uncertain ones, take the reconcile claim, record the verdict.
     #[command(subcommand)]
     Effects(Effects),
@@ -95,8 +98,10 @@ pub enum TaskStateArg {
     Claimed,
     /// Finished.
     Done,
-    /// Failed; claimable again.
+    /// Failed; claimable again (once due).
     Failed,
+    /// Out of attempts, or failed for good: never claimed until revived.
+    Dead,
 }
 
 /// A side-effect key's state.
@@ -136,7 +141,7 @@ pub enum Tasks {
         /// The task id.
         id: String,
     },
-    /// Load tasks from a JSON array of {id, title?, deps?, state?} (FILE, or - for stdin) in one atomic call.
+    /// Load tasks from a JSON array of {id, title?, deps?, state?, priority?, not-before?, max-attempts?, group?} (FILE, or - for stdin) in one atomic call.
     Seed {
         #[command(flatten)]
         target: Target,
@@ -152,7 +157,7 @@ pub enum Tasks {
         #[command(flatten)]
         lease: LeaseArgs,
     },
-    /// Claim the first-seeded ready task, or answer that none is ready; prints the minted token.
+    /// Claim the first ready task (highest priority, then seed order), or answer that none is ready; prints the minted token.
     ClaimNext {
         #[command(flatten)]
         target: Target,
@@ -189,6 +194,42 @@ pub enum Tasks {
         #[arg(long, value_parser = duration, value_name = "DURATION")]
         ttl: u64,
     },
+    /// Bring a dead task back to open (attempts 0, last error and delay cleared) in one atomic call.
+    Revive {
+        #[command(flatten)]
+        target: Target,
+        /// The task id (refused with not-dead unless the task is dead).
+        id: String,
+    },
+}
+
+/// Group commands.
+#[derive(Subcommand, Debug)]
+pub enum Groups {
+    /// A group's limit and its live claims (not-found when the group has no limit).
+    Show {
+        #[command(flatten)]
+        target: Target,
+        /// The group.
+        group: String,
+    },
+    /// Allow at most LIMIT live claims in a group (1-100000), or remove its limit; revokes no claim.
+    Limit(GroupLimitArgs),
+}
+
+/// `gak groups limit`: exactly one of LIMIT and `--remove`.
+#[derive(Args, Debug)]
+pub struct GroupLimitArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// The group.
+    pub group: String,
+    /// At most this many live claims (1-100000); lowering it revokes no claim.
+    #[arg(required_unless_present = "remove", conflicts_with = "remove")]
+    pub limit: Option<u32>,
+    /// Remove the group's limit: its tasks are claimed without one.
+    #[arg(long)]
+    pub remove: bool,
 }
 
 /// Who claims, and for how long.

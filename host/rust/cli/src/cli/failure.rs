@@ -71,7 +71,11 @@ impl Failure {
             Failure::Quiet(_) => String::new(),
             Failure::Storage(m) => format!("storage failure: {m}"),
             Failure::Refused { subject, error } => {
-                format!("refused ({}): {subject} {}", error.name(), explain(error))
+                format!(
+                    "refused ({}): {subject} {}",
+                    error.name(),
+                    explain(subject, error)
+                )
             }
         }
     }
@@ -105,12 +109,14 @@ impl From<OpenError> for Failure {
     }
 }
 
-/// What a refusal means, completing "task t1 …" / "key k …".
-fn explain(error: &Error) -> String {
+/// What a refusal means, completing "task t1 …" / "key k …" / "group g …".
+fn explain(subject: &str, error: &Error) -> String {
     match error {
+        // `get-group` knows only groups with a limit.
+        Error::NotFound if subject.starts_with("group ") => "has no limit".into(),
         Error::NotFound => "does not exist".into(),
         Error::StaleSeq => "already has a snapshot at least as new".into(),
-        Error::Terminal => "has reached its terminal state (done)".into(),
+        Error::Terminal => "has reached a terminal state (done, dead, or out of attempts)".into(),
         Error::InvalidPlan(m) => format!("has steps that do not form a valid plan: {m}"),
         Error::FenceStale => "has been taken over by a newer fence".into(),
         Error::AlreadyCommitted => "already has a different outcome committed".into(),
@@ -125,6 +131,9 @@ fn explain(error: &Error) -> String {
         Error::Taken => "is claimed by a live lease".into(),
         Error::DepsPending => "has a dependency that is not done".into(),
         Error::LeaseLost => "is not claimed under this token (the claim was released, completed by another token, or expired and was taken over)".into(),
+        Error::NotDue => "is not due yet (its not-before is in the future)".into(),
+        Error::GroupFull => "is in a group that has as many live claims as its limit".into(),
+        Error::NotDead => "is not dead: only a dead task is revived".into(),
         Error::InvalidInput(m) => format!("was refused as invalid input: {m}"),
         Error::Storage(m) => format!("hit a storage failure: {m}"),
         // `Error` is non-exhaustive: a newer kernel's variant still gets its code.

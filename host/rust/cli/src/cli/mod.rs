@@ -12,6 +12,7 @@ mod conformance;
 mod demo;
 mod effects;
 mod failure;
+mod groups;
 mod output;
 mod progress;
 mod prune;
@@ -44,6 +45,7 @@ pub fn main() -> ExitCode {
     tracing::debug!(command = command_name(&cli.command), "running");
     let outcome = match cli.command {
         Command::Tasks(c) => tasks::run(c),
+        Command::Groups(c) => groups::run(c),
         Command::Effects(c) => effects::run(c),
         Command::Runs(c) => runs::run(c),
         Command::Prune(a) => prune::run(a),
@@ -82,7 +84,7 @@ fn init_logging() {
 }
 
 fn wants_json(command: &Command) -> bool {
-    use args::{Effects, Runs, Tasks};
+    use args::{Effects, Groups, Runs, Tasks};
     match command {
         Command::Tasks(
             Tasks::List { target, .. }
@@ -92,8 +94,10 @@ fn wants_json(command: &Command) -> bool {
             | Tasks::ClaimNext { target, .. }
             | Tasks::Release { target, .. }
             | Tasks::Complete { target, .. }
-            | Tasks::Renew { target, .. },
+            | Tasks::Renew { target, .. }
+            | Tasks::Revive { target, .. },
         )
+        | Command::Groups(Groups::Show { target, .. })
         | Command::Effects(
             Effects::List { target, .. }
             | Effects::Show { target, .. }
@@ -101,6 +105,7 @@ fn wants_json(command: &Command) -> bool {
         )
         | Command::Runs(Runs::Show { target, .. } | Runs::Plan { target, .. }) => target.json,
         Command::Effects(Effects::Resolve(a)) => a.target.json,
+        Command::Groups(Groups::Limit(a)) => a.target.json,
         Command::Prune(a) => a.target.json,
         Command::Demo(_) | Command::Conformance(_) | Command::Component(_) | Command::Bench(_) => {
             false
@@ -111,6 +116,7 @@ fn wants_json(command: &Command) -> bool {
 fn command_name(command: &Command) -> &'static str {
     match command {
         Command::Tasks(_) => "tasks",
+        Command::Groups(_) => "groups",
         Command::Effects(_) => "effects",
         Command::Runs(_) => "runs",
         Command::Prune(_) => "prune",

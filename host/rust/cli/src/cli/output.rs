@@ -59,9 +59,9 @@ impl Style {
     /// A state name, coloured by what it asks of an operator.
     pub fn state(&self, name: &str) -> Cell {
         let code = match name {
-            "uncertain" | "failed" => "31",  // red: needs a person
-            "in-flight" | "claimed" => "33", // yellow: someone is on it
-            "completed" | "done" => "32",    // green: finished
+            "uncertain" | "failed" | "dead" => "31", // red: needs a person
+            "in-flight" | "claimed" => "33",         // yellow: someone is on it
+            "completed" | "done" => "32",            // green: finished
             _ => "",
         };
         Cell::new(name).colour(if self.colour { code } else { "" })
@@ -181,6 +181,12 @@ pub fn task_json(task: &Task, minted: bool) -> Value {
         "owner": task.owner,
         "until": opt(task.until),
         "fence": task.fence,
+        "priority": task.priority,
+        "not-before": opt(task.not_before),
+        "max-attempts": task.max_attempts,
+        "group": task.group,
+        "attempts": task.attempts,
+        "last-error": task.last_error,
     });
     if minted {
         v["token"] = json!(task.token);
@@ -194,33 +200,94 @@ pub fn task_page_json(page: &TaskPage) -> Value {
     json!({ "items": items, "next": page.next })
 }
 
-/// A page of tasks as a table.
+/// A table shows at most this many characters of a last error (`tasks
+/// show` and `--json` print it whole).
+const ERROR_WIDTH: usize = 40;
+
+/// A page of tasks as a table: TRIES always (`attempts/max-attempts` when
+/// bounded); PRI, DUE, GROUP and LAST-ERROR only when some row has one.
 pub fn task_rows(style: &Style, tasks: &[Task], now: u64) -> String {
+    let pri = tasks.iter().any(|t| t.priority != 0);
+    let due = tasks.iter().any(|t| t.not_before.is_some());
+    let group = tasks.iter().any(|t| t.group.is_some());
+    let error = tasks.iter().any(|t| t.last_error.is_some());
+    let at = |v: Option<u64>| Cell::new(v.map_or("-".into(), |u| time::when(u, now)));
+    let mut header = vec!["ID", "STATE"];
+    if pri {
+        header.push("PRI");
+    }
+    header.extend(["OWNER", "FENCE", "TRIES", "UNTIL"]);
+    if due {
+        header.push("DUE");
+    }
+    if group {
+        header.push("GROUP");
+    }
+    header.extend(["DEPS", "TITLE"]);
+    if error {
+        header.push("LAST-ERROR");
+    }
     let rows: Vec<Vec<Cell>> = tasks
         .iter()
         .map(|t| {
-            vec![
-                Cell::new(&t.id),
-                style.state(t.state.name()),
+            let mut row = vec![Cell::new(&t.id), style.state(t.state.name())];
+            if pri {
+                row.push(Cell::new(t.priority.to_string()));
+            }
+            row.extend([
                 Cell::new(t.owner.as_deref().unwrap_or("-")),
                 Cell::new(t.fence.to_string()),
-                Cell::new(t.until.map_or("-".into(), |u| time::when(u, now))),
+                Cell::new(tries(t)),
+                at(t.until),
+            ]);
+            if due {
+                row.push(at(t.not_before));
+            }
+            if group {
+                row.push(Cell::new(t.group.as_deref().unwrap_or("-")));
+            }
+            row.extend([
                 Cell::new(if t.deps.is_empty() {
                     "-".into()
                 } else {
                     t.deps.join(",")
                 }),
                 Cell::new(&t.title),
-            ]
+            ]);
+            if error {
+                row.push(Cell::new(
+                    t.last_error
+                        .as_deref()
+                        .map_or("-".into(), |e| clip(e, ERROR_WIDTH)),
+                ));
+            }
+            row
         })
         .collect();
-    table(
-        &["ID", "STATE", "OWNER", "FENCE", "UNTIL", "DEPS", "TITLE"],
-        &rows,
-    )
+    table(&header, &rows)
 }
 
-/// One task as `field value` lines; the token only when minted.
+/// Grants so far, out of `max-attempts` when bounded: `2` or `2/3`.
+fn tries(t: &Task) -> String {
+    match t.max_attempts {
+        Some(max) => format!("{}/{max}", t.attempts),
+        None => t.attempts.to_string(),
+    }
+}
+
+/// At most `width` characters of `text`, `…` marking a cut.
+fn clip(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(width - 1).collect();
+    cut.push('…');
+    cut
+}
+
+/// One task as `field value` lines; the token only when minted. Attempts
+/// always; priority, not-before, group, max-attempts and last-error when
+/// set (priority when not 0).
 pub fn task_fields(style: &Style, task: &Task, now: u64, minted: bool) -> String {
     let mut pairs = vec![
         ("id", Cell::new(&task.id)),
@@ -241,10 +308,42 @@ pub fn task_fields(style: &Style, task: &Task, now: u64, minted: bool) -> String
             }),
         ),
     ];
+    if task.priority != 0 {
+        pairs.push(("priority", Cell::new(task.priority.to_string())));
+    }
+    if let Some(at) = task.not_before {
+        pairs.push(("not-before", Cell::new(time::when(at, now))));
+    }
+    if let Some(group) = &task.group {
+        pairs.push(("group", Cell::new(group)));
+    }
+    pairs.push(("attempts", Cell::new(task.attempts.to_string())));
+    if let Some(max) = task.max_attempts {
+        pairs.push(("max-attempts", Cell::new(max.to_string())));
+    }
+    if let Some(error) = &task.last_error {
+        pairs.push(("last-error", Cell::new(error)));
+    }
     if minted && let Some(token) = &task.token {
         pairs.push(("token", Cell::new(token)));
     }
     fields(&pairs)
+}
+
+/// A group as JSON: `{group, limit, live}`; `limit` is `null` once removed,
+/// `live` when it is not known.
+pub fn group_json(group: &str, limit: Option<u32>, live: Option<u32>) -> Value {
+    json!({ "group": group, "limit": limit, "live": live })
+}
+
+/// A group as `field value` lines.
+pub fn group_fields(group: &str, limit: Option<u32>, live: Option<u32>) -> String {
+    let num = |v: Option<u32>| Cell::new(v.map_or("-".into(), |n| n.to_string()));
+    fields(&[
+        ("group", Cell::new(group)),
+        ("limit", num(limit)),
+        ("live", num(live)),
+    ])
 }
 
 /// A key as JSON (key-info never carries a holder or claim).

@@ -119,6 +119,18 @@ pub fn run(command: Tasks) -> Outcome {
             show(&style, &task, false);
             Ok(())
         }
+        Tasks::Revive { target, id } => {
+            let style = Style::detect(target.json);
+            let kernel = store::open(&target.store, Create::Refused)?;
+            // One atomic call: only a dead task comes back, so a revive can
+            // never clear a live claim.
+            let task = kernel
+                .taskboard()
+                .revive(&id)
+                .map_err(Failure::on(&kernel, format!("task {id}")))?;
+            show(&style, &task, false);
+            Ok(())
+        }
     }
 }
 
@@ -151,6 +163,7 @@ pub(super) fn task_state(s: TaskStateArg) -> TaskState {
         TaskStateArg::Claimed => TaskState::Claimed,
         TaskStateArg::Done => TaskState::Done,
         TaskStateArg::Failed => TaskState::Failed,
+        TaskStateArg::Dead => TaskState::Dead,
     }
 }
 
