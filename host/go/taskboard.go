@@ -9,6 +9,7 @@ import (
 	"context"
 	"math"
 	"time"
+	"unsafe"
 )
 
 // Taskboard is a board of tasks with dependencies, claimed by token
@@ -170,4 +171,146 @@ func (t Taskboard) Renew(ctx context.Context, id, token string, ttl time.Duratio
 	}
 	defer C.gak_task_clear(&out)
 	return goTask(&out), nil
+}
+
+// ClaimBatch claims up to limit (1–1000) ready tasks for agent for ttl in
+// one transaction, in claim order (higher priority first, then seed
+// order; a task not yet due or whose group is full is passed over), each
+// with its token. None ready is an empty slice, not an error.
+func (t Taskboard) ClaimBatch(ctx context.Context, agent string, ttl time.Duration, limit int) ([]Task, error) {
+	ms, err := ttlMs(ttl)
+	if err != nil {
+		return nil, err
+	}
+	l, err := limit32(limit)
+	if err != nil {
+		return nil, err
+	}
+	k, err := t.k.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer t.k.leave()
+	var out C.gak_task_list
+	if err := check(C.gak_taskboard_claim_batch(k, str(agent), ms, l, &out)); err != nil {
+		return nil, err
+	}
+	defer C.gak_task_list_clear(&out)
+	tasks := make([]Task, int(out.len))
+	if out.len > 0 {
+		items := unsafe.Slice(out.items, int(out.len))
+		for i := range items {
+			tasks[i] = goTask(&items[i])
+		}
+	}
+	return tasks, nil
+}
+
+// CompleteBatch completes many claims (1–1000 distinct ids) in one
+// transaction. Each item answers, in the order given, what Complete would
+// have for it alone: Completed, or NotFound / LeaseLost (that item changes
+// nothing). A malformed call is refused whole with CodeInvalidInput.
+func (t Taskboard) CompleteBatch(ctx context.Context, items []Completion) ([]CompletionResult, error) {
+	if err := (&scale{}).completions(items, "items"); err != nil {
+		return nil, err
+	}
+	var a arena
+	defer a.free()
+	list, n, err := a.completions(items)
+	if err != nil {
+		return nil, err
+	}
+	k, err := t.k.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer t.k.leave()
+	var out C.gak_completion_result_list
+	if err := check(C.gak_taskboard_complete_batch(k, list, n, &out)); err != nil {
+		return nil, err
+	}
+	defer C.gak_completion_result_list_clear(&out)
+	results := make([]CompletionResult, int(out.len))
+	if out.len > 0 {
+		items := unsafe.Slice(out.items, int(out.len))
+		for i := range items {
+			results[i] = goCompletionResult(&items[i])
+		}
+	}
+	return results, nil
+}
+
+// Fail reports that a claimed task's handler failed: reason (at most 4096
+// bytes) becomes its LastError and its lease is cleared; it is due again
+// retryAfter milliseconds from now (nil: at once), or turns TaskDead when
+// its attempts are used up. Only its current token may (CodeLeaseLost
+// otherwise; CodeNotFound); failing again with the token that failed it
+// answers the task as it is.
+func (t Taskboard) Fail(ctx context.Context, id, token, reason string, retryAfter *uint64) (Task, error) {
+	var has C.bool
+	var after C.uint64_t
+	if retryAfter != nil {
+		has, after = true, C.uint64_t(*retryAfter)
+	}
+	k, err := t.k.enter(ctx)
+	if err != nil {
+		return Task{}, err
+	}
+	defer t.k.leave()
+	var out C.gak_task
+	if err := check(C.gak_taskboard_fail(k, str(id), str(token), str(reason), has, after, &out)); err != nil {
+		return Task{}, err
+	}
+	defer C.gak_task_clear(&out)
+	return goTask(&out), nil
+}
+
+// Revive brings a dead task back: open, attempts 0, LastError and
+// NotBefore cleared, everything else kept. Refused CodeNotFound, and
+// CodeNotDead when the task is not dead.
+func (t Taskboard) Revive(ctx context.Context, id string) (Task, error) {
+	k, err := t.k.enter(ctx)
+	if err != nil {
+		return Task{}, err
+	}
+	defer t.k.leave()
+	var out C.gak_task
+	if err := check(C.gak_taskboard_revive(k, str(id), &out)); err != nil {
+		return Task{}, err
+	}
+	defer C.gak_task_clear(&out)
+	return goTask(&out), nil
+}
+
+// SetGroupLimit allows at most *limit (1–100,000) live claims of the
+// group's tasks at once; nil removes the limit. Lowering a limit revokes
+// no claim; a claim of a task whose group is full is refused
+// CodeGroupFull.
+func (t Taskboard) SetGroupLimit(ctx context.Context, group string, limit *uint32) error {
+	var has C.bool
+	var l C.uint32_t
+	if limit != nil {
+		has, l = true, C.uint32_t(*limit)
+	}
+	k, err := t.k.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer t.k.leave()
+	return check(C.gak_taskboard_set_group_limit(k, str(group), has, l))
+}
+
+// GetGroup is the group's limit and its live claims, counted exactly;
+// CodeNotFound for a group without a limit.
+func (t Taskboard) GetGroup(ctx context.Context, group string) (GroupInfo, error) {
+	k, err := t.k.enter(ctx)
+	if err != nil {
+		return GroupInfo{}, err
+	}
+	defer t.k.leave()
+	var out C.gak_group_info
+	if err := check(C.gak_taskboard_get_group(k, str(group), &out)); err != nil {
+		return GroupInfo{}, err
+	}
+	return goGroupInfo(&out), nil
 }

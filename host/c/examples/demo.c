@@ -198,7 +198,7 @@ int main(int argc, char **argv) {
   char text[1024], code[32];
 
   /* 1. The run, on the board. */
-  gak_task_seed seed = {S(p.run_id), S("order #7"), NULL, 0, GAK_TASK_OPEN};
+  gak_task_seed seed = {.id = S(p.run_id), .title = S("order #7"), .deps = NULL, .deps_len = 0, .state = GAK_TASK_OPEN};
   must(gak_taskboard_seed(k, &seed, 1), "seed");
   snprintf(text, sizeof text,
            "run %s created: reserve-stock -> charge-card -> ship-parcel (each depends on the one before)",
@@ -270,7 +270,7 @@ int main(int argc, char **argv) {
   /* 5. Eight workers race to claim one open task. */
   char race_task[96];
   snprintf(race_task, sizeof race_task, "%s-race", p.run_id);
-  gak_task_seed race_seed = {S(race_task), {NULL, 0}, NULL, 0, GAK_TASK_ANY};
+  gak_task_seed race_seed = {.id = S(race_task), .title = {NULL, 0}, .deps = NULL, .deps_len = 0, .state = GAK_TASK_ANY};
   must(gak_taskboard_seed(k, &race_seed, 1), "seed race");
   enum { CLAIMERS = 8 };
   pthread_barrier_t start;

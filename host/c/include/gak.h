@@ -48,7 +48,11 @@
 // call; the Go package does when it loads.
 //
 // 1: the first versioned ABI (every enum numbered from 1, 0 is none).
-#define GAK_ABI_VERSION 1
+// 2: gak:kernel 0.4.0, the job queue: `gak_task` and `gak_task_seed` grew
+// fields, the error codes `not-due`, `group-full` and `not-dead` were
+// appended, and the calls `gak_taskboard_claim_batch`, `_complete_batch`,
+// `_fail`, `_revive`, `_set_group_limit` and `_get_group` were added.
+#define GAK_ABI_VERSION 2
 
 // A fingerprint of every struct and number below (libgak's layout):
 // it changes whenever a record, a field or an enum's numbering does.
@@ -570,6 +574,45 @@ typedef struct gak_task_seed {
   // NULL `ptr`: none.
   struct gak_str group;
 } gak_task_seed;
+
+// The tasks `gak_taskboard_claim_batch` granted, in claim order, each with
+// its token: libgak's until `gak_task_list_clear`.
+typedef struct gak_task_list {
+  // The first task (NULL when `len` is 0).
+  struct gak_task *items;
+  // How many tasks.
+  size_t len;
+} gak_task_list;
+
+// One item of `complete-batch`: a task and the token that claimed it.
+//
+// An argument: borrowed for the call (libgak keeps none of its pointers).
+typedef struct gak_completion {
+  // WIT `completion.id`.
+  struct gak_str id;
+  // WIT `completion.token`.
+  struct gak_str token;
+} gak_completion;
+
+// The answers of `gak_taskboard_complete_batch`, one per item in the order
+// given: libgak's until `gak_completion_result_list_clear`.
+typedef struct gak_completion_result_list {
+  // The first answer (NULL when `len` is 0).
+  struct gak_completion_result *items;
+  // How many answers.
+  size_t len;
+} gak_completion_result_list;
+
+// A group's limit and its live claims (claimed tasks of the group with
+// `now < until`), counted exactly.
+//
+// An answer: clear what libgak put into it with `gak_group_info_clear`.
+typedef struct gak_group_info {
+  // WIT `group-info.limit`.
+  uint32_t limit;
+  // WIT `group-info.live`.
+  uint32_t live;
+} gak_group_info;
 
 // None: absent.
 #define GAK_STATUS_NONE 0
@@ -1315,6 +1358,95 @@ struct gak_error *gak_taskboard_renew(const struct gak_kernel *k,
                                       struct gak_str token,
                                       uint64_t ttl,
                                       struct gak_task *out);
+
+// Claim up to `limit` (1-1000) ready tasks for `agent` for `ttl` ms, in
+// claim order (priority, then seed order; a full group's tasks are
+// skipped), into `*out` (clear it with `gak_task_list_clear`), each with
+// its token; none ready is an empty list (`len` 0, `items` NULL).
+//
+// # Safety
+// `k` is a live kernel; `agent` valid for reading; `out` for writing.
+struct gak_error *gak_taskboard_claim_batch(const struct gak_kernel *k,
+                                            struct gak_str agent,
+                                            uint64_t ttl,
+                                            uint32_t limit,
+                                            struct gak_task_list *out);
+
+// Complete `items[0..len]` (1-1000 distinct ids) in one transaction; each
+// item's answer, in order, into `*out` (clear it with
+// `gak_completion_result_list_clear`): `completed`, or `not-found` /
+// `lease-lost` as `gak_taskboard_complete` would have refused it alone.
+// A malformed call is refused whole (`invalid-input`; nothing written).
+//
+// # Safety
+// `k` is a live kernel; `items` valid for `len` items (NULL when 0);
+// `out` for writing.
+struct gak_error *gak_taskboard_complete_batch(const struct gak_kernel *k,
+                                               const struct gak_completion *items,
+                                               size_t len,
+                                               struct gak_completion_result_list *out);
+
+// The handler of a claimed task failed: record `reason` as its
+// `last_error`, clear its lease; it is due again `retry_after` ms from
+// now (`has_retry_after` false: at once), or turns dead when its attempts
+// are used up. Only its current token may (`lease-lost` otherwise); again
+// with the token that failed it is idempotent. The task into `*out`
+// (clear it with `gak_task_clear`).
+//
+// # Safety
+// `k` is a live kernel; the strings valid for reading; `out` for writing.
+struct gak_error *gak_taskboard_fail(const struct gak_kernel *k,
+                                     struct gak_str id,
+                                     struct gak_str token,
+                                     struct gak_str reason,
+                                     bool has_retry_after,
+                                     uint64_t retry_after,
+                                     struct gak_task *out);
+
+// Bring a dead task back to open with its attempts reset (`not-dead`
+// when it is not dead); the task into `*out` (clear it with
+// `gak_task_clear`).
+//
+// # Safety
+// `k` is a live kernel; `id` valid for reading; `out` for writing.
+struct gak_error *gak_taskboard_revive(const struct gak_kernel *k,
+                                       struct gak_str id,
+                                       struct gak_task *out);
+
+// At most `limit` (1-100,000) live claims for `group` at once
+// (`has_limit` false removes the limit).
+//
+// # Safety
+// `k` is a live kernel; `group` valid for reading.
+struct gak_error *gak_taskboard_set_group_limit(const struct gak_kernel *k,
+                                                struct gak_str group,
+                                                bool has_limit,
+                                                uint32_t limit);
+
+// `group`'s limit and its live claims, counted exactly, into `*out` (a
+// plain struct: nothing to clear); `not-found` when the group has no
+// limit.
+//
+// # Safety
+// `k` is a live kernel; `group` valid for reading; `out` for writing.
+struct gak_error *gak_taskboard_get_group(const struct gak_kernel *k,
+                                          struct gak_str group,
+                                          struct gak_group_info *out);
+
+// Free what libgak put into the task list `x` (every task, then the
+// list), and zero it (NULL, or a list cleared before, is harmless).
+//
+// # Safety
+// `x` is NULL or a `gak_task_list` libgak filled and nobody cleared since.
+void gak_task_list_clear(struct gak_task_list *x);
+
+// Free what libgak put into the answer list `x` (every answer, then the
+// list), and zero it (NULL, or a list cleared before, is harmless).
+//
+// # Safety
+// `x` is NULL or a `gak_completion_result_list` libgak filled and nobody
+// cleared since.
+void gak_completion_result_list_clear(struct gak_completion_result_list *x);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -261,7 +261,11 @@ pub unsafe extern "C" fn gak_postgres_drop_schema(url: gak_str) -> *mut gak_erro
 /// call; the Go package does when it loads.
 ///
 /// 1: the first versioned ABI (every enum numbered from 1, 0 is none).
-pub const GAK_ABI_VERSION: u32 = 1;
+/// 2: gak:kernel 0.4.0, the job queue: `gak_task` and `gak_task_seed` grew
+/// fields, the error codes `not-due`, `group-full` and `not-dead` were
+/// appended, and the calls `gak_taskboard_claim_batch`, `_complete_batch`,
+/// `_fail`, `_revive`, `_set_group_limit` and `_get_group` were added.
+pub const GAK_ABI_VERSION: u32 = 2;
 
 /// The linked libgak's ABI version: `GAK_ABI_VERSION` of the header it was
 /// built with.

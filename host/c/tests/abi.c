@@ -154,14 +154,14 @@ static void *drain(void *arg) {
 static void taskboard(const gak_kernel *k) {
   gak_str deps[1] = {S("a")};
   gak_task_seed seeds[3] = {
-      {S("a"), S("Task A"), NULL, 0, GAK_TASK_OPEN},
-      {S("b"), NONE, deps, 1, GAK_TASK_ANY},
-      {S("c"), NONE, NULL, 0, GAK_TASK_FAILED},
+      {.id = S("a"), .title = S("Task A"), .deps = NULL, .deps_len = 0, .state = GAK_TASK_OPEN},
+      {.id = S("b"), .title = NONE, .deps = deps, .deps_len = 1, .state = GAK_TASK_ANY},
+      {.id = S("c"), .title = NONE, .deps = NULL, .deps_len = 0, .state = GAK_TASK_FAILED},
   };
   OK(gak_taskboard_seed(k, seeds, 3));
-  gak_task_seed claimed = {S("x"), NONE, NULL, 0, GAK_TASK_CLAIMED};
+  gak_task_seed claimed = {.id = S("x"), .title = NONE, .deps = NULL, .deps_len = 0, .state = GAK_TASK_CLAIMED};
   REFUSED(gak_taskboard_seed(k, &claimed, 1), "invalid-input");
-  gak_task_seed bogus = {S("x"), NONE, NULL, 0, 99};
+  gak_task_seed bogus = {.id = S("x"), .title = NONE, .deps = NULL, .deps_len = 0, .state = 99};
   REFUSED(gak_taskboard_seed(k, &bogus, 1), "invalid-input");
 
   gak_task_page page = {0};
@@ -215,7 +215,7 @@ static void taskboard(const gak_kernel *k) {
   char ids[20][8];
   for (int i = 0; i < 20; i++) {
     snprintf(ids[i], sizeof ids[i], "q%02d", i);
-    queue[i] = (gak_task_seed){S(ids[i]), NONE, NULL, 0, GAK_TASK_ANY};
+    queue[i] = (gak_task_seed){.id = S(ids[i]), .title = NONE, .deps = NULL, .deps_len = 0, .state = GAK_TASK_ANY};
   }
   OK(gak_taskboard_seed(k, queue, 20));
   worker workers[4];
@@ -234,6 +234,109 @@ static void taskboard(const gak_kernel *k) {
   bool found = true;
   OK(gak_taskboard_claim_next(k, S("late"), 1000, &t, &found));
   CHECK(!found);
+}
+
+/* The job queue (0.4.0): a batch claim in priority order with a group
+ * limit, complete-batch's per-item answers, fail with back-off, death at
+ * max-attempts, revive, and the group's limit removed. */
+static void queue(const gak_kernel *k, gak_clock *clock) {
+  uint64_t base = gak_clock_now(clock);
+  OK(gak_taskboard_set_group_limit(k, S("g"), true, 1));
+  REFUSED(gak_taskboard_set_group_limit(k, S("g"), true, 0), "invalid-input");
+  gak_group_info info = {0};
+  OK(gak_taskboard_get_group(k, S("g"), &info));
+  CHECK(info.limit == 1 && info.live == 0);
+  REFUSED(gak_taskboard_get_group(k, S("no-limit"), &info), "not-found");
+  REFUSED(gak_taskboard_get_group(k, S("g"), NULL), "invalid-input");
+
+  gak_task_seed seeds[4] = {
+      {.id = S("j1"), .has_priority = true, .priority = 5, .has_max_attempts = true, .max_attempts = 2, .group = S("g")},
+      {.id = S("j2"), .has_priority = true, .priority = 5, .group = S("g")},
+      {.id = S("j3"), .has_priority = true, .priority = -1},
+      {.id = S("j4"), .has_not_before = true, .not_before = base + 100000},
+  };
+  OK(gak_taskboard_seed(k, seeds, 4));
+
+  /* j2 waits for the group's slot, j4 is not due. */
+  gak_task_list batch = {0};
+  REFUSED(gak_taskboard_claim_batch(k, S("w"), 1000, 0, &batch), "invalid-input");
+  REFUSED(gak_taskboard_claim_batch(k, S("w"), 1000, 10, NULL), "invalid-input");
+  OK(gak_taskboard_claim_batch(k, S("w"), 1000, 10, &batch));
+  CHECK(batch.len == 2 && eq(batch.items[0].id, "j1") && eq(batch.items[1].id, "j3"));
+  if (batch.len != 2) {
+    gak_task_list_clear(&batch);
+    return;
+  }
+  gak_task j1 = batch.items[0], j3 = batch.items[1];
+  CHECK(j1.token.len == 32 && j1.attempts == 1 && j1.priority == 5 && eq(j1.group, "g") && j1.has_max_attempts && j1.max_attempts == 2);
+  CHECK(j3.priority == -1 && j3.group.ptr == NULL && j3.last_error.ptr == NULL && eq(j3.owner, "w"));
+  OK(gak_taskboard_get_group(k, S("g"), &info));
+  CHECK(info.live == 1);
+  gak_task refused_task = {0};
+  REFUSED(gak_taskboard_claim(k, S("j2"), S("x"), 1000, &refused_task), "group-full");
+  REFUSED(gak_taskboard_claim(k, S("j4"), S("x"), 1000, &refused_task), "not-due");
+
+  gak_completion items[3] = {{j3.id, j3.token}, {S("j1"), S("forged")}, {S("nope"), S("forged")}};
+  gak_completion_result_list answers = {0};
+  REFUSED(gak_taskboard_complete_batch(k, NULL, 0, &answers), "invalid-input");
+  REFUSED(gak_taskboard_complete_batch(k, NULL, 2, &answers), "invalid-input");
+  OK(gak_taskboard_complete_batch(k, items, 3, &answers));
+  CHECK(answers.len == 3 && eq(answers.items[0].id, "j3") && answers.items[0].answer == GAK_COMPLETION_ANSWER_COMPLETED);
+  CHECK(answers.len == 3 && answers.items[1].answer == GAK_COMPLETION_ANSWER_LEASE_LOST && answers.items[2].answer == GAK_COMPLETION_ANSWER_NOT_FOUND);
+  gak_completion_result_list_clear(&answers);
+  gak_completion_result_list_clear(&answers);
+  CHECK(answers.items == NULL && answers.len == 0);
+
+  gak_task failed = {0};
+  REFUSED(gak_taskboard_fail(k, S("j1"), S("forged"), S("boom"), true, 500, &failed), "lease-lost");
+  OK(gak_taskboard_fail(k, S("j1"), j1.token, S("boom"), true, 500, &failed));
+  CHECK(failed.state == GAK_TASK_FAILED && eq(failed.last_error, "boom") && failed.has_not_before && failed.not_before == base + 500);
+  CHECK(failed.token.ptr == NULL && failed.owner.ptr == NULL && failed.attempts == 1);
+  gak_task_clear(&failed);
+  OK(gak_taskboard_fail(k, S("j1"), j1.token, S("boom"), true, 500, &failed)); /* idempotent */
+  gak_task_clear(&failed);
+  gak_task_list_clear(&batch);
+  gak_task_list_clear(&batch);
+  CHECK(batch.items == NULL && batch.len == 0);
+  REFUSED(gak_taskboard_claim(k, S("j1"), S("x"), 1000, &refused_task), "not-due");
+
+  /* Due again: the group's one slot goes to j1 (seeded first); its
+   * second failure uses its attempts up. */
+  gak_clock_advance(clock, 500);
+  OK(gak_taskboard_claim_batch(k, S("w"), 1000, 10, &batch));
+  CHECK(batch.len == 1 && eq(batch.items[0].id, "j1") && batch.items[0].attempts == 2 && eq(batch.items[0].last_error, "boom"));
+  if (batch.len == 1) {
+    OK(gak_taskboard_fail(k, S("j1"), batch.items[0].token, S("boom again"), false, 0, &failed));
+    CHECK(failed.state == GAK_TASK_DEAD && eq(failed.last_error, "boom again") && failed.attempts == 2);
+    gak_task_clear(&failed);
+  }
+  gak_task_list_clear(&batch);
+  REFUSED(gak_taskboard_claim(k, S("j1"), S("x"), 1000, &refused_task), "terminal");
+  gak_task revived = {0};
+  REFUSED(gak_taskboard_revive(k, S("j3"), &revived), "not-dead");
+  REFUSED(gak_taskboard_revive(k, S("nope"), &revived), "not-found");
+  OK(gak_taskboard_revive(k, S("j1"), &revived));
+  CHECK(revived.state == GAK_TASK_OPEN && revived.attempts == 0 && revived.last_error.ptr == NULL && !revived.has_not_before);
+  gak_task_clear(&revived);
+
+  /* Without a limit the group's tasks are claimed together. */
+  OK(gak_taskboard_set_group_limit(k, S("g"), false, 0));
+  REFUSED(gak_taskboard_get_group(k, S("g"), &info), "not-found");
+  OK(gak_taskboard_claim_batch(k, S("w"), 1000, 10, &batch));
+  CHECK(batch.len == 2 && eq(batch.items[0].id, "j1") && eq(batch.items[1].id, "j2"));
+  if (batch.len == 2) {
+    gak_completion both[2] = {{batch.items[0].id, batch.items[0].token}, {batch.items[1].id, batch.items[1].token}};
+    OK(gak_taskboard_complete_batch(k, both, 2, &answers));
+    CHECK(answers.len == 2 && answers.items[0].answer == GAK_COMPLETION_ANSWER_COMPLETED && answers.items[1].answer == GAK_COMPLETION_ANSWER_COMPLETED);
+    gak_completion_result_list_clear(&answers);
+  }
+  gak_task_list_clear(&batch);
+  /* Nothing ready: an empty list. */
+  OK(gak_taskboard_claim_batch(k, S("w"), 1000, 10, &batch));
+  CHECK(batch.len == 0 && batch.items == NULL);
+  gak_task_list_clear(&batch);
+  gak_task_list_clear(NULL);
+  gak_completion_result_list_clear(NULL);
 }
 
 static void runs(const gak_kernel *k) {
@@ -433,7 +536,7 @@ static void sqlite_sinks(const char *path) {
   KERNEL = k;
   OK(gak_sideeffect_write_fenced(k, S("orders"), 1, sql_body, NULL));
   OK(gak_sideeffect_write_fenced(k, S("ledger"), 1, append_body, "ledger"));
-  gak_task_seed one = {S("t"), NONE, NULL, 0, GAK_TASK_ANY};
+  gak_task_seed one = {.id = S("t"), .title = NONE, .deps = NULL, .deps_len = 0, .state = GAK_TASK_ANY};
   OK(gak_taskboard_seed(k, &one, 1));
   gak_kernel_free(k);
 }
@@ -451,6 +554,7 @@ int main(int argc, char **argv) {
   CHECK(GAK_RETRY_NONE == 0 && GAK_RETRY_SAFE == 1 && GAK_RETRY_UNSAFE == 2);
   CHECK(GAK_STATUS_NONE == 0 && GAK_STATUS_SUCCEEDED == 1 && GAK_ACQUIRED_NONE == 0 && GAK_ACQUIRED_GRANTED == 1);
   CHECK(GAK_RESOLVED_NONE == 0 && GAK_RESOLVED_REPLAYED == 1);
+  CHECK(GAK_TASK_DEAD == 5 && GAK_COMPLETION_ANSWER_NONE == 0 && GAK_COMPLETION_ANSWER_COMPLETED == 1);
   gak_bytes component = {0};
   gak_component(&component);
   CHECK(component.len > 1000 && memcmp(component.ptr, "\0asm", 4) == 0);
@@ -490,6 +594,7 @@ int main(int argc, char **argv) {
   OK(gak_clock_set(clock, 600));
   REFUSED(gak_clock_set(clock, 10), "invalid-input");
   REFUSED(gak_clock_set(NULL, 10), "invalid-input");
+  queue(k, clock);
   gak_kernel_free(k);
   gak_clock_free(clock);
   REFUSED(gak_postgres_drop_schema(S("memory:")), "invalid-input");
@@ -503,6 +608,10 @@ int main(int argc, char **argv) {
   gak_str_clear(&zero_str);
   gak_ran zero_ran = {0};
   gak_ran_clear(&zero_ran);
+  gak_completion_result zero_result = {0};
+  gak_completion_result_clear(&zero_result);
+  gak_task_list zero_list = {0};
+  gak_task_list_clear(&zero_list);
 
   printf("abi: %d checks, %d failed\n", checks, failures);
   return failures == 0 ? 0 : 1;

@@ -227,11 +227,11 @@ static int32_t never_body(void *user, gak_downstream *down) {
 static gak_error *write_fenced(void) { return gak_sideeffect_write_fenced(K, beyond(MIB + 1), 1, never_body, NULL); }
 static gak_error *seed_count(void) {
   gak_task_seed *last = items_beyond(sizeof(gak_task_seed));
-  *last = (gak_task_seed){S("t"), NONE, NULL, 0, GAK_TASK_ANY};
+  *last = (gak_task_seed){.id = S("t"), .title = NONE, .deps = NULL, .deps_len = 0, .state = GAK_TASK_ANY};
   return gak_taskboard_seed(K, last, 10001);
 }
 static gak_error *seed_deps(void) {
-  gak_task_seed seed = {S("t"), NONE, strs_beyond(), 10001, GAK_TASK_ANY};
+  gak_task_seed seed = {.id = S("t"), .title = NONE, .deps = strs_beyond(), .deps_len = 10001, .state = GAK_TASK_ANY};
   return gak_taskboard_seed(K, &seed, 1);
 }
 static char *one_mib;
@@ -241,7 +241,7 @@ static gak_error *seed_total(void) {
   char ids[65][8];
   for (int i = 0; i < 65; i++) {
     snprintf(ids[i], sizeof ids[i], "t%d", i);
-    seeds[i] = (gak_task_seed){S(ids[i]), {one_mib, MIB}, NULL, 0, GAK_TASK_ANY};
+    seeds[i] = (gak_task_seed){.id = S(ids[i]), .title = {one_mib, MIB}, .deps = NULL, .deps_len = 0, .state = GAK_TASK_ANY};
   }
   seeds[64].title = beyond(16);
   seeds[63].title = beyond(MIB);

@@ -2,12 +2,14 @@ package conformance
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	gak "github.com/gak-kernel/gak/host/go"
@@ -220,6 +222,12 @@ func runCase(c Case, store string) error {
 			}
 			continue
 		}
+		if _, isWork := o["work"]; isWork {
+			if err := workStep(k, clock, o, binds); err != nil {
+				return fmt.Errorf("step %d: %v", i, err)
+			}
+			continue
+		}
 		if err := runStep(context.Background(), k, clock, o, binds); err != nil {
 			return fmt.Errorf("step %d: %v", i, err)
 		}
@@ -378,4 +386,167 @@ func ProtocolFiles() ([]File, error) {
 		return nil, err
 	}
 	return LoadPaths([]string{filepath.Join(repo, "tests", "host-protocol")}), nil
+}
+
+// workStep runs the Go worker until idle with the step's scripted handlers
+// (README "Worker cases").
+func workStep(k *gak.Kernel, clock *gak.ManualClock, step map[string]any, binds Binds) error {
+	work, err := substitute(step["work"], binds)
+	if err != nil {
+		return err
+	}
+	option := func(key string, def uint64) (uint64, error) {
+		v, has := field(work, key)
+		if !has {
+			return def, nil
+		}
+		n, ok := ms(v)
+		if !ok {
+			return 0, fmt.Errorf("work.%s: expected a number", key)
+		}
+		return n, nil
+	}
+	agent, _ := stringOrEmpty(work, "agent")
+	if agent == "" {
+		agent = "w"
+	}
+	ttlMs, err := option("ttl", 30000)
+	if err != nil {
+		return err
+	}
+	batch, err := option("batch", 10)
+	if err != nil {
+		return err
+	}
+	concurrency, err := option("concurrency", 0)
+	if err != nil {
+		return err
+	}
+	ttl := time.Duration(ttlMs) * time.Millisecond
+	opts := gak.WorkerOptions{
+		Batch:       int(batch),
+		TTL:         ttl,
+		Concurrency: int(concurrency),
+		Idle:        10 * time.Millisecond,
+	}
+	if b, has := field(work, "backoff"); has {
+		bo, _ := b.(obj)
+		base, ok1 := ms(bo["base"])
+		max, ok2 := ms(bo["max"])
+		if !ok1 || !ok2 {
+			return fmt.Errorf("work.backoff: base and max are required")
+		}
+		jitter := 0.0
+		if j, has := field(b, "jitter"); has {
+			n, isNum := j.(json.Number)
+			if !isNum {
+				return fmt.Errorf("work.backoff.jitter: expected a number")
+			}
+			if jitter, err = n.Float64(); err != nil {
+				return fmt.Errorf("work.backoff.jitter: %v", err)
+			}
+		}
+		opts.Backoff = &gak.Backoff{
+			Base:   time.Duration(base) * time.Millisecond,
+			Max:    time.Duration(max) * time.Millisecond,
+			Jitter: jitter,
+		}
+	}
+	handlers, _ := field(work, "handlers")
+	def, _ := stringOrEmpty(work, "default")
+	if def == "" {
+		def = "ok"
+	}
+	worker := gak.NewWorker(k, agent, opts)
+	var mu sync.Mutex
+	var order []any
+	var trouble string
+	note := func(why string) {
+		mu.Lock()
+		defer mu.Unlock()
+		trouble = why
+	}
+	worked, err := worker.RunUntilIdle(context.Background(), func(ctx context.Context, task gak.Task) error {
+		mu.Lock()
+		order = append(order, task.ID)
+		mu.Unlock()
+		script := def
+		if h, has := field(handlers, task.ID); has {
+			if name, isStr := h.(string); isStr {
+				script = name
+			}
+		}
+		switch script {
+		case "ok":
+			return nil
+		case "throw":
+			return errors.New("boom")
+		case "throw-long":
+			return errors.New(strings.Repeat("é", 3000))
+		case "throw-nul":
+			return errors.New("a\x00b")
+		case "panic":
+			panic("boom")
+		case "stop":
+			worker.Stop()
+			return nil
+		case "lose":
+			// The claim expires and another worker takes it over.
+			if clock == nil {
+				note("lose needs the manual clock")
+			} else {
+				clock.AdvanceMs(ttlMs)
+			}
+			if _, err := k.Taskboard().Claim(ctx, task.ID, "thief", ttl); err != nil {
+				note("the thief's claim: " + err.Error())
+			}
+			return nil
+		case "outlive":
+			// Real time past the ttl: the worker's renewals keep the claim
+			// live, so a thief is refused.
+			time.Sleep(3 * ttl)
+			_, err := k.Taskboard().Claim(ctx, task.ID, "thief", ttl)
+			if gak.Code(err) != gak.CodeTaken {
+				note(fmt.Sprintf("the thief's claim answered %v", err))
+			}
+			return nil
+		}
+		return fmt.Errorf("unknown handler %q", script)
+	})
+	if err != nil {
+		return fmt.Errorf("the worker: %v", err)
+	}
+	if trouble != "" {
+		return errors.New(trouble)
+	}
+	got := obj{
+		"claimed":   num(worked.Claimed),
+		"completed": num(worked.Completed),
+		"failed":    num(worked.Failed),
+		"released":  num(worked.Released),
+		"lost":      num(worked.Lost),
+	}
+	if want, has := step["worked"]; has {
+		m, err := matches(want, got, true, binds)
+		if err != nil {
+			return err
+		}
+		if !m {
+			return fmt.Errorf("work: expected %s, got %s", show(want), show(got))
+		}
+	}
+	if want, has := step["order"]; has {
+		ran := order
+		if ran == nil {
+			ran = []any{}
+		}
+		m, err := matches(want, ran, true, binds)
+		if err != nil {
+			return err
+		}
+		if !m {
+			return fmt.Errorf("work: expected the handlers in order %s, got %s", show(want), show(ran))
+		}
+	}
+	return nil
 }

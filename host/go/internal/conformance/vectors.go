@@ -283,16 +283,11 @@ func show(v any) string {
 	return string(b)
 }
 
+// errorNames are the contract's codes (generated from the WIT).
 var errorNames = map[string]bool{}
 
 func init() {
-	for _, n := range []string{
-		gak.CodeNotFound, gak.CodeStaleSeq, gak.CodeTerminal, gak.CodeInvalidPlan, gak.CodeFenceStale,
-		gak.CodeAlreadyCommitted, gak.CodeNotHolder, gak.CodeResourceMismatch, gak.CodeLeaseExpired,
-		gak.CodeReconcileTaken, gak.CodeNotUncertain, gak.CodeUnsafeNotRetryable, gak.CodeKeyReused,
-		gak.CodeWriteFailed, gak.CodeTaken, gak.CodeDepsPending, gak.CodeLeaseLost, gak.CodeInvalidInput,
-		gak.CodeStorage,
-	} {
+	for _, n := range gak.Codes {
 		errorNames[n] = true
 	}
 }
