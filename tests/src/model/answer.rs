@@ -37,6 +37,14 @@ pub enum Out<T> {
     Marker(Option<String>),
     /// A side-effect key as an operator sees it (never a holder or claim).
     Key(KeyInfo),
+    /// `complete-batch`: each item's id and answer (`Unit` for completed,
+    /// an error otherwise), in the order given.
+    Items(Vec<(String, Out<T>)>),
+    /// `get-group`: the limit and the live claims.
+    Group {
+        limit: u32,
+        live: u32,
+    },
     /// The error's kebab-case name (`storage: why` for storage failures,
     /// which the model never expects).
     Err(String),
@@ -54,6 +62,13 @@ pub struct TaskV<T> {
     pub token: Option<T>,
     pub until: Option<u64>,
     pub fence: u64,
+    /// SPEC 10's fields.
+    pub priority: i32,
+    pub not_before: Option<u64>,
+    pub max_attempts: Option<u32>,
+    pub group: Option<String>,
+    pub attempts: u32,
+    pub last_error: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,6 +100,12 @@ impl<T> TaskV<T> {
             token: self.token.map(f),
             until: self.until,
             fence: self.fence,
+            priority: self.priority,
+            not_before: self.not_before,
+            max_attempts: self.max_attempts,
+            group: self.group,
+            attempts: self.attempts,
+            last_error: self.last_error,
         }
     }
 }
@@ -126,6 +147,13 @@ impl<T> Out<T> {
             Out::Seen(seen) => Out::Seen(seen),
             Out::Marker(m) => Out::Marker(m),
             Out::Key(k) => Out::Key(k),
+            Out::Items(items) => Out::Items(
+                items
+                    .into_iter()
+                    .map(|(id, out)| (id, out.map(&mut *f)))
+                    .collect(),
+            ),
+            Out::Group { limit, live } => Out::Group { limit, live },
             Out::Err(e) => Out::Err(e),
             Out::ErrOneOf(e) => Out::ErrOneOf(e),
         }
@@ -184,7 +212,7 @@ pub fn compare(model: &Out<H>, real: &Out<String>, binder: &mut Binder) -> Resul
             _ => Err(mismatch()),
         };
     }
-    let (mshape, mtokens) = model.clone().split();
+    let (mshape, mtokens) = settle_one_of(model, real).split();
     let (rshape, rtokens) = real.clone().split();
     if mshape != rshape {
         return Err(mismatch());
@@ -195,4 +223,27 @@ pub fn compare(model: &Out<H>, real: &Out<String>, binder: &mut Binder) -> Resul
     }
     *binder = next;
     Ok(())
+}
+
+/// The model's answer with each item's open choice (`ErrOneOf`, inside
+/// `complete-batch` answers) settled by the kernel's answer when that is
+/// one of the choices.
+fn settle_one_of(model: &Out<H>, real: &Out<String>) -> Out<H> {
+    match (model, real) {
+        (Out::Items(m), Out::Items(r)) if m.len() == r.len() => Out::Items(
+            m.iter()
+                .zip(r)
+                .map(|((id, mo), (_, ro))| {
+                    let settled = match (mo, ro) {
+                        (Out::ErrOneOf(names), Out::Err(n)) if names.contains(&n.as_str()) => {
+                            Out::Err(n.clone())
+                        }
+                        _ => mo.clone(),
+                    };
+                    (id.clone(), settled)
+                })
+                .collect(),
+        ),
+        _ => model.clone(),
+    }
 }

@@ -8,8 +8,8 @@ use gak::{Action, Outcome, Resolution, Snapshot, Status, TaskSeed};
 
 use super::answer::{AcqV, LeaseV, Out, TaskV};
 use super::invalid::invalid_call;
-use super::ops::{LeaseRef, Op, Tamper, TokRef};
-use super::{AGENTS, FINGERPRINTS, KEYS, RESOURCES, RUNS, START, STEPS, TASKS};
+use super::ops::{ItemRef, LeaseRef, Op, Tamper, TokRef};
+use super::{AGENTS, FINGERPRINTS, GROUPS, KEYS, RESOURCES, RUNS, START, STEPS, TASKS};
 
 /// One concrete call, with tokens as `T`.
 #[derive(Clone, Debug)]
@@ -95,6 +95,30 @@ pub enum Call<T> {
         step: Option<String>,
     },
     KeyGet(String),
+    ClaimNext {
+        agent: String,
+        ttl: u64,
+    },
+    ClaimBatch {
+        agent: String,
+        ttl: u64,
+        limit: u32,
+    },
+    CompleteBatch {
+        items: Vec<(String, T)>,
+    },
+    Fail {
+        id: String,
+        token: T,
+        reason: String,
+        retry_after: Option<u64>,
+    },
+    Revive(String),
+    SetGroupLimit {
+        group: String,
+        limit: Option<u32>,
+    },
+    GetGroup(String),
     /// A call SPEC 8 refuses with `invalid-input`, before anything else.
     Invalid(Box<Call<T>>),
 }
@@ -141,6 +165,19 @@ impl<T: Clone> Refs<T> {
         }
     }
 
+    /// The task and token a queue call presents.
+    fn item(&self, r: ItemRef, forged: &T) -> (String, T) {
+        match r {
+            ItemRef::Task(task, tok) => {
+                (TASKS[task].to_owned(), self.token(TASKS[task], tok, forged))
+            }
+            ItemRef::Recent(n) => match self.tokens.len() {
+                0 => (TASKS[0].to_owned(), forged.clone()),
+                len => self.tokens[len - 1 - n % len].clone(),
+            },
+        }
+    }
+
     /// The lease and the action presented with it.
     fn lease(&self, r: LeaseRef, forged: &T) -> (Action, LeaseV<T>) {
         let mut lease = if self.leases.is_empty() {
@@ -184,12 +221,33 @@ impl<T: Clone> Refs<T> {
             | Out::Acq(AcqV::Granted(LeaseV { until, .. }))
             | Out::Lease(LeaseV { until, .. })
             | Out::Claim { until, .. } => self.deadlines.push(*until),
+            Out::Tasks(ts) => self.deadlines.extend(ts.iter().filter_map(|t| t.until)),
             _ => {}
         }
         match (op, out) {
+            // When a back-off ends, and when a seeded delay ends.
+            (
+                Op::Fail { .. },
+                Out::Task(TaskV {
+                    not_before: Some(at),
+                    ..
+                }),
+            ) => self.deadlines.push(*at),
+            (Op::Seed { tasks, .. }, Out::Unit) => self.deadlines.extend(
+                tasks
+                    .iter()
+                    .filter_map(|s| s.not_before.map(|n| START + 50 * u64::from(n))),
+            ),
             (Op::Claim { task, .. }, Out::Task(t)) => {
                 if let Some(tok) = &t.token {
                     self.tokens.push((TASKS[*task].to_owned(), tok.clone()));
+                }
+            }
+            (Op::ClaimNext { .. } | Op::ClaimBatch { .. }, Out::Tasks(ts)) => {
+                for t in ts {
+                    if let Some(tok) = &t.token {
+                        self.tokens.push((t.id.clone(), tok.clone()));
+                    }
                 }
             }
             (Op::Acquire { .. }, Out::Acq(AcqV::Granted(l))) => self.leases.push(l.clone()),
@@ -225,10 +283,10 @@ pub fn instantiate<T: Clone>(op: &Op, refs: &Refs<T>, forged: &T) -> Call<T> {
                     title: s.title.map(|t| format!("title {t}")),
                     deps: ids(&TASKS, s.deps),
                     state: s.state,
-                    priority: None,
-                    not_before: None,
-                    max_attempts: None,
-                    group: None,
+                    priority: s.priority.map(i32::from),
+                    not_before: s.not_before.map(|n| START + 50 * u64::from(n)),
+                    max_attempts: s.max_attempts.map(u32::from),
+                    group: s.group.map(|g| GROUPS[g].to_owned()),
                 })
                 .collect();
             if *dup && let Some(first) = seeds.first().cloned() {
@@ -380,6 +438,37 @@ pub fn instantiate<T: Clone>(op: &Op, refs: &Refs<T>, forged: &T) -> Call<T> {
             step: step.map(|s| STEPS[s].to_owned()),
         },
         Op::KeyGet { key } => Call::KeyGet(KEYS[*key].into()),
+        Op::ClaimNext { agent, ttl } => Call::ClaimNext {
+            agent: AGENTS[*agent].into(),
+            ttl: *ttl,
+        },
+        Op::ClaimBatch { agent, ttl, limit } => Call::ClaimBatch {
+            agent: AGENTS[*agent].into(),
+            ttl: *ttl,
+            limit: *limit,
+        },
+        Op::CompleteBatch { items } => Call::CompleteBatch {
+            items: items.iter().map(|r| refs.item(*r, forged)).collect(),
+        },
+        Op::Fail {
+            item,
+            reason,
+            retry_after,
+        } => {
+            let (id, token) = refs.item(*item, forged);
+            Call::Fail {
+                id,
+                token,
+                reason: format!("failure {reason}"),
+                retry_after: *retry_after,
+            }
+        }
+        Op::Revive { task } => Call::Revive(TASKS[*task].into()),
+        Op::SetGroupLimit { group, limit } => Call::SetGroupLimit {
+            group: GROUPS[*group].into(),
+            limit: *limit,
+        },
+        Op::GetGroup { group } => Call::GetGroup(GROUPS[*group].into()),
         Op::Invalid { which, lease } => {
             let (action, lease) = refs.lease(*lease, forged);
             Call::Invalid(Box::new(invalid_call(*which, action, lease)))

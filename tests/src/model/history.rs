@@ -17,8 +17,8 @@ use proptest::prelude::*;
 use super::call::instantiate;
 use super::kernel::apply_real;
 use super::lockstep::{Lockstep, observe_all};
-use super::ops::{FULL, Op, SeedOp, TIGHT, op};
-use super::{FORGED, Out};
+use super::ops::{FULL, ItemRef, Op, SeedOp, TIGHT, TokRef, op};
+use super::{AGENTS, FORGED, Out};
 
 /// The global real-time order: taken before invoking and after responding.
 static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -62,23 +62,68 @@ pub fn conc_strategy() -> impl Strategy<Value = ConcCase> {
             0,
             Op::Seed {
                 tasks: vec![
+                    SeedOp::plain(0),
                     SeedOp {
-                        task: 0,
-                        title: None,
-                        deps: 0,
-                        state: None,
-                    },
-                    SeedOp {
-                        task: 1,
-                        title: None,
                         deps: 1,
-                        state: None,
+                        ..SeedOp::plain(1)
                     },
                 ],
                 dup: false,
             },
         );
         ConcCase { prefix, threads }
+    })
+}
+
+/// SPEC 10's claimers: a board of 6 tasks (random priorities, groups and
+/// attempt bounds; group `g0` limited to 1-2 live claims), then 2-4 threads
+/// of 1-3 queue calls each — mostly `claim-batch` / `claim-next`, and
+/// completing, failing or releasing what they got; a rare clock move
+/// expires claims.
+pub fn queue_conc_strategy() -> impl Strategy<Value = ConcCase> {
+    let seed = (
+        prop_oneof![2 => Just(None), 1 => (0i8..=1).prop_map(Some)],
+        prop_oneof![1 => Just(None), 2 => Just(Some(0usize)), 1 => Just(Some(1usize))],
+        prop_oneof![3 => Just(None), 1 => (1u8..=2).prop_map(Some)],
+    );
+    let board = (prop::collection::vec(seed, 6), 1u32..=2);
+    let thread_op = prop_oneof![
+        6 => (0..AGENTS.len(), 1u32..=3).prop_map(|(agent, limit)| Op::ClaimBatch { agent, ttl: 100, limit }),
+        3 => (0..AGENTS.len()).prop_map(|agent| Op::ClaimNext { agent, ttl: 100 }),
+        3 => (1usize..=2).prop_map(|n| Op::CompleteBatch {
+            items: (0..n).map(ItemRef::Recent).collect(),
+        }),
+        2 => prop_oneof![Just(None), Just(Some(0u64)), Just(Some(50))].prop_map(|retry_after| Op::Fail {
+            item: ItemRef::Recent(0),
+            reason: 0,
+            retry_after,
+        }),
+        1 => Just(Op::TRelease { task: 0, tok: TokRef::Any(0) }),
+        1 => Just(Op::Advance(100)),
+        1 => Just(Op::GetGroup { group: 0 }),
+    ];
+    let threads = prop::collection::vec(prop::collection::vec(thread_op, 1..=3), 2..=4);
+    (board, threads).prop_map(|((seeds, limit), threads)| {
+        let tasks = seeds
+            .into_iter()
+            .enumerate()
+            .map(|(task, (priority, group, max_attempts))| SeedOp {
+                priority,
+                group,
+                max_attempts,
+                ..SeedOp::plain(task)
+            })
+            .collect();
+        ConcCase {
+            prefix: vec![
+                Op::SetGroupLimit {
+                    group: 0,
+                    limit: Some(limit),
+                },
+                Op::Seed { tasks, dup: false },
+            ],
+            threads,
+        }
     })
 }
 

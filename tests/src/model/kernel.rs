@@ -5,7 +5,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 use gak::blocking::Kernel;
-use gak::{Acquired, Clock, Error, Lease, ManualClock, Task};
+use gak::{Acquired, Clock, Completion, CompletionAnswer, Error, Lease, ManualClock, Task};
 
 use super::answer::{AcqV, LeaseV, Out, TaskV};
 use super::call::Call;
@@ -31,6 +31,12 @@ fn task_v(t: Task) -> TaskV<String> {
         token: t.token,
         until: t.until,
         fence: t.fence,
+        priority: t.priority,
+        not_before: t.not_before,
+        max_attempts: t.max_attempts,
+        group: t.group,
+        attempts: t.attempts,
+        last_error: t.last_error,
     }
 }
 
@@ -165,6 +171,48 @@ pub(crate) fn apply_real(k: &Kernel, clock: &ManualClock, call: &Call<String>) -
         Call::Read { run, step } => real(k.commitgate().read(run, step.as_deref()), Out::Outcome),
         Call::KeyGet(key) => real(se.get(key), Out::Key),
         Call::Invalid(call) => apply_real(k, clock, call),
+        Call::ClaimNext { agent, ttl } => real(tb.claim_next(agent, *ttl), |t| {
+            Out::Tasks(t.into_iter().map(task_v).collect())
+        }),
+        Call::ClaimBatch { agent, ttl, limit } => real(tb.claim_batch(agent, *ttl, *limit), |ts| {
+            Out::Tasks(ts.into_iter().map(task_v).collect())
+        }),
+        Call::CompleteBatch { items } => {
+            let items: Vec<Completion> = items
+                .iter()
+                .map(|(id, token)| Completion {
+                    id: id.clone(),
+                    token: token.clone(),
+                })
+                .collect();
+            real(tb.complete_batch(&items), |rs| {
+                Out::Items(
+                    rs.into_iter()
+                        .map(|r| {
+                            let answer = match r.answer {
+                                CompletionAnswer::Completed => Out::Unit,
+                                other => Out::Err(other.name().to_owned()),
+                            };
+                            (r.id, answer)
+                        })
+                        .collect(),
+                )
+            })
+        }
+        Call::Fail {
+            id,
+            token,
+            reason,
+            retry_after,
+        } => real(tb.fail(id, token, reason, *retry_after), |t| {
+            Out::Task(task_v(t))
+        }),
+        Call::Revive(id) => real(tb.revive(id), |t| Out::Task(task_v(t))),
+        Call::SetGroupLimit { group, limit } => unit(tb.set_group_limit(group, *limit)),
+        Call::GetGroup(group) => real(tb.get_group(group), |g| Out::Group {
+            limit: g.limit,
+            live: g.live,
+        }),
     }
 }
 

@@ -6,12 +6,89 @@
 //! answer agrees, tokens bind consistently, and the model ends in the
 //! state the threads left ([`Finals`]). Each thread presents the tokens
 //! and leases it has seen itself.
+//!
+//! SPEC 10 lets `claim-next` / `claim-batch` pass over a task that an
+//! overlapping call holds: the checker accepts a pass-over of task X only
+//! when a call of another thread that overlaps the claim in real time
+//! touched X ([`touched`]), and then exactly as the kernel answered (the
+//! model is guided by [`PassOver`]); any other out-of-order grant is
+//! rejected.
+use std::collections::BTreeSet;
+
 use super::answer::{Binder, compare};
+use super::call::Call;
 use super::call::{Refs, instantiate};
 use super::history::{Event, Finals, render, render_finals};
 use super::lockstep::Lockstep;
-use super::reference::Model;
-use super::{FORGED_H, H};
+use super::ops::Op;
+use super::reference::{Model, PassOver};
+use super::{FORGED, FORGED_H, H, Out, TASKS};
+
+/// The tasks a call may hold a lock on, from the call and its answer:
+/// those it names, and those a claim answered; a claim call that failed
+/// may have held any task before rolling back. Reads (`list`) and refused
+/// input lock nothing.
+pub fn touched(call: &Call<String>, out: &Out<String>) -> BTreeSet<String> {
+    match call {
+        Call::Claim { id, .. }
+        | Call::TRelease { id, .. }
+        | Call::TComplete { id, .. }
+        | Call::TRenew { id, .. }
+        | Call::Fail { id, .. }
+        | Call::Revive(id) => BTreeSet::from([id.clone()]),
+        Call::Seed(seeds) => seeds.iter().map(|s| s.id.clone()).collect(),
+        Call::CompleteBatch { items } => items.iter().map(|(id, _)| id.clone()).collect(),
+        Call::ClaimNext { .. } | Call::ClaimBatch { .. } => match out {
+            Out::Tasks(ts) => ts.iter().map(|t| t.id.clone()).collect(),
+            _ => TASKS.iter().map(|t| (*t).to_owned()).collect(),
+        },
+        _ => BTreeSet::new(),
+    }
+}
+
+/// For each event, the tasks calls of other threads overlapping it in real
+/// time touched.
+fn held_by_overlapping(start: &Refs<String>, events: &[Event]) -> Vec<BTreeSet<String>> {
+    // Each thread's calls as it made them (with the tokens it had seen).
+    let mut touched = vec![BTreeSet::new(); events.len()];
+    let threads = events.iter().map(|e| e.thread + 1).max().unwrap_or(0);
+    for thread in 0..threads {
+        let mut mine: Vec<usize> = (0..events.len())
+            .filter(|&i| events[i].thread == thread)
+            .collect();
+        mine.sort_by_key(|&i| events[i].invoked);
+        let mut refs = start.clone();
+        for i in mine {
+            let e = &events[i];
+            touched[i] = self::touched(&instantiate(&e.op, &refs, &FORGED.to_owned()), &e.out);
+            refs.absorb(&e.op, &e.out);
+        }
+    }
+    events
+        .iter()
+        .map(|a| {
+            events
+                .iter()
+                .zip(&touched)
+                .filter(|(b, _)| {
+                    a.thread != b.thread && a.invoked < b.returned && b.invoked < a.returned
+                })
+                .flat_map(|(_, t)| t.iter().cloned())
+                .collect()
+        })
+        .collect()
+}
+
+/// The guide for a claim call: what overlapping calls held, what it granted.
+fn pass_over(e: &Event, held: &BTreeSet<String>) -> Option<PassOver> {
+    match (&e.op, &e.out) {
+        (Op::ClaimNext { .. } | Op::ClaimBatch { .. }, Out::Tasks(ts)) => Some(PassOver {
+            held: held.clone(),
+            granted: ts.iter().map(|t| t.id.clone()).collect(),
+        }),
+        _ => None,
+    }
+}
 
 /// A model state while searching for a serial order.
 #[derive(Clone)]
@@ -27,6 +104,7 @@ const SEARCH_BUDGET: u64 = 2_000_000;
 fn dfs(
     st: &LinState,
     events: &[Event],
+    held: &[BTreeSet<String>],
     finals: &Finals,
     remaining: u32,
     order: &mut Vec<usize>,
@@ -62,15 +140,25 @@ fn dfs(
             return Err("search budget exhausted".into());
         }
         let mut next = st.clone();
+        next.model.pass_over = pass_over(e, &held[i]);
         let want = next
             .model
             .apply(&instantiate(&e.op, &next.refs[e.thread], &FORGED_H));
+        next.model.pass_over = None;
         if compare(&want, &e.out, &mut next.binder).is_err() {
             continue;
         }
         next.refs[e.thread].absorb(&e.op, &want);
         order.push(i);
-        if dfs(&next, events, finals, remaining & !(1 << i), order, steps)? {
+        if dfs(
+            &next,
+            events,
+            held,
+            finals,
+            remaining & !(1 << i),
+            order,
+            steps,
+        )? {
             return Ok(true);
         }
         order.pop();
@@ -96,7 +184,8 @@ pub fn linearize(
     let mut order = Vec::new();
     let mut steps = 0;
     let all = (1u32 << events.len()) - 1;
-    match dfs(&st, events, finals, all, &mut order, &mut steps) {
+    let held = held_by_overlapping(&start.real_refs, events);
+    match dfs(&st, events, &held, finals, all, &mut order, &mut steps) {
         Ok(true) => Ok(order),
         Ok(false) => Err(format!(
             "no serial order explains the history and the state it left ({steps} model steps tried):\n{}\n  read back afterwards:\n{}",

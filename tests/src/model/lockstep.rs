@@ -16,7 +16,7 @@ use super::call::{Refs, instantiate};
 use super::kernel::{Fresh, apply_real};
 use super::ops::Op;
 use super::reference::{Model, Mutant};
-use super::{FORGED, FORGED_H, H, KEYS, Out, RESOURCES, RUNS, START, STEPS};
+use super::{FORGED, FORGED_H, GROUPS, H, KEYS, Out, RESOURCES, RUNS, START, STEPS};
 
 /// Model, token binding and both callers' views, in lock step.
 #[derive(Clone, Debug)]
@@ -82,6 +82,9 @@ pub fn observe_all() -> Vec<Op> {
     }
     for key in 0..KEYS.len() {
         ops.push(Op::KeyGet { key });
+    }
+    for group in 0..GROUPS.len() {
+        ops.push(Op::GetGroup { group });
     }
     ops
 }

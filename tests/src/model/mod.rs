@@ -60,19 +60,24 @@ pub mod reference;
 pub use answer::{AcqV, Binder, LeaseV, Out, TaskV, compare};
 pub use call::{Call, Refs, instantiate};
 pub use coverage::labels;
-pub use history::{ConcCase, Event, Finals, Recorded, conc_strategy, record, render};
+pub use history::{
+    ConcCase, Event, Finals, Recorded, conc_strategy, queue_conc_strategy, record, render,
+};
 pub use kernel::{Fresh, fresh_memory, fresh_sqlite};
-pub use linearize::linearize;
+pub use linearize::{linearize, touched};
 pub use lockstep::{Lockstep, run_case};
-pub use ops::{LeaseRef, Op, SeedOp, Tamper, TokRef, ops_strategy};
+pub use ops::{ItemRef, LeaseRef, Op, SeedOp, Tamper, TokRef, ops_strategy};
 pub use plan::{PlanCase, model_plan, plan_strategy};
-pub use reference::{Model, Mutant, err};
+pub use reference::{Model, Mutant, PassOver, err};
 
 // ---------------------------------------------------------------- id space
 // Few ids, so that random operations collide.
 
-/// Task ids.
-pub const TASKS: [&str; 3] = ["t0", "t1", "t2"];
+/// Task ids (the random sequences use the first three; the queue's
+/// concurrent cases more).
+pub const TASKS: [&str; 8] = ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"];
+/// Task groups (SPEC 10).
+pub const GROUPS: [&str; 2] = ["g0", "g1"];
 /// Agents that claim tasks.
 pub const AGENTS: [&str; 2] = ["a0", "a1"];
 /// Side-effect keys.

@@ -55,6 +55,38 @@ pub struct SeedOp {
     /// Bit i: depends on `TASKS[i]`.
     pub deps: u8,
     pub state: Option<TaskState>,
+    /// SPEC 10: the priority (0 when absent).
+    pub priority: Option<i8>,
+    /// SPEC 10: not before `START + 50 * n`.
+    pub not_before: Option<u8>,
+    /// SPEC 10: at most this many attempts.
+    pub max_attempts: Option<u8>,
+    /// SPEC 10: in `GROUPS[g]`.
+    pub group: Option<usize>,
+}
+
+impl SeedOp {
+    /// An open task without dependencies or queue fields.
+    pub fn plain(task: usize) -> SeedOp {
+        SeedOp {
+            task,
+            title: None,
+            deps: 0,
+            state: None,
+            priority: None,
+            not_before: None,
+            max_attempts: None,
+            group: None,
+        }
+    }
+}
+
+/// A task a queue call names: by id with a token reference, or the n-th
+/// most recent claim the caller holds (its task and token).
+#[derive(Clone, Copy, Debug)]
+pub enum ItemRef {
+    Task(usize, TokRef),
+    Recent(usize),
 }
 
 /// One generated operation; tokens and leases are referred to by position
@@ -163,6 +195,40 @@ pub enum Op {
         run: usize,
         step: Option<usize>,
     },
+    /// SPEC 10: `claim-next`.
+    ClaimNext {
+        agent: usize,
+        ttl: u64,
+    },
+    /// SPEC 10: `claim-batch`.
+    ClaimBatch {
+        agent: usize,
+        ttl: u64,
+        limit: u32,
+    },
+    /// SPEC 10: `complete-batch`.
+    CompleteBatch {
+        items: Vec<ItemRef>,
+    },
+    /// SPEC 10: `fail`.
+    Fail {
+        item: ItemRef,
+        reason: u8,
+        retry_after: Option<u64>,
+    },
+    /// SPEC 10: `revive`.
+    Revive {
+        task: usize,
+    },
+    /// SPEC 10: `set-group-limit`.
+    SetGroupLimit {
+        group: usize,
+        limit: Option<u32>,
+    },
+    /// SPEC 10: `get-group`.
+    GetGroup {
+        group: usize,
+    },
     /// Read a side-effect key (`sideeffect.get`).
     KeyGet {
         key: usize,
@@ -179,6 +245,7 @@ pub enum Op {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Space {
     tasks: usize,
+    groups: usize,
     keys: usize,
     res: usize,
     runs: usize,
@@ -192,6 +259,7 @@ pub(crate) struct Space {
 
 pub(crate) const FULL: Space = Space {
     tasks: 3,
+    groups: 2,
     keys: 3,
     res: 2,
     runs: 2,
@@ -203,6 +271,7 @@ pub(crate) const FULL: Space = Space {
 /// so expiry and takeover race claims, renewals and verdicts.
 pub(crate) const TIGHT: Space = Space {
     tasks: 2,
+    groups: 1,
     keys: 2,
     res: 1,
     runs: 1,
@@ -265,9 +334,16 @@ fn seed_op(sp: Space, full: bool) -> BoxedStrategy<Op> {
         2 => Just(Some(TaskState::Failed)),
         3 => Just(Some(TaskState::Done)),
         1 => Just(Some(TaskState::Claimed)),
+        1 => Just(Some(TaskState::Dead)),
     ];
     let deps = prop_oneof![3 => Just(0u8), 2 => 0u8..(1 << sp.tasks)];
-    let one = (prop::option::of(0u8..2), deps, state);
+    let queue = (
+        prop_oneof![3 => Just(None), 1 => (-1i8..=2).prop_map(Some)],
+        prop_oneof![4 => Just(None), 1 => (0u8..=6).prop_map(Some)],
+        prop_oneof![3 => Just(None), 2 => (1u8..=3).prop_map(Some)],
+        prop_oneof![3 => Just(None), 2 => (0..sp.groups).prop_map(Some)],
+    );
+    let one = (prop::option::of(0u8..2), deps, state, queue);
     let all = (1u8 << sp.tasks) - 1;
     let tasks = (
         if full {
@@ -282,12 +358,20 @@ fn seed_op(sp: Space, full: bool) -> BoxedStrategy<Op> {
                 .into_iter()
                 .enumerate()
                 .filter(|(i, _)| mask & (1 << i) != 0)
-                .map(|(task, (title, deps, state))| SeedOp {
-                    task,
-                    title,
-                    deps,
-                    state,
-                })
+                .map(
+                    |(task, (title, deps, state, (priority, not_before, max_attempts, group)))| {
+                        SeedOp {
+                            task,
+                            title,
+                            deps,
+                            state,
+                            priority,
+                            not_before,
+                            max_attempts,
+                            group,
+                        }
+                    },
+                )
                 .collect::<Vec<_>>()
         });
     (tasks, prop::bool::weighted(0.08))
@@ -307,8 +391,9 @@ pub(crate) fn op(sp: Space) -> BoxedStrategy<Op> {
             .prop_map(|(task, agent, ttl)| Op::Claim { task, agent, ttl }),
         2 => (task.clone(), tok_ref()).prop_map(|(task, tok)| Op::TRelease { task, tok }),
         3 => (task.clone(), tok_ref()).prop_map(|(task, tok)| Op::TComplete { task, tok }),
-        3 => (task, tok_ref(), ttl()).prop_map(|(task, tok, ttl)| Op::TRenew { task, tok, ttl }),
+        3 => (task.clone(), tok_ref(), ttl()).prop_map(|(task, tok, ttl)| Op::TRenew { task, tok, ttl }),
     ];
+    let queue = queue_op(sp);
     let fp = prop_oneof![4 => Just(None), 3 => Just(Some(0usize)), 1 => Just(Some(1usize))];
     let effect = prop_oneof![
         7 => (key.clone(), res.clone(), prop::bool::weighted(0.3), fp, ttl())
@@ -341,6 +426,7 @@ pub(crate) fn op(sp: Space) -> BoxedStrategy<Op> {
         prop_oneof![
             3 => advance().prop_map(Op::Advance),
             6 => board,
+            6 => queue,
             9 => effect,
             2 => sink,
             3 => ckpt,
@@ -352,6 +438,7 @@ pub(crate) fn op(sp: Space) -> BoxedStrategy<Op> {
             4 => advance().prop_map(Op::Advance),
             2 => (0usize..3, -1i8..=1).prop_map(|(back, delta)| Op::AdvanceTo { back, delta }),
             8 => board,
+            8 => queue,
             9 => effect,
             2 => sink,
             3 => ckpt,
@@ -361,6 +448,7 @@ pub(crate) fn op(sp: Space) -> BoxedStrategy<Op> {
     } else {
         prop_oneof![
             6 => board,
+            6 => queue,
             9 => effect,
             2 => sink,
             3 => ckpt,
@@ -370,12 +458,58 @@ pub(crate) fn op(sp: Space) -> BoxedStrategy<Op> {
     }
 }
 
+fn item_ref(tasks: usize) -> BoxedStrategy<ItemRef> {
+    prop_oneof![
+        1 => (0..tasks, tok_ref()).prop_map(|(task, tok)| ItemRef::Task(task, tok)),
+        2 => (0usize..3).prop_map(ItemRef::Recent),
+    ]
+    .boxed()
+}
+
+/// Retry-after of `fail`: absent, 0, or mostly multiples of 50 ms.
+fn retry_after() -> BoxedStrategy<Option<u64>> {
+    prop_oneof![
+        2 => Just(None),
+        1 => Just(Some(0u64)),
+        3 => (1u64..=3).prop_map(|x| Some(x * 50)),
+        1 => (1u64..=120).prop_map(Some),
+    ]
+    .boxed()
+}
+
+/// The job-queue calls of SPEC 10.
+pub(crate) fn queue_op(sp: Space) -> BoxedStrategy<Op> {
+    let agent = 0..AGENTS.len();
+    let group = 0..sp.groups;
+    let limit = prop_oneof![2 => Just(None), 3 => (1u32..=2).prop_map(Some)];
+    prop_oneof![
+        4 => (agent.clone(), ttl()).prop_map(|(agent, ttl)| Op::ClaimNext { agent, ttl }),
+        4 => (agent, ttl(), 1u32..=3).prop_map(|(agent, ttl, limit)| Op::ClaimBatch { agent, ttl, limit }),
+        3 => prop::collection::vec(item_ref(sp.tasks), 1..=3)
+            .prop_map(|items| Op::CompleteBatch { items }),
+        4 => (item_ref(sp.tasks), 0u8..2, retry_after())
+            .prop_map(|(item, reason, retry_after)| Op::Fail { item, reason, retry_after }),
+        2 => (0..sp.tasks).prop_map(|task| Op::Revive { task }),
+        1 => (group.clone(), limit).prop_map(|(group, limit)| Op::SetGroupLimit { group, limit }),
+        1 => group.prop_map(|group| Op::GetGroup { group }),
+    ]
+    .boxed()
+}
+
 /// 1..40 operations, usually after seeding the board (a board never seeded
 /// answers every claim with `not-found`).
 pub fn ops_strategy() -> impl Strategy<Value = Vec<Op>> {
     (
+        prop::option::weighted(0.4, (0usize..2, 1u32..=2)),
         prop::option::weighted(0.85, seed_op(FULL, true)),
         prop::collection::vec(op(FULL), 1..40),
     )
-        .prop_map(|(seed, ops)| seed.into_iter().chain(ops).collect())
+        .prop_map(|(limit, seed, ops)| {
+            // Often a group limit first (SPEC 10), so that groups fill up.
+            let limit = limit.map(|(group, limit)| Op::SetGroupLimit {
+                group,
+                limit: Some(limit),
+            });
+            limit.into_iter().chain(seed).chain(ops).collect()
+        })
 }

@@ -33,10 +33,35 @@ pub enum Mutant {
     RenewMintsToken,
     /// A fenced sink accepts a fence below the one it has seen.
     SinkAcceptsStale,
+    /// SPEC 10: a batch skips the attempts bound — `claim-batch` /
+    /// `claim-next` grant an exhausted task instead of turning it dead.
+    BatchSkipsAttemptsBound,
+    /// SPEC 10: a group's count ignores expiry — expired claims still
+    /// count against its limit (and in `get-group`'s `live`).
+    GroupCountIgnoresExpiry,
+    /// SPEC 10: a release keeps its attempt (attempts not given back).
+    ReleaseKeepsAttempt,
+    /// SPEC 10, a checker mutant: the linearizability checker lets
+    /// `claim-next` / `claim-batch` pass over a ready task that no
+    /// overlapping call touched (only a held task may be passed over).
+    PassOverUnheld,
+    /// SPEC 10, fail's back-off: a task failed with `retry-after` is still
+    /// not due at `now == not-before` (the back-off's end taken as
+    /// exclusive).
+    BackoffEndsLate,
+}
+
+/// What a concurrent history says about one claim call, for the
+/// linearizability checker (SPEC 10's pass-over): the tasks overlapping
+/// calls touched (which the call may pass over) and the tasks it granted.
+#[derive(Clone, Debug, Default)]
+pub struct PassOver {
+    pub held: std::collections::BTreeSet<String>,
+    pub granted: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
-pub(crate) struct MTask {
+pub struct MTask {
     title: String,
     deps: Vec<String>,
     pub(crate) state: TaskState,
@@ -46,6 +71,18 @@ pub(crate) struct MTask {
     fence: u64,
     /// The token that completed it (for idempotent re-completion).
     completed_by: Option<H>,
+    // SPEC 10
+    priority: i32,
+    pub(crate) not_before: Option<u64>,
+    max_attempts: Option<u32>,
+    pub(crate) group: Option<String>,
+    pub(crate) attempts: u32,
+    pub(crate) last_error: Option<String>,
+    /// The token whose `fail` put it in its state (for idempotent
+    /// re-failing), until the next grant, revive or re-seed.
+    pub(crate) failed_by: Option<H>,
+    /// Its place in seed order (first appearance).
+    order: u64,
 }
 
 impl MTask {
@@ -59,6 +96,12 @@ impl MTask {
             token: if with_token { self.token } else { None },
             until: self.until,
             fence: self.fence,
+            priority: self.priority,
+            not_before: self.not_before,
+            max_attempts: self.max_attempts,
+            group: self.group.clone(),
+            attempts: self.attempts,
+            last_error: self.last_error.clone(),
         }
     }
 }
@@ -108,6 +151,13 @@ pub struct Model {
     minted: H,
     mutant: Option<Mutant>,
     pub(crate) tasks: BTreeMap<String, MTask>,
+    /// Seed order: the next task's place.
+    seeded: u64,
+    /// SPEC 10: group → limit.
+    pub(crate) groups: BTreeMap<String, u32>,
+    /// Set by the linearizability checker around a claim call (SPEC 10's
+    /// pass-over); never in the sequential check.
+    pub pass_over: Option<PassOver>,
     pub(crate) keys: BTreeMap<String, MKey>,
     pub(crate) resources: BTreeMap<String, MRes>,
     /// (resource, fence) → (key, holder) of every grant.
@@ -133,6 +183,9 @@ impl Model {
             minted: 0,
             mutant,
             tasks: BTreeMap::new(),
+            seeded: 0,
+            groups: BTreeMap::new(),
+            pass_over: None,
             keys: BTreeMap::new(),
             resources: BTreeMap::new(),
             grants: BTreeMap::new(),
@@ -145,6 +198,11 @@ impl Model {
     fn mint(&mut self) -> H {
         self.minted += 1;
         self.minted - 1
+    }
+
+    /// The mutant this model carries.
+    pub fn mutant(&self) -> Option<Mutant> {
+        self.mutant
     }
 
     pub fn apply(&mut self, call: &Call<H>) -> Out<H> {
@@ -208,6 +266,18 @@ impl Model {
                 outcome,
             } => self.commit(run, step, *fence, outcome),
             Call::Invalid(_) => err("invalid-input"),
+            Call::ClaimNext { agent, ttl } => self.claim_batch(agent, *ttl, 1),
+            Call::ClaimBatch { agent, ttl, limit } => self.claim_batch(agent, *ttl, *limit),
+            Call::CompleteBatch { items } => self.complete_batch(items),
+            Call::Fail {
+                id,
+                token,
+                reason,
+                retry_after,
+            } => self.fail(id, *token, reason, *retry_after),
+            Call::Revive(id) => self.revive(id),
+            Call::SetGroupLimit { group, limit } => self.set_group_limit(group, *limit),
+            Call::GetGroup(group) => self.get_group(group),
             Call::KeyGet(key) => self.key_info(key),
             Call::Read { run, step } => self
                 .outcomes
