@@ -43,6 +43,31 @@ fn mint(kernel: &Kernel, clock: &ManualClock) -> Vec<String> {
     caps.extend(renewed.token);
     let next = tb.claim_next("w3", TTL).unwrap().expect("a ready task");
     caps.extend(next.token);
+    // The queue (0.4): tokens of a batch (one seed, a PRF), one completed
+    // in a batch, one failed (its failed-by digest stays), one dead, and
+    // a grouped claim (the group record keeps claims by task id only).
+    tb.set_group_limit("g", Some(5)).unwrap();
+    tb.seed(&[
+        TaskSeed::new("b1"),
+        TaskSeed::new("b2").max_attempts(1),
+        TaskSeed::new("b3"),
+        TaskSeed::new("b4").group("g"),
+    ])
+    .unwrap();
+    let batch = tb.claim_batch("w4", TTL, 4).unwrap();
+    assert_eq!(batch.len(), 4, "{batch:?}");
+    let token = |id: &str| {
+        batch
+            .iter()
+            .find(|t| t.id == id)
+            .and_then(|t| t.token.clone())
+            .unwrap()
+    };
+    tb.complete_batch(&[gak::Completion::new("b1", &token("b1"))])
+        .unwrap();
+    tb.fail("b2", &token("b2"), "gone", None).unwrap();
+    tb.fail("b3", &token("b3"), "again", Some(TTL)).unwrap();
+    caps.extend(batch.into_iter().filter_map(|t| t.token));
 
     let se = kernel.sideeffect();
     let grant = |key: &str, resource: &str| match se.acquire(&Action::new(key, resource), TTL) {
@@ -69,7 +94,7 @@ fn mint(kernel: &Kernel, clock: &ManualClock) -> Vec<String> {
     caps.push(se.begin_reconcile(&expired, 10).unwrap().claim);
     clock.advance(10);
     caps.push(se.begin_reconcile(&expired, TTL).unwrap().claim);
-    assert!(caps.len() >= 12, "{caps:?}");
+    assert!(caps.len() >= 16, "{caps:?}");
     for c in &caps {
         assert_eq!(c.len(), 32, "a capability is 128 bits of hex: {c}");
     }

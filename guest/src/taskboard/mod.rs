@@ -820,7 +820,8 @@ pub fn fail(
         failed.until = None;
         failed.last_error = Some(reason.to_owned());
         failed.failed_by_sha256 = Some(token_sha256);
-        failed.not_before = retry_after.map(|ms| groups.now.saturating_add(ms));
+        failed.not_before =
+            retry_after.map(|ms| groups.now.saturating_add(ms).min(input::MAX_NUMBER));
         write(tx, &mut groups, Some(&record), &mut failed, record.queued)?;
         failed.task(None)
     };
