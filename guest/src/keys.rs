@@ -72,6 +72,14 @@ pub fn parse_group_ready(prefix: &str, key: &str) -> Option<(i32, u64)> {
     Some((i32::try_from(priority).ok()?, seq))
 }
 
+/// The claim-queue key standing in for `group`'s first ready task (its
+/// head): right after the place the task would have without a group, so it
+/// keeps that place in the claim order, and never the same key as a task's
+/// own entry or another group's head.
+pub fn head(group: &str, priority: i32, seq: u64) -> String {
+    format!("{}/g{}:{group}", ready(priority, seq), group.len())
+}
+
 /// Tasks not due yet, by the instant they come due (then seed order, 0.4).
 pub const DELAYED: &str = "qd/";
 
@@ -274,6 +282,12 @@ mod tests {
             [(i32::MAX, 4), (0, 2), (0, 9), (-3, 1), (i32::MIN, 0)]
         );
         assert!(!group_ready("ab", 0, 1).starts_with(&group_queue("a")));
+        // A head sorts right after its task's own place, before the next.
+        for p in [i32::MIN, -1, 0, 1, i32::MAX] {
+            assert!(ready(p, 5) < head("g", p, 5));
+            assert!(head("g", p, 5) < ready(p, 6));
+            assert_ne!(head("g", p, 5), head("h", p, 5));
+        }
         assert_eq!(parse_delayed(&delayed(77, 3)), Some(77));
         assert!(delayed(9, 500) < delayed(10, 1));
     }

@@ -104,7 +104,7 @@ enum Verdict {
 
 enum Removal {
     Key,
-    Task(TaskRecord),
+    Task(Box<TaskRecord>),
     Run,
 }
 
@@ -195,7 +195,7 @@ fn removable_task(tx: &mut impl Txn, entry: &str, at: u64, id: &str) -> Result<V
             return Ok(Verdict::Skip);
         }
     }
-    Ok(Verdict::Remove(Removal::Task(task)))
+    Ok(Verdict::Remove(Removal::Task(Box::new(task))))
 }
 
 /// Remove a done or dead task, its state entry and its own dependency

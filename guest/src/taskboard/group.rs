@@ -105,7 +105,7 @@ impl Groups {
                     return Err(Error::storage(format!("corrupt group-queue entry {key:?}")));
                 };
                 let entry: QueueEntry = decode(Table::Indexes, value)?;
-                Some((keys::ready(priority, seq), entry))
+                Some((keys::head(group, priority, seq), entry))
             }
             None => None,
         };

@@ -174,10 +174,10 @@ fn validate_seed(tasks: &[TaskSeed]) -> Result<(), Error> {
         if let Some(at) = t.not_before {
             input::number("not-before", at)?;
         }
-        if let Some(max) = t.max_attempts {
-            if max == 0 || max > MAX_ATTEMPTS {
-                return Err(Error::InvalidInput("max-attempts must be 1 to 1000".into()));
-            }
+        if let Some(max) = t.max_attempts
+            && (max == 0 || max > MAX_ATTEMPTS)
+        {
+            return Err(Error::InvalidInput("max-attempts must be 1 to 1000".into()));
         }
         if let Some(group) = &t.group {
             input::id("group", group)?;
@@ -342,10 +342,10 @@ pub fn claim(tx: &mut impl Txn, id: &str, agent: &str, ttl: u64) -> Result<Task,
     if record.live_claim(now) {
         return Err(Error::Taken);
     }
-    if let Some(g) = &record.group {
-        if !groups.load(tx, g)?.free(now) {
-            return Err(Error::GroupFull);
-        }
+    if let Some(g) = &record.group
+        && !groups.load(tx, g)?.free(now)
+    {
+        return Err(Error::GroupFull);
     }
     if record.exhausted() {
         return Err(Error::Terminal);
@@ -516,46 +516,51 @@ pub fn claim_batch(
                     if record.terminal() || record.live_claim(now) {
                         continue;
                     }
+                    let group = record.group.clone();
+                    let group_full = match &entry.group {
+                        Some(g) => !groups.load(tx, g)?.free(now),
+                        None => false,
+                    };
                     if record.not_before.is_some_and(|at| now < at) {
                         // Not due (a format-1 place or a stale one): to the
                         // delayed queue, where it waits without being read.
                         let mut moved = record.clone();
                         write(tx, &mut groups, Some(&record), &mut moved, true)?;
-                        continue;
-                    }
-                    if record.exhausted() {
+                    } else if record.exhausted() {
                         turn_dead(tx, &mut groups, &record, ATTEMPTS_EXHAUSTED, None)?;
-                        continue;
-                    }
-                    if let Some(g) = &entry.group {
-                        if !groups.load(tx, g)?.free(now) {
+                    } else if group_full {
+                        // A full group (a limit lowered, or claims this
+                        // call granted): its head leaves the queues when
+                        // the call ends.
+                        if let Some(g) = &entry.group {
                             groups.touch(g);
-                            continue;
                         }
-                    }
-                    let minter = match &mut minter {
-                        Some(m) => m,
-                        None => minter.insert(Minter::new(tx)?),
-                    };
-                    let (token, token_sha256) = minter.mint();
-                    let group = record.group.clone();
-                    granted.push(grant(
-                        tx,
-                        &mut groups,
-                        record,
-                        agent,
-                        ttl,
-                        token,
-                        token_sha256,
-                    )?);
-                    if granted.len() == limit as usize {
-                        break 'queues;
+                        continue;
+                    } else {
+                        let minter = match &mut minter {
+                            Some(m) => m,
+                            None => minter.insert(Minter::new(tx)?),
+                        };
+                        let (token, token_sha256) = minter.mint();
+                        granted.push(grant(
+                            tx,
+                            &mut groups,
+                            record,
+                            agent,
+                            ttl,
+                            token,
+                            token_sha256,
+                        )?);
+                        if granted.len() == limit as usize {
+                            break 'queues;
+                        }
                     }
                     if let Some(g) = group {
                         // The group's next task (after this one in claim
                         // order) may stand in the queues now: read on from
-                        // here.
+                        // here, and read the later queues afresh.
                         groups.refresh(tx, &g)?;
+                        queues.clear();
                         restart = true;
                         break 'page;
                     }
@@ -588,7 +593,7 @@ fn stands_at(
     match (&entry.group, &record.entry) {
         (Some(g), Some(own)) => Ok(record.group.as_ref() == Some(g)
             && *own == keys::group_ready(g, record.priority, record.seq)
-            && key == keys::ready(record.priority, record.seq)
+            && key == keys::head(g, record.priority, record.seq)
             && groups.load(tx, g)?.head.as_deref() == Some(key)),
         (Some(_), None) => Ok(false),
         (None, Some(own)) => Ok(own == key),

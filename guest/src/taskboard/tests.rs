@@ -288,7 +288,7 @@ fn assert_indexes_exact(tx: &MemTxn) {
             .map(|(_, k)| k.clone());
         let first = first.map(|k| {
             let (p, seq) = keys::parse_group_ready(&keys::group_queue(name), &k).unwrap();
-            keys::ready(p, seq)
+            keys::head(name, p, seq)
         });
         // A slot may have freed by expiry since the last call: the head
         // comes back with the next call that meets the expired claim.
@@ -971,4 +971,79 @@ fn claims_read_a_bounded_number_of_rows_on_hostile_boards() {
         rows.1
     );
     assert_indexes_exact(&tx);
+}
+
+/// Found by the model (tests/src/model): a group's next task keeps its
+/// place in the same call, and a task leaving its group keeps its place.
+#[test]
+fn groups_never_cost_a_task_its_place_in_the_claim_order() {
+    // The head turns dead: the group's next task is the next candidate.
+    let mut tx = MemTxn::default();
+    seed(
+        &mut tx,
+        &[
+            TaskSeed::new("t0").max_attempts(1).group("g0"),
+            TaskSeed::new("t1").group("g0"),
+            TaskSeed::new("t2"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(ids(&claim_batch(&mut tx, "w", 50, 1).unwrap()), ["t0"]);
+    tx.clock = 50;
+    assert_eq!(claim_next(&mut tx, "w", 50).unwrap().unwrap().id, "t1");
+    assert_eq!(get(&mut tx, "t0").unwrap().state, TaskState::Dead);
+    assert_indexes_exact(&tx);
+
+    // A granted head of a higher priority: the group's next task, of a
+    // lower one, stands in a later queue and is still taken in order.
+    let mut tx = MemTxn::default();
+    seed(
+        &mut tx,
+        &[
+            TaskSeed::new("t0").group("g1"),
+            TaskSeed::new("t1"),
+            TaskSeed::new("t2"),
+            TaskSeed::new("t4").group("g1").priority(1),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        ids(&claim_batch(&mut tx, "w", 50, 3).unwrap()),
+        ["t4", "t0", "t1"]
+    );
+    assert_indexes_exact(&tx);
+
+    // Re-seeded out of its group: the same place.
+    for (first, again, want) in [
+        (
+            vec![
+                TaskSeed::new("t0").group("g1"),
+                TaskSeed::new("t1"),
+                TaskSeed::new("t2"),
+            ],
+            vec![TaskSeed::new("t0"), TaskSeed::new("t1")],
+            vec!["t0", "t1"],
+        ),
+        (
+            vec![
+                TaskSeed::new("t0"),
+                TaskSeed::new("t1").group("g0"),
+                TaskSeed::new("t2"),
+            ],
+            vec![TaskSeed::new("t1"), TaskSeed::new("t2")],
+            vec!["t0", "t1"],
+        ),
+        (
+            vec![TaskSeed::new("t0").group("a"), TaskSeed::new("t1")],
+            vec![TaskSeed::new("t0").group("b")],
+            vec!["t0", "t1"],
+        ),
+    ] {
+        let mut tx = MemTxn::default();
+        seed(&mut tx, &first).unwrap();
+        seed(&mut tx, &again).unwrap();
+        assert_indexes_exact(&tx);
+        assert_eq!(ids(&claim_batch(&mut tx, "w", 50, 2).unwrap()), want);
+        assert_indexes_exact(&tx);
+    }
 }
