@@ -510,10 +510,20 @@ pub fn claim_batch(
                     let Some(record) = value.as_deref().map(decode_task).transpose()? else {
                         continue;
                     };
-                    if !stands_at(tx, &mut groups, &record, key, entry)? {
-                        continue;
-                    }
-                    if record.terminal() || record.live_claim(now) {
+                    let stale = !stands_at(tx, &mut groups, &record, key, entry)?
+                        || record.terminal()
+                        || record.live_claim(now);
+                    if stale {
+                        if entry.group.is_some() {
+                            // A group's head that an overlapping call took
+                            // (its record, read by key, waited for that
+                            // call): the group's next task stands further
+                            // on now. Read on from here, afresh, so it is
+                            // not passed over.
+                            queues.clear();
+                            restart = true;
+                            break 'page;
+                        }
                         continue;
                     }
                     let group = record.group.clone();
