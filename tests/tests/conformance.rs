@@ -10,7 +10,7 @@ fn check(report: gak_cli::conformance::Report) {
 }
 
 /// The vector files, each run on every binding as its own named test.
-const FILES: [(&str, &str); 14] = [
+const FILES: [(&str, &str); 15] = [
     ("checkpoint", "checkpoint.json"),
     ("plan", "plan.json"),
     ("commitgate", "commitgate.json"),
@@ -25,6 +25,7 @@ const FILES: [(&str, &str); 14] = [
     ("lists", "lists.json"),
     ("retention", "retention.json"),
     ("reconcile_claims", "reconcile-claims.json"),
+    ("taskboard_jobs", "taskboard-jobs.json"),
 ];
 
 fn main() {
