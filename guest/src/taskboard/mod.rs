@@ -474,16 +474,21 @@ pub fn claim_batch(
 
     let mut minter: Option<Minter> = None;
     let mut granted: Vec<Task> = Vec::new();
-    'queues: for (i, prefix) in keys::QUEUES.iter().enumerate() {
-        let mut pending: Option<Vec<(String, String)>> = queues.get_mut(i).map(std::mem::take);
+    // Walks begun again from the first queue because a group's head had
+    // moved under an overlapping call (bounded: past it, such a head is
+    // passed over, as a task that call holds).
+    let mut rewalks = 0;
+    let mut qi = 0;
+    'queues: while let Some(prefix) = keys::QUEUES.get(qi) {
+        let mut pending: Option<Vec<(String, String)>> = queues.get_mut(qi).map(std::mem::take);
         let mut after: Option<String> = None;
+        qi += 1;
         loop {
             let entries = match pending.take() {
                 Some(entries) => entries,
                 None => tx.scan(Table::Indexes, prefix, after.as_deref(), page)?,
             };
             let full = entries.len() >= page as usize;
-            let mut restart = false;
             let candidates: Vec<(String, QueueEntry)> = entries
                 .iter()
                 .map(|(k, v)| Ok((k.clone(), decode(Table::Indexes, v)?)))
@@ -496,7 +501,7 @@ pub fn claim_batch(
             // conflict-checked) by the store, and a claimer must not hold
             // tasks it will not take.
             let mut at = 0;
-            'page: while at < candidates.len() {
+            while at < candidates.len() {
                 let need = limit as usize - granted.len();
                 let chunk = &candidates[at..candidates.len().min(at + need)];
                 at += chunk.len();
@@ -514,15 +519,27 @@ pub fn claim_batch(
                         || record.terminal()
                         || record.live_claim(now);
                     if stale {
-                        if entry.group.is_some() {
-                            // A group's head that an overlapping call took
-                            // (its record, read by key, waited for that
-                            // call): the group's next task stands further
-                            // on now. Read on from here, afresh, so it is
-                            // not passed over.
+                        if entry.group.is_some() && rewalks < MAX_REWALKS {
+                            // A group's head that an overlapping call moved
+                            // (its records, read by key, waited for that
+                            // call): the group's first task stands
+                            // elsewhere now, maybe in a queue already
+                            // walked. Walk again from the first queue, with
+                            // fresh reads, so it is not passed over.
+                            rewalks += 1;
                             queues.clear();
-                            restart = true;
-                            break 'page;
+                            qi = 0;
+                            // That call may also have left claims that
+                            // have expired by now, or delays now due.
+                            let expired =
+                                tx.scan(Table::Indexes, keys::CLAIMED, None, REQUEUE_PAGE)?;
+                            let due = tx.scan(Table::Indexes, keys::DELAYED, None, REQUEUE_PAGE)?;
+                            if requeue(tx, &mut groups, keys::CLAIMED, expired)?
+                                | requeue(tx, &mut groups, keys::DELAYED, due)?
+                            {
+                                groups.flush(tx)?;
+                            }
+                            continue 'queues;
                         }
                         continue;
                     }
@@ -566,17 +583,19 @@ pub fn claim_batch(
                         }
                     }
                     if let Some(g) = group {
-                        // The group's next task (after this one in claim
-                        // order) may stand in the queues now: read on from
-                        // here, and read the later queues afresh.
+                        // The group's next task may stand in the queues
+                        // now, and overlapping calls may have moved other
+                        // groups' heads: walk again from the first queue,
+                        // afresh (what this call took has left the queues,
+                        // so little is read twice).
                         groups.refresh(tx, &g)?;
                         queues.clear();
-                        restart = true;
-                        break 'page;
+                        qi = 0;
+                        continue 'queues;
                     }
                 }
             }
-            if !restart && !full {
+            if !full {
                 break;
             }
         }
@@ -584,6 +603,10 @@ pub fn claim_batch(
     groups.flush(tx)?;
     Ok(granted)
 }
+
+/// How many times one call walks the claim queues again (see
+/// [`claim_batch`]).
+const MAX_REWALKS: u32 = 8;
 
 /// How many expired claims or due delays one read takes back at a time.
 const REQUEUE_PAGE: u32 = 16;

@@ -10,9 +10,11 @@
 //! SPEC 10 lets `claim-next` / `claim-batch` pass over a task that an
 //! overlapping call holds: the checker accepts a pass-over of task X only
 //! when a call of another thread that overlaps the claim in real time
-//! touched X ([`touched`]), and then exactly as the kernel answered (the
-//! model is guided by [`PassOver`]); any other out-of-order grant is
-//! rejected.
+//! touched X ([`touched`]) — or a task of X's group: a grouped task's place
+//! in the claim order is its group's (one head per group), which only a
+//! call holding the group's record moves — and then exactly as the kernel
+//! answered (the model is guided by [`PassOver`]); any other out-of-order
+//! grant is rejected.
 use std::collections::BTreeSet;
 
 use super::answer::{Binder, compare};

@@ -212,7 +212,17 @@ impl Model {
                 continue;
             }
             if let Some(p) = &self.pass_over {
-                let held = p.held.contains(&id) || self.mutant == Some(Mutant::PassOverUnheld);
+                // Held: the task itself, or — a grouped task's place in the
+                // claim order being its group's, changed only under the
+                // group's lock — a task of its group.
+                let group = self.tasks[&id].group.clone();
+                let group_held = group.is_some()
+                    && p.held
+                        .iter()
+                        .any(|h| self.tasks.get(h).is_some_and(|o| o.group == group));
+                let held = p.held.contains(&id)
+                    || group_held
+                    || self.mutant == Some(Mutant::PassOverUnheld);
                 if held && !p.granted.contains(&id) {
                     continue;
                 }

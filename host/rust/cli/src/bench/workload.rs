@@ -271,13 +271,13 @@ impl Side {
                 gak_rules::taskboard::complete(tx, &done[0].0, &done[0].1)
             }))?
             .is_ok() as usize,
-            Side::Native(c) => answer(
-                c.call(0, |tx| gak_rules::taskboard::complete_batch(tx, &items)),
-            )?
-            .map_err(|e| format!("complete-batch refused: {e}"))?
-            .iter()
-            .filter(|a| a.answer == CompletionAnswer::Completed)
-            .count(),
+            Side::Native(c) => {
+                answer(c.call(0, |tx| gak_rules::taskboard::complete_batch(tx, &items)))?
+                    .map_err(|e| format!("complete-batch refused: {e}"))?
+                    .iter()
+                    .filter(|a| a.answer == CompletionAnswer::Completed)
+                    .count()
+            }
             Side::Sql(conn, _) => {
                 let ids: Vec<String> = done.iter().map(|(i, _)| i.clone()).collect();
                 conn.complete_drained(&ids)? as usize
@@ -286,7 +286,11 @@ impl Side {
         if completed == done.len() {
             Ok(())
         } else {
-            Err(format!("{} of {} completions refused", done.len() - completed, done.len()))
+            Err(format!(
+                "{} of {} completions refused",
+                done.len() - completed,
+                done.len()
+            ))
         }
     }
 

@@ -192,7 +192,13 @@ impl Conn {
     ///
     /// # Errors
     /// The database's failure.
-    pub fn drain(&mut self, limit: u32, agent: &str, ttl: u64, now: u64) -> Result<Vec<String>, String> {
+    pub fn drain(
+        &mut self,
+        limit: u32,
+        agent: &str,
+        ttl: u64,
+        now: u64,
+    ) -> Result<Vec<String>, String> {
         let (_token, digest) = mint();
         let until = now.saturating_add(ttl);
         match self {

@@ -175,8 +175,7 @@ impl Pg {
     }
 
     pub(super) fn complete_drained(&mut self, ids: &[String]) -> Result<u64, String> {
-        run(self.client.execute(&self.complete_drained, &[&ids]))
-            .map_err(e("complete drained"))
+        run(self.client.execute(&self.complete_drained, &[&ids])).map_err(e("complete drained"))
     }
 
     pub(super) fn complete_task(&mut self, id: &str, digest: &str) -> Result<bool, String> {

@@ -135,7 +135,9 @@ pub fn drain(
             )
             .map_err(e("prepare"))?;
         let rows = st
-            .query_map(params![limit, agent, digest, until], |r| r.get::<_, String>(0))
+            .query_map(params![limit, agent, digest, until], |r| {
+                r.get::<_, String>(0)
+            })
             .map_err(e("drain"))?;
         rows.collect::<Result<Vec<_>, _>>().map_err(e("drain"))
     })
