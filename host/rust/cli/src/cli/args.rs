@@ -410,14 +410,18 @@ Implementations (--impl; each runs where it applies):
   kernel   the blocking API through the WebAssembly component, one kernel shared by the workers
   native   the same rules (gak-rules) compiled natively, over the same store binding and call
            loop: kernel/native is the WebAssembly boundary's tax
-  sql      claim and acquire hand-written in SQL on the bench's own tables (bench_sql_*), same
+  sql      claim, acquire and drain hand-written in SQL on the bench's own tables (bench_sql_*), same
            database (sqlite and postgres only): kernel/sql is the generic store interface's tax
   ceiling  the database's raw single-row transaction loop (BEGIN; SELECT ... FOR UPDATE; UPDATE;
            COMMIT), reported under claim; on memory: a map under a mutex
 
 Ops (--op): claim (fresh tasks, low contention), claim-hot (10 hot tasks, 1 ms leases; taken
 refusals count as ops and show as refused), acquire-complete (fresh keys: acquire then
-complete), acquire-replay (acquire of a completed key), save-if-newer, build-plan (1,000 steps).
+complete), acquire-replay (acquire of a completed key), save-if-newer, build-plan (1,000 steps),
+drain (a queue drained one job at a time: claim-next then complete; every worker on one shared
+board) and drain-batch (claim-batch of 100 then one complete-batch; an op is one job). The sql
+baseline of the drains is the job queues' shape: WITH ... FOR UPDATE SKIP LOCKED LIMIT n, UPDATE
+... RETURNING, then UPDATE ... WHERE id = ANY($1) AND state = 'claimed'.
 
 Startup: compile_ms (Component::new, uncached), load_cached_ms (the cached artifact),
 instantiate_us (Store::new + instantiate, once per worker), instance_bytes (the linear memory
