@@ -410,8 +410,9 @@ Implementations (--impl; each runs where it applies):
   kernel   the blocking API through the WebAssembly component, one kernel shared by the workers
   native   the same rules (gak-rules) compiled natively, over the same store binding and call
            loop: kernel/native is the WebAssembly boundary's tax
-  sql      claim, acquire and drain hand-written in SQL on the bench's own tables (bench_sql_*), same
-           database (sqlite and postgres only): kernel/sql is the generic store interface's tax
+  sql      claim, acquire and drain hand-written in SQL on the bench's own tables
+           (bench_sql_*), same database (sqlite and postgres only): kernel/sql is the generic
+           store interface's tax
   ceiling  the database's raw single-row transaction loop (BEGIN; SELECT ... FOR UPDATE; UPDATE;
            COMMIT), reported under claim; on memory: a map under a mutex
 
