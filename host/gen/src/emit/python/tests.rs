@@ -37,37 +37,41 @@ fn a_field_the_wit_adds_or_moves_regenerates_every_use() {
     fields(&mut c, "task-seed").insert(
         1,
         Field {
-            name: "priority".into(),
+            name: "urgency".into(),
             ty: Ty::Option(Box::new(Ty::U32)),
             docs: "How soon.".into(),
         },
     );
     let task = fields(&mut c, "task");
-    let fence = task.pop().expect("fence is last");
+    let at = task.iter().position(|f| f.name == "fence").expect("fence");
+    let fence = task.remove(at);
     task.insert(0, fence);
     let out = emit(&c, Path::new(".")).expect("emits");
     let types = file(&out, "gak/types.py");
     assert!(types.contains(
-        "    id: str\n    #: How soon.\n    priority: Optional[int] = None\n    title: Optional[str] = None\n"
+        "    id: str\n    #: How soon.\n    urgency: Optional[int] = None\n    title: Optional[str] = None\n"
     ));
     assert!(types.contains("class Task:"));
     let wire = file(&out, "gak/_wire.py");
     assert!(
-        wire.contains("return (v.id, v.priority, v.title, list(v.deps), opt_enum_name(v.state))")
+        wire.contains("return (v.id, v.urgency, v.title, list(v.deps), opt_enum_name(v.state), ")
     );
     let new = file(&out, "gak/_new.py");
-    assert!(new.contains("def new_task(fence: Any, id: Any, title: Any,"));
+    assert!(
+        new.contains("def new_task(fence: Any, id: Any, title: Any, deps: Any, "),
+        "{new}"
+    );
     let lift = file(&out, "gak/_lift.py");
     // fence (a u64) is now the first entry's payload, then id's (len, address).
     assert!(lift.contains("_TASK_FIELDS = struct.Struct(\"<24xQ16x24xQQ8x24xQQ8x"));
     assert!(lift.contains("ok = new_task(\n            fence,\n            TX[id_n](MEM, id_at)"));
     let lower = file(&out, "gak/_lower.py");
-    assert!(lower.contains("id_, priority, title, deps, state = task\n"));
-    assert!(lower.contains("_FIELD_PRIORITY_N, _FIELD_PRIORITY_AT = constant(\"priority\")"));
+    assert!(lower.contains("id_, urgency, title, deps, state, "));
+    assert!(lower.contains("_FIELD_URGENCY_N, _FIELD_URGENCY_AT = constant(\"urgency\")"));
     let signatures = file(&out, "gak/_signatures.py");
-    assert!(signatures.contains("record {id: string, priority: option<u32>, "));
+    assert!(signatures.contains("record {id: string, urgency: option<u32>, "));
     let calls = file(&out, "conformance/_calls.py");
-    assert!(calls.contains("priority=opt(u32, o.get(\"priority\"), at + \".priority\"),"));
+    assert!(calls.contains("urgency=opt(u32, o.get(\"urgency\"), at + \".urgency\"),"));
     assert!(calls.contains(
         "    out: dict[str, Any] = {\n        \"fence\": v.fence,\n        \"id\": v.id,\n"
     ));
