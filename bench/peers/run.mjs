@@ -1,22 +1,27 @@
 #!/usr/bin/env node
 // The peers: the job queues people would pick instead of gak, draining the
 // same N trivial jobs on the same PostgreSQL, one table (or one JSON object
-// per row with --json). See README.md beside this file.
+// per row with --json), with gak's own rows (the release binary's hidden
+// `gak drain`) in the same table. See README.md beside this file.
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { builtAt, gakBinary } from './gak.mjs';
 import { ensureInstalled, here } from './install.mjs';
 
-const USAGE = `usage: node bench/peers/run.mjs [--jobs N] [--workers W] [--batch B] [--dsn DSN] [--json] [--only NAME]... [--install-only]
+const USAGE = `usage: node bench/peers/run.mjs [--jobs N] [--workers W] [--batch B] [--dsn DSN] [--json] [--only NAME]... [--build-gak] [--install-only]
 
   --jobs N        jobs per workload (default 30000)
   --workers W     concurrency of each peer (default 8)
   --batch B       jobs per fetch in the batched workloads (default 100, at least 2)
   --dsn DSN       PostgreSQL (default $GAK_PG_DSN, else postgres://postgres@127.0.0.1:5432/test)
   --json          one JSON object per row on stdout, nothing else there
-  --only NAME     a peer (graphile-worker, pg-boss) or one workload (pg-boss/work-poll);
-                  repeatable; opt-in workloads run only when named
+  --only NAME     a peer (graphile-worker, pg-boss, gak) or one workload (pg-boss/work-poll,
+                  gak/batched); repeatable; opt-in workloads run only when named
+  --build-gak     run cargo build --release -p gak-cli --bin gak first, even when
+                  target/release/gak exists (it is built anyway when missing; $GAK_BIN
+                  names another binary and is never built)
   --install-only  install bench/peers/node_modules from the lock if stale, then exit`;
 
 function options() {
@@ -28,6 +33,7 @@ function options() {
       dsn: { type: 'string', default: process.env.GAK_PG_DSN || 'postgres://postgres@127.0.0.1:5432/test' },
       json: { type: 'boolean', default: false },
       only: { type: 'string', multiple: true, default: [] },
+      'build-gak': { type: 'boolean', default: false },
       'install-only': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -57,7 +63,7 @@ function version(pkg) {
   return JSON.parse(readFileSync(join(here, 'node_modules', pkg, 'package.json'), 'utf8')).version;
 }
 
-const COLUMNS = ['peer', 'mode', 'batch', 'workers', 'jobs', 'seconds', 'jobs/s', 'node cpu s', 'load'];
+const COLUMNS = ['peer', 'mode', 'batch', 'workers', 'jobs', 'seconds', 'jobs/s', 'client cpu s', 'load'];
 
 function cells(row) {
   return [
@@ -68,7 +74,7 @@ function cells(row) {
     String(row.jobs),
     row.seconds.toFixed(3),
     Math.round(row.jobs_per_s).toLocaleString('en-US'),
-    row.node_cpu_seconds.toFixed(2),
+    row.client_cpu_seconds === null ? '-' : row.client_cpu_seconds.toFixed(2),
     row.load_1m.toFixed(2),
   ];
 }
@@ -99,6 +105,7 @@ async function main() {
   const all = [
     ...(await import('./graphile-worker.mjs')).workloads,
     ...(await import('./pg-boss.mjs')).workloads,
+    ...(await import('./gak.mjs')).workloads,
   ];
   const name = (w) => `${w.peer}/${w.mode}`;
   for (const only of opts.only) {
@@ -111,13 +118,25 @@ async function main() {
     opts.only.length === 0 ? !w.optIn : opts.only.some((o) => o === name(w) || (o === w.peer && !w.optIn)),
   );
 
+  // gak's rows run the release binary: found (or built) before anything is measured.
+  let gakBin = null;
+  if (chosen.some((w) => w.peer === 'gak')) {
+    try {
+      gakBin = gakBinary({ build: opts['build-gak'] });
+    } catch (error) {
+      console.error(error.message);
+      return 1;
+    }
+  }
+
   const admin = new pg.Client({ connectionString: opts.dsn });
   await admin.connect();
   const postgres = (await admin.query('show server_version')).rows[0].server_version;
   if (!opts.json) {
     console.log(
       `peers on PostgreSQL ${postgres} at ${where(opts.dsn)}, Node ${process.version}, ${opts.jobs} jobs, ${opts.workers} workers;\n` +
-        'seconds: performance.now() from the first job reaching a handler to the database showing every job completed',
+        'seconds: performance.now() from the first job reaching a handler to the database showing every job completed' +
+        (gakBin ? `;\ngak: ${gakBin} (built ${builtAt(gakBin)}), seconds from its workers' start to the last completion returning` : ''),
     );
   }
   const rows = [];
@@ -131,17 +150,20 @@ async function main() {
       // What else the machine was doing: the one-minute load average as the
       // workload starts (the peers' own figures move several-fold with it).
       const load = loadavg()[0];
-      const measured = await w.drain({ dsn: opts.dsn, schema, jobs: opts.jobs, workers: opts.workers, batch, admin, mode: w.mode });
+      const measured = await w.drain({ dsn: opts.dsn, schema, jobs: opts.jobs, workers: opts.workers, batch, admin, mode: w.mode, gakBin });
       const row = {
         peer: w.peer,
-        version: version(w.peer),
+        version: measured.version ?? version(w.peer),
         mode: w.mode,
         batch,
         workers: opts.workers,
         jobs: opts.jobs,
         seconds: measured.seconds,
         jobs_per_s: measured.jobs_per_s,
+        // The Node process's CPU for the peers; gak's rows have none (their
+        // client is the gak process: client_cpu_seconds).
         node_cpu_seconds: measured.node_cpu_seconds,
+        client_cpu_seconds: measured.client_cpu_seconds ?? measured.node_cpu_seconds ?? null,
         settings: measured.settings,
         node: process.version,
         postgres,

@@ -6,8 +6,16 @@
 //! - `drain_200_jobs_json`: first `node bench/peers/run.mjs --install-only`,
 //!   which runs `npm ci` into `bench/peers/node_modules` when the lock or Node
 //!   changed since the last install (the harness's own stamp), then
-//!   `--jobs 200 --workers 2 --json`: every default workload present once,
-//!   every row well-formed. One trial, so no two installs race.
+//!   `--jobs 200 --workers 2 --json`: every default workload present once
+//!   (gak's two rows too, run with `GAK_BIN` set to the binary this test
+//!   build uses, so the harness never builds a release binary here), every
+//!   row well-formed. One trial, so no two installs race.
+//! - `gak_drain_postgres`: the hidden `gak drain` the harness runs for gak's
+//!   rows, on PostgreSQL, 200 jobs, 4 workers, batch 1 (`claim-next` +
+//!   `complete`) and batch 10 (`claim-batch` + `complete-batch`): every job
+//!   completed exactly once (the command checks, and says so in its row),
+//!   and its own schema dropped afterwards.
+//! - `gak_drain_memory`: the same on `memory:` (needs nothing outside).
 //!
 //! Speed is measured, never asserted: a row only has to say it drained the
 //! 200 jobs at some positive rate. Without Node 20+ (and npm) or PostgreSQL
@@ -15,7 +23,10 @@
 //! fail instead.
 use std::process::{Command, Output};
 
-use gak_tests::suite::{Requirement, Suite};
+use gak::blocking::run_future;
+use gak::store::postgres::PostgresBackend;
+use gak_tests::cli::{gak_bin, run_gak};
+use gak_tests::suite::{POSTGRES, Requirement, Suite};
 use gak_tests::{jsenv, pg, pyenv};
 use serde_json::Value;
 
@@ -26,17 +37,20 @@ static NODE_AND_POSTGRES: Requirement = Requirement::new(
 );
 
 /// The workloads a run without `--only` measures (the opt-in ones are not).
-const DEFAULT_WORKLOADS: [&str; 4] = [
+const DEFAULT_WORKLOADS: [&str; 6] = [
     "graphile-worker/unbatched",
     "graphile-worker/batched",
     "pg-boss/work-burst",
     "pg-boss/fetch-complete",
+    "gak/unbatched",
+    "gak/batched",
 ];
 
 fn harness(args: &[&str]) -> Output {
     let out = Command::new("node")
         .arg("bench/peers/run.mjs")
         .args(args)
+        .env("GAK_BIN", gak_bin())
         .current_dir(pyenv::repo())
         .output()
         .expect("run node");
@@ -88,9 +102,88 @@ fn drain_200_jobs_json(dsn: &str) {
             (rate * seconds - 200.0).abs() < 1e-6 * 200.0,
             "jobs_per_s is jobs / seconds: {row}"
         );
-        assert!(number(&row, "node_cpu_seconds") >= 0.0, "{row}");
+        assert!(number(&row, "client_cpu_seconds") >= 0.0, "{row}");
+        if row["peer"] == "gak" {
+            assert!(row.get("node_cpu_seconds").is_none(), "{row}");
+            assert_eq!(
+                row["settings"]["claims"].as_u64().map(|c| c > 0),
+                Some(true),
+                "{row}"
+            );
+        } else {
+            assert!(number(&row, "node_cpu_seconds") >= 0.0, "{row}");
+        }
     }
     assert_eq!(seen, DEFAULT_WORKLOADS, "one row per default workload");
+}
+
+/// `gak drain --store URL --jobs 200 --workers 4 --batch B --json`: its row.
+fn gak_drain(store: &str, batch: u32) -> Value {
+    let batch = batch.to_string();
+    let args = [
+        "drain",
+        "--store",
+        store,
+        "--jobs",
+        "200",
+        "--workers",
+        "4",
+        "--batch",
+        &batch,
+        "--json",
+    ];
+    let ran = run_gak(&std::env::temp_dir(), &args, &[], &[], None);
+    ran.expect_code(0);
+    let row = ran.json();
+    let mode = if batch == "1" { "unbatched" } else { "batched" };
+    assert_eq!(row["peer"], "gak", "{row}");
+    assert_eq!(row["mode"], mode, "{row}");
+    assert_eq!(row["batch"].to_string(), batch, "{row}");
+    assert_eq!(row["workers"], 4, "{row}");
+    assert_eq!(row["jobs"], 200, "{row}");
+    // Every job completed exactly once: the command fails otherwise, and
+    // counts the completions it got back.
+    assert_eq!(row["completed"], 200, "{row}");
+    let claims = row["claims"].as_u64().expect("claims");
+    let least = 200u64.div_ceil(batch.parse::<u64>().unwrap());
+    assert!(claims >= least, "at least {least} claim calls: {row}");
+    let seconds = number(&row, "seconds");
+    let rate = number(&row, "jobs_per_s");
+    assert!(seconds > 0.0 && rate > 0.0, "{row}");
+    assert!(
+        (rate * seconds - 200.0).abs() < 1e-6 * 200.0,
+        "jobs_per_s is jobs / seconds: {row}"
+    );
+    row
+}
+
+fn gak_drain_postgres(dsn: &str) {
+    for batch in [1, 10] {
+        let row = gak_drain(dsn, batch);
+        let schema = row["schema"].as_str().expect("a schema of its own");
+        let mode = row["mode"].as_str().unwrap();
+        assert!(
+            schema.starts_with(&format!("gak_peers_gak_{mode}_")),
+            "{row}"
+        );
+        let left: Option<String> = run_future(async {
+            let backend = PostgresBackend::parse(dsn).expect("dsn");
+            let client = backend.connect().await.expect("connect");
+            client
+                .query_one("SELECT to_regnamespace($1)::text", &[&schema])
+                .await
+                .expect("to_regnamespace")
+                .get(0)
+        });
+        assert_eq!(left, None, "gak drain dropped its schema {schema}");
+    }
+}
+
+fn gak_drain_memory() {
+    for batch in [1, 10] {
+        let row = gak_drain("memory:", batch);
+        assert!(row["schema"].is_null(), "{row}");
+    }
 }
 
 fn main() {
@@ -100,5 +193,7 @@ fn main() {
         "drain_200_jobs_json",
         drain_200_jobs_json,
     );
+    suite.needs(&POSTGRES, "gak_drain_postgres", gak_drain_postgres);
+    suite.test("gak_drain_memory", gak_drain_memory);
     suite.run();
 }

@@ -71,6 +71,9 @@ pub enum Command {
     /// Measure the kernel against native code, hand-written SQL and the database's own ceiling.
     #[command(long_about = BENCH_HELP)]
     Bench(BenchArgs),
+    /// Drain N trivial jobs with W threads and print jobs/s: gak's rows in bench/peers/run.mjs.
+    #[command(hide = true)]
+    Drain(DrainArgs),
 }
 
 /// The store an operator command acts on, and how to print.
@@ -505,4 +508,31 @@ pub struct BenchArgs {
     /// Run as one of the processes of --processes (internal).
     #[arg(long = "internal-child", hide = true)]
     pub internal_child: bool,
+}
+
+fn drain_batch(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(n) if (1..=1000).contains(&n) => Ok(n),
+        _ => Err(format!("{text:?}: expected a whole number from 1 to 1000")),
+    }
+}
+
+/// `gak drain` (hidden; the peers harness, `bench/peers/run.mjs`, runs it).
+#[derive(Args, Debug)]
+pub struct DrainArgs {
+    /// The store; on PostgreSQL the drain makes (and drops) a schema of its own, gak_peers_gak_<mode>_<pid>.
+    #[arg(long, value_name = "URL")]
+    pub store: String,
+    /// Jobs to seed and drain.
+    #[arg(long, value_name = "N", default_value = "30000", value_parser = at_least_one)]
+    pub jobs: usize,
+    /// Worker threads.
+    #[arg(long, value_name = "W", default_value = "8", value_parser = worker_count)]
+    pub workers: usize,
+    /// Jobs per claim: 1 is claim-next + complete, more is claim-batch + complete-batch.
+    #[arg(long, value_name = "B", default_value = "1", value_parser = drain_batch)]
+    pub batch: u32,
+    /// Print one JSON object (the peers harness's row) instead of a sentence.
+    #[arg(long)]
+    pub json: bool,
 }

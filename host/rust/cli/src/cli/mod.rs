@@ -10,6 +10,7 @@ mod bench;
 mod component;
 mod conformance;
 mod demo;
+mod drain;
 mod effects;
 mod failure;
 mod groups;
@@ -53,6 +54,7 @@ pub fn main() -> ExitCode {
         Command::Conformance(a) => conformance::conformance(a),
         Command::Component(a) => component::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Drain(a) => drain::run_drain(a),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -107,6 +109,7 @@ fn wants_json(command: &Command) -> bool {
         Command::Effects(Effects::Resolve(a)) => a.target.json,
         Command::Groups(Groups::Limit(a)) => a.target.json,
         Command::Prune(a) => a.target.json,
+        Command::Drain(a) => a.json,
         Command::Demo(_) | Command::Conformance(_) | Command::Component(_) | Command::Bench(_) => {
             false
         }
@@ -124,5 +127,6 @@ fn command_name(command: &Command) -> &'static str {
         Command::Conformance(_) => "conformance",
         Command::Component(_) => "component",
         Command::Bench(_) => "bench",
+        Command::Drain(_) => "drain",
     }
 }
