@@ -1719,6 +1719,7 @@ fn renew_task_with_arbitrary_arguments() {
 // ---------------------------------------------------------------------------
 // The job queue (SPEC 10).
 
+#[allow(clippy::ptr_arg)] // a label of `exercise`, whose answers are `Vec<Task>`
 fn tasks_label(tasks: &Vec<Task>) -> String {
     let all: Vec<String> = tasks.iter().map(task_label).collect();
     format!("[{}]", all.join(", "))

@@ -115,13 +115,15 @@ fn assert_results(report: &Value, want: &[(&str, &str)], workers: &[u64]) {
     assert!(report["machine"]["cores"].as_u64().unwrap() >= 1);
 }
 
-const OPS: [&str; 6] = [
+const OPS: [&str; 8] = [
     "claim",
     "claim-hot",
     "acquire-complete",
     "acquire-replay",
     "save-if-newer",
     "build-plan",
+    "drain",
+    "drain-batch",
 ];
 
 fn memory_json() {
@@ -163,6 +165,10 @@ fn sql_ops(store: &str) -> Value {
         "acquire-complete",
         "--op",
         "acquire-replay",
+        "--op",
+        "drain",
+        "--op",
+        "drain-batch",
         "--seconds",
         "0.2",
         "--samples",
@@ -174,7 +180,14 @@ fn sql_ops(store: &str) -> Value {
 
 fn sql_want() -> Vec<(&'static str, &'static str)> {
     let mut want = Vec::new();
-    for op in ["claim", "claim-hot", "acquire-complete", "acquire-replay"] {
+    for op in [
+        "claim",
+        "claim-hot",
+        "acquire-complete",
+        "acquire-replay",
+        "drain",
+        "drain-batch",
+    ] {
         for imp in ["kernel", "native", "sql"] {
             want.push((op, imp));
         }

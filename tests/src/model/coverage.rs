@@ -67,15 +67,14 @@ fn queue_paths(
                 path("priority");
             }
         }
-        Call::Claim { id, .. } => {
+        Call::Claim { id, .. }
             if answer == "terminal"
                 && model
                     .tasks
                     .get(id)
-                    .is_some_and(|t| !matches!(t.state, TaskState::Done | TaskState::Dead))
-            {
-                path("exhausted");
-            }
+                    .is_some_and(|t| !matches!(t.state, TaskState::Done | TaskState::Dead)) =>
+        {
+            path("exhausted");
         }
         Call::Fail {
             id,
@@ -93,10 +92,8 @@ fn queue_paths(
                 }
             }
         }
-        Call::TRelease { id, .. } => {
-            if answer == "ok" && model.tasks[id].attempts > 0 {
-                path("attempt-back");
-            }
+        Call::TRelease { id, .. } if answer == "ok" && model.tasks[id].attempts > 0 => {
+            path("attempt-back");
         }
         _ => {}
     }
