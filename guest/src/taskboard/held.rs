@@ -14,8 +14,21 @@ use crate::{Error, Table, Txn};
 /// re-seeded since it was held is dropped: its own entry is current).
 /// Bounded by `dependent`'s dependencies.
 pub(crate) fn release_held(tx: &mut impl Txn, dependent: &str) -> Result<(), Error> {
+    release_held_ahead(tx, dependent, &super::Ahead::new())
+}
+
+/// [`release_held`], with the held entries taken from `ahead` when a batch
+/// read them already.
+pub(crate) fn release_held_ahead(
+    tx: &mut impl Txn,
+    dependent: &str,
+    ahead: &super::Ahead,
+) -> Result<(), Error> {
     let prefix = keys::held_by(dependent);
-    let held = scan_all(tx, Table::Indexes, &prefix)?;
+    let held = match ahead.get(&prefix) {
+        Some(entries) => entries.clone(),
+        None => scan_all(tx, Table::Indexes, &prefix)?,
+    };
     if held.is_empty() {
         return Ok(());
     }

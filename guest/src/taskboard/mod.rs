@@ -29,6 +29,34 @@ pub const MAX_ATTEMPTS: u32 = 1000;
 /// Largest group limit.
 pub const MAX_GROUP_LIMIT: u32 = 100_000;
 
+/// Index pages a batch read ahead in one crossing, by prefix: complete
+/// pages only (a prefix whose page came back full is read again in full).
+pub(crate) type Ahead = HashMap<String, Vec<(String, String)>>;
+
+/// Read every prefix's entries in one crossing; keep the complete pages.
+fn read_ahead(tx: &mut impl Txn, prefixes: &[String]) -> Result<Ahead, Error> {
+    const PAGE: u32 = 256;
+    if prefixes.is_empty() {
+        return Ok(Ahead::new());
+    }
+    let scans: Vec<Scan<'_>> = prefixes
+        .iter()
+        .map(|p| Scan {
+            table: Table::Indexes,
+            prefix: p,
+            after: None,
+            limit: PAGE,
+        })
+        .collect();
+    let pages = tx.scan_many(&scans)?;
+    Ok(prefixes
+        .iter()
+        .cloned()
+        .zip(pages)
+        .filter(|(_, page)| page.len() < PAGE as usize)
+        .collect())
+}
+
 /// Load topology; re-seeding overwrites content and clears the lease, but
 /// keeps the highest fence (so a pre-reseed holder can never be mistaken for
 /// a newer one) and the task's place in the claim order.
@@ -138,7 +166,14 @@ pub fn seed(tx: &mut impl Txn, tasks: &[TaskSeed]) -> Result<(), Error> {
     for (record, old) in new.iter().zip(&old) {
         let was_done = old.as_ref().is_some_and(|o| o.state == TaskState::Done);
         if was_done != (record.state == TaskState::Done) {
-            recheck_dependents(tx, &mut groups, &record.id, &seeded, &mut done)?;
+            recheck_dependents(
+                tx,
+                &mut groups,
+                &record.id,
+                &seeded,
+                &mut done,
+                &Ahead::new(),
+            )?;
         }
     }
     if board.next_seq != board_before.next_seq {
@@ -215,9 +250,14 @@ fn recheck_dependents(
     dep: &str,
     skip: &HashSet<&str>,
     done: &mut HashMap<String, bool>,
+    ahead: &Ahead,
 ) -> Result<Vec<String>, Error> {
     let prefix = keys::dependents(dep);
-    let ids: Vec<String> = scan_all(tx, Table::Indexes, &prefix)?
+    let edges = match ahead.get(&prefix) {
+        Some(entries) => entries.clone(),
+        None => scan_all(tx, Table::Indexes, &prefix)?,
+    };
+    let ids: Vec<String> = edges
         .into_iter()
         .map(|(k, _)| k[prefix.len()..].to_owned())
         .filter(|id| !skip.contains(id.as_str()))
@@ -730,7 +770,7 @@ pub fn release(tx: &mut impl Txn, id: &str, token: &str) -> Result<(), Error> {
 pub fn complete(tx: &mut impl Txn, id: &str, token: &str) -> Result<(), Error> {
     let record = load_task(tx, id)?;
     let mut groups = Groups::new(tx.now()?);
-    finish(tx, &mut groups, record, &digest(token))?;
+    finish(tx, &mut groups, record, &digest(token), &Ahead::new())?;
     groups.flush(tx)
 }
 
@@ -741,6 +781,7 @@ fn finish(
     groups: &mut Groups,
     record: Record,
     token_sha256: &str,
+    ahead: &Ahead,
 ) -> Result<Vec<String>, Error> {
     if record.state == TaskState::Done
         && record.completed_by_sha256.as_deref() == Some(token_sha256)
@@ -758,8 +799,8 @@ fn finish(
     done.done_at = Some(groups.now);
     write(tx, groups, Some(&record), &mut done, false)?;
     let mut known = HashMap::from([(record.id.clone(), true)]);
-    let rewritten = recheck_dependents(tx, groups, &record.id, &HashSet::new(), &mut known)?;
-    held::release_held(tx, &record.id)?;
+    let rewritten = recheck_dependents(tx, groups, &record.id, &HashSet::new(), &mut known, ahead)?;
+    held::release_held_ahead(tx, &record.id, ahead)?;
     Ok(rewritten)
 }
 
@@ -788,6 +829,18 @@ pub fn complete_batch(
         .map(|i| (Table::Tasks, i.id.as_str()))
         .collect();
     let found = read_many(tx, &wanted)?;
+    // The items that will complete: their dependents and held entries in
+    // one crossing, not two per item.
+    let mut prefixes = Vec::new();
+    for (item, value) in items.iter().zip(&found) {
+        if let Some(v) = value
+            && holds(&decode_task(v)?, &digest(&item.token))
+        {
+            prefixes.push(keys::dependents(&item.id));
+            prefixes.push(keys::held_by(&item.id));
+        }
+    }
+    let ahead = read_ahead(tx, &prefixes)?;
     let mut groups = Groups::new(tx.now()?);
     let mut stale: HashSet<String> = HashSet::new();
     let mut answers = Vec::with_capacity(items.len());
@@ -802,7 +855,13 @@ pub fn complete_batch(
         let answer = match value {
             None => CompletionAnswer::NotFound,
             Some(value) => {
-                match finish(tx, &mut groups, decode_task(&value)?, &digest(&item.token)) {
+                match finish(
+                    tx,
+                    &mut groups,
+                    decode_task(&value)?,
+                    &digest(&item.token),
+                    &ahead,
+                ) {
                     Ok(rewritten) => {
                         stale.extend(rewritten);
                         CompletionAnswer::Completed
