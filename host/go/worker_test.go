@@ -184,20 +184,28 @@ func TestAStopReleasesWhatHasNotStarted(t *testing.T) {
 	seed(t, k, "a", "b", "c", "d", "e")
 	w := gak.NewWorker(k, "w", gak.WorkerOptions{Concurrency: 2})
 	var running int32
+	bStarted := make(chan struct{})
 	stopped := make(chan struct{})
 	worked, err := w.RunUntilIdle(ctx, func(_ context.Context, task gak.Task) error {
 		if n := atomic.AddInt32(&running, 1); n > 2 {
 			t.Errorf("%d handlers at once", n)
 		}
 		defer atomic.AddInt32(&running, -1)
-		if task.ID == "a" {
+		switch task.ID {
+		case "a":
+			// Both slots are taken (b runs) when the stop comes.
+			<-bStarted
 			w.Stop()
 			close(stopped)
-			time.Sleep(20 * time.Millisecond)
+			return nil
+		case "b":
+			close(bStarted)
+			<-stopped
+			return errors.New("failed")
+		default:
+			t.Errorf("%s started after the stop", task.ID)
 			return nil
 		}
-		<-stopped
-		return errors.New("failed")
 	})
 	if err != nil || worked.Claimed != 5 || worked.Completed != 1 || worked.Failed != 1 || worked.Released != 3 {
 		t.Fatalf("%+v %v", worked, err)
