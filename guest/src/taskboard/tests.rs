@@ -411,37 +411,6 @@ fn indexes_stay_exact_under_every_operation() {
 /// their seed-order place, once.
 #[test]
 fn claim_next_reads_no_live_claims_and_takes_expired_ones_in_seed_order() {
-    struct Rows<'a>(&'a mut MemTxn, u64);
-    impl Txn for Rows<'_> {
-        fn get(&mut self, t: Table, k: &str) -> Result<Option<String>, crate::StoreFault> {
-            let v = self.0.get(t, k)?;
-            self.1 += u64::from(v.is_some());
-            Ok(v)
-        }
-        fn put(&mut self, t: Table, k: &str, v: &str) -> Result<(), crate::StoreFault> {
-            self.0.put(t, k, v)
-        }
-        fn delete(&mut self, t: Table, k: &str) -> Result<(), crate::StoreFault> {
-            self.0.delete(t, k)
-        }
-        fn scan(
-            &mut self,
-            t: Table,
-            p: &str,
-            a: Option<&str>,
-            l: u32,
-        ) -> Result<Vec<(String, String)>, crate::StoreFault> {
-            let page = self.0.scan(t, p, a, l)?;
-            self.1 += page.len() as u64;
-            Ok(page)
-        }
-        fn now(&mut self) -> Result<u64, crate::StoreFault> {
-            self.0.now()
-        }
-        fn random128(&mut self) -> Result<u128, crate::StoreFault> {
-            self.0.random128()
-        }
-    }
     let mut tx = MemTxn::default();
     let seeds: Vec<TaskSeed> = (0..500)
         .map(|i| TaskSeed::new(&format!("t{i:03}")))
