@@ -203,7 +203,7 @@ impl<S: Store> Buffered<S> {
 
     /// One crossing: `reads`, plus the clock if not read yet and the
     /// entropy still expected.
-    fn read(&mut self, mut reads: Reads) -> Result<Answers, StoreFault> {
+    fn cross(&mut self, mut reads: Reads) -> Result<Answers, StoreFault> {
         reads.clock = self.now.is_none();
         reads.entropy = std::mem::take(&mut self.want_entropy);
         let wanted = (reads.keys.len(), reads.ranges.len(), reads.entropy);
@@ -244,7 +244,7 @@ impl<S: Store> Txn for Buffered<S> {
             .map(|((t, k), _)| (*t, (*k).to_owned()))
             .collect();
         if !missing.is_empty() {
-            let answers = self.read(Reads {
+            let answers = self.cross(Reads {
                 keys: missing,
                 ..Reads::default()
             })?;
@@ -280,7 +280,7 @@ impl<S: Store> Txn for Buffered<S> {
             after: after.map(str::to_owned),
             limit: limit.saturating_add(u32::try_from(deleted).unwrap_or(u32::MAX)),
         };
-        let answers = self.read(Reads {
+        let answers = self.cross(Reads {
             ranges: vec![range],
             ..Reads::default()
         })?;
@@ -292,6 +292,27 @@ impl<S: Store> Txn for Buffered<S> {
         &mut self,
         scans: &[crate::txn::Scan<'_>],
     ) -> Result<Vec<Vec<(String, String)>>, StoreFault> {
+        Ok(Txn::read(self, &[], scans)?.1)
+    }
+
+    fn read(
+        &mut self,
+        keys: &[(Table, &str)],
+        scans: &[crate::txn::Scan<'_>],
+    ) -> Result<(Vec<Option<String>>, Vec<Vec<(String, String)>>), StoreFault> {
+        if scans.is_empty() {
+            return Ok((self.get_many(keys)?, Vec::new()));
+        }
+        let mut found: Vec<Option<Option<String>>> = keys
+            .iter()
+            .map(|(t, k)| self.writes.get(*t, k).map(|v| v.map(str::to_owned)))
+            .collect();
+        let missing: Vec<(Table, String)> = keys
+            .iter()
+            .zip(&found)
+            .filter(|(_, f)| f.is_none())
+            .map(|((t, k), _)| (*t, (*k).to_owned()))
+            .collect();
         let ranges = scans
             .iter()
             .map(|s| {
@@ -306,22 +327,28 @@ impl<S: Store> Txn for Buffered<S> {
                 }
             })
             .collect();
-        let answers = self.read(Reads {
+        let answers = self.cross(Reads {
+            keys: missing,
             ranges,
             ..Reads::default()
         })?;
-        Ok(answers
+        let mut values = answers.values.into_iter();
+        for slot in found.iter_mut().filter(|f| f.is_none()) {
+            *slot = values.next();
+        }
+        let pages = answers
             .pages
             .into_iter()
             .zip(scans)
             .map(|(page, s)| self.writes.merge(s.table, s.prefix, s.after, page, s.limit))
-            .collect())
+            .collect();
+        Ok((found.into_iter().map(Option::flatten).collect(), pages))
     }
 
     fn now(&mut self) -> Result<u64, StoreFault> {
         if self.now.is_none() {
             // Nothing read yet: the clock alone costs a crossing.
-            self.read(Reads::default())?;
+            self.cross(Reads::default())?;
         }
         self.now
             .ok_or_else(|| StoreFault::Failure("the store answered no clock reading".into()))
@@ -331,7 +358,7 @@ impl<S: Store> Txn for Buffered<S> {
         if self.entropy.len() < 16 {
             // Not announced with the first read: one crossing more.
             self.want_entropy = 16;
-            self.read(Reads::default())?;
+            self.cross(Reads::default())?;
         }
         let mut bytes = [0u8; 16];
         bytes.copy_from_slice(&self.entropy[..16]);

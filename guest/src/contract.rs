@@ -220,7 +220,8 @@ pub(crate) mod store {
         /// the key (the host locks before it reads; see the module docs).
         #[serde(default)]
         pub keys: Vec<(Table, String)>,
-        /// Range reads (snapshot reads).
+        /// Range reads (snapshot reads), served after the point reads: each
+        /// page holds every change committed before their locks were granted.
         #[serde(default)]
         pub ranges: Vec<Range>,
         /// Read the clock AFTER the reads (after their locks are held), so

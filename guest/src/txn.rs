@@ -59,6 +59,17 @@ pub trait Txn {
             .map(|r| self.scan(r.table, r.prefix, r.after, r.limit))
             .collect()
     }
+    /// Point reads and range reads in one crossing: the point reads are
+    /// served first (their locks held), then the ranges, so the pages hold
+    /// every change committed before those locks were granted.
+    fn read(
+        &mut self,
+        keys: &[(Table, &str)],
+        ranges: &[Scan<'_>],
+    ) -> Result<(Vec<Option<String>>, Vec<Vec<(String, String)>>), StoreFault> {
+        let values = read_many(self, keys)?;
+        Ok((values, self.scan_many(ranges)?))
+    }
     /// Milliseconds since the Unix epoch, judged by the store side's clock:
     /// one instant per call, read after the call's first reads.
     fn now(&mut self) -> Result<u64, StoreFault>;
@@ -89,8 +100,8 @@ pub struct Scan<'a> {
 
 /// Several reads at once; none at all (no store call) for an empty list —
 /// a task without dependencies costs nothing to check.
-pub(crate) fn read_many(
-    tx: &mut impl Txn,
+pub(crate) fn read_many<T: Txn + ?Sized>(
+    tx: &mut T,
     keys: &[(Table, &str)],
 ) -> Result<Vec<Option<String>>, StoreFault> {
     if keys.is_empty() {

@@ -13,7 +13,7 @@ struct Counting {
 impl Store for Counting {
     fn read(&mut self, reads: Reads) -> Result<Answers, StoreFault> {
         self.reads.push(reads.clone());
-        self.inner.read(reads)
+        crate::buffer::Store::read(&mut self.inner, reads)
     }
     fn write(&mut self, changes: Vec<Change>) -> Result<(), StoreFault> {
         self.writes.push(changes.clone());

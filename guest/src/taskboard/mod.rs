@@ -465,40 +465,45 @@ pub fn claim_batch(
     input::ttl(ttl)?;
     input::limit(limit)?;
     let page = (limit + 8).min(input::MAX_PAGE);
-    // One crossing: the expired claims, the due delays and the head of
-    // every claim queue, with the clock.
-    let mut first = tx.scan_many(&[
-        Scan {
-            table: Table::Indexes,
-            prefix: keys::CLAIMED,
-            after: None,
-            limit: REQUEUE_PAGE,
-        },
-        Scan {
-            table: Table::Indexes,
-            prefix: keys::DELAYED,
-            after: None,
-            limit: REQUEUE_PAGE,
-        },
-        Scan {
-            table: Table::Indexes,
-            prefix: keys::HIGHER,
-            after: None,
-            limit: page,
-        },
-        Scan {
-            table: Table::Indexes,
-            prefix: keys::QUEUE,
-            after: None,
-            limit: page,
-        },
-        Scan {
-            table: Table::Indexes,
-            prefix: keys::LOWER,
-            after: None,
-            limit: page,
-        },
-    ])?;
+    // One crossing: the claimers' turn (read by key: the store holds it
+    // until the call ends, and answers the pages after it is granted),
+    // then the expired claims, the due delays and the head of every claim
+    // queue, with the clock read after the turn.
+    let (_, mut first) = tx.read(
+        &[(Table::Meta, keys::CLAIMERS)],
+        &[
+            Scan {
+                table: Table::Indexes,
+                prefix: keys::CLAIMED,
+                after: None,
+                limit: REQUEUE_PAGE,
+            },
+            Scan {
+                table: Table::Indexes,
+                prefix: keys::DELAYED,
+                after: None,
+                limit: REQUEUE_PAGE,
+            },
+            Scan {
+                table: Table::Indexes,
+                prefix: keys::HIGHER,
+                after: None,
+                limit: page,
+            },
+            Scan {
+                table: Table::Indexes,
+                prefix: keys::QUEUE,
+                after: None,
+                limit: page,
+            },
+            Scan {
+                table: Table::Indexes,
+                prefix: keys::LOWER,
+                after: None,
+                limit: page,
+            },
+        ],
+    )?;
     let now = tx.now()?;
     let mut groups = Groups::new(now);
     let mut queues: Vec<Vec<(String, String)>> = first.split_off(2);
@@ -513,7 +518,8 @@ pub fn claim_batch(
     }
 
     let mut minter: Option<Minter> = None;
-    let mut granted: Vec<Task> = Vec::new();
+    // Each grant with its place in the claim order.
+    let mut granted: Vec<((std::cmp::Reverse<i32>, u64), Task)> = Vec::new();
     // Walks begun again from the first queue because a group's head had
     // moved under an overlapping call (bounded: past it, such a head is
     // passed over, as a task that call holds).
@@ -609,15 +615,9 @@ pub fn claim_batch(
                             None => minter.insert(Minter::new(tx)?),
                         };
                         let (token, token_sha256) = minter.mint();
-                        granted.push(grant(
-                            tx,
-                            &mut groups,
-                            record,
-                            agent,
-                            ttl,
-                            token,
-                            token_sha256,
-                        )?);
+                        let place = (std::cmp::Reverse(record.priority), record.seq);
+                        let task = grant(tx, &mut groups, record, agent, ttl, token, token_sha256)?;
+                        granted.push((place, task));
                         if granted.len() == limit as usize {
                             break 'queues;
                         }
@@ -641,7 +641,13 @@ pub fn claim_batch(
         }
     }
     groups.flush(tx)?;
-    Ok(granted)
+    // Answered in claim order. A walk can meet a task late: a group's slot
+    // freed, or a task put back, by a call that committed while this one
+    // walked (a store whose range reads see such commits: PostgreSQL under
+    // READ COMMITTED). The call is then serialized after that commit, where
+    // the late task stands before the ones granted earlier.
+    granted.sort_by_key(|(place, _)| *place);
+    Ok(granted.into_iter().map(|(_, task)| task).collect())
 }
 
 /// How many times one call walks the claim queues again (see

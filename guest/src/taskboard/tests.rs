@@ -1016,3 +1016,142 @@ fn groups_never_cost_a_task_its_place_in_the_claim_order() {
         assert_indexes_exact(&tx);
     }
 }
+
+/// A [`MemTxn`] that records every read and, just before the claim walk
+/// reads the first claim queue again (after its first crossing), lets
+/// `meanwhile` act on the board
+/// as a call committing while the walk goes on would (what PostgreSQL's
+/// READ COMMITTED range reads show a walk).
+struct Interleaved<'a, F: FnMut(&mut MemTxn)> {
+    tx: &'a mut MemTxn,
+    meanwhile: Option<F>,
+    first_queue_reads: u32,
+    /// Each crossing's point-read keys and range prefixes.
+    reads: Vec<(Vec<(Table, String)>, Vec<String>)>,
+}
+
+impl<F: FnMut(&mut MemTxn)> Txn for Interleaved<'_, F> {
+    fn get(&mut self, t: Table, k: &str) -> Result<Option<String>, crate::StoreFault> {
+        self.reads.push((vec![(t, k.to_owned())], Vec::new()));
+        self.tx.get(t, k)
+    }
+    fn put(&mut self, t: Table, k: &str, v: &str) -> Result<(), crate::StoreFault> {
+        self.tx.put(t, k, v)
+    }
+    fn delete(&mut self, t: Table, k: &str) -> Result<(), crate::StoreFault> {
+        self.tx.delete(t, k)
+    }
+    fn scan(
+        &mut self,
+        t: Table,
+        p: &str,
+        a: Option<&str>,
+        l: u32,
+    ) -> Result<Vec<(String, String)>, crate::StoreFault> {
+        if p == keys::HIGHER {
+            self.first_queue_reads += 1;
+            if self.first_queue_reads == 1 {
+                if let Some(mut f) = self.meanwhile.take() {
+                    f(self.tx);
+                }
+            }
+        }
+        self.reads.push((Vec::new(), vec![p.to_owned()]));
+        self.tx.scan(t, p, a, l)
+    }
+    fn read(
+        &mut self,
+        keys: &[(Table, &str)],
+        ranges: &[crate::txn::Scan<'_>],
+    ) -> Result<(Vec<Option<String>>, Vec<Vec<(String, String)>>), crate::StoreFault> {
+        let values = keys
+            .iter()
+            .map(|(t, k)| self.tx.get(*t, k))
+            .collect::<Result<_, _>>()?;
+        let pages = ranges
+            .iter()
+            .map(|r| self.tx.scan(r.table, r.prefix, r.after, r.limit))
+            .collect::<Result<_, _>>()?;
+        self.reads.push((
+            keys.iter().map(|(t, k)| (*t, (*k).to_owned())).collect(),
+            ranges.iter().map(|r| r.prefix.to_owned()).collect(),
+        ));
+        Ok((values, pages))
+    }
+    fn now(&mut self) -> Result<u64, crate::StoreFault> {
+        self.tx.now()
+    }
+    fn random128(&mut self) -> Result<u128, crate::StoreFault> {
+        self.tx.random128()
+    }
+}
+
+/// A claim walk begins with the claimers' turn, read by key in the same
+/// crossing as (and so before) its first pages: the store serializes the
+/// walks, and a page is never older than the walk before it.
+#[test]
+fn a_claim_walk_takes_the_claimers_turn_with_its_first_pages() {
+    let mut tx = MemTxn::default();
+    seed(&mut tx, &[TaskSeed::new("a")]).unwrap();
+    let mut walk = Interleaved {
+        tx: &mut tx,
+        meanwhile: None::<fn(&mut MemTxn)>,
+        first_queue_reads: 0,
+        reads: Vec::new(),
+    };
+    assert_eq!(ids(&claim_batch(&mut walk, "w", 10, 5).unwrap()), ["a"]);
+    let (keys, ranges) = &walk.reads[0];
+    assert_eq!(keys, &[(Table::Meta, keys::CLAIMERS.to_owned())]);
+    assert_eq!(
+        ranges,
+        &[
+            keys::CLAIMED,
+            keys::DELAYED,
+            keys::HIGHER,
+            keys::QUEUE,
+            keys::LOWER
+        ]
+    );
+    // `claim-next` is the same walk.
+    seed(&mut tx, &[TaskSeed::new("b")]).unwrap();
+    let mut walk = Interleaved {
+        tx: &mut tx,
+        meanwhile: None::<fn(&mut MemTxn)>,
+        first_queue_reads: 0,
+        reads: Vec::new(),
+    };
+    claim_next(&mut walk, "w", 10).unwrap().unwrap();
+    assert_eq!(walk.reads[0].0, [(Table::Meta, keys::CLAIMERS.to_owned())]);
+}
+
+/// A task a walk meets late (a group's slot freed by a completion that
+/// committed while the walk went on) is answered in its claim-order place,
+/// before the tasks granted earlier: the batch is serialized after that
+/// completion, where the late task comes first.
+#[test]
+fn a_batch_answers_a_task_it_met_late_in_claim_order() {
+    let mut tx = MemTxn::default();
+    seed(
+        &mut tx,
+        &[
+            TaskSeed::new("busy").group("g0"),
+            TaskSeed::new("late").group("g0"),
+            TaskSeed::new("early").group("g1"),
+        ],
+    )
+    .unwrap();
+    set_group_limit(&mut tx, "g0", Some(1)).unwrap();
+    let busy = claim(&mut tx, "busy", "other", 100).unwrap();
+    let mut walk = Interleaved {
+        tx: &mut tx,
+        meanwhile: Some(|board: &mut MemTxn| {
+            complete(board, "busy", token(&busy)).unwrap();
+        }),
+        first_queue_reads: 0,
+        reads: Vec::new(),
+    };
+    let batch = claim_batch(&mut walk, "w", 10, 2).unwrap();
+    assert!(walk.meanwhile.is_none(), "the completion ran mid-walk");
+    assert_eq!(ids(&batch), ["late", "early"]);
+    assert_indexes_exact(&tx);
+}

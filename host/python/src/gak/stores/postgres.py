@@ -355,23 +355,25 @@ class PostgresSession(Helpers):
         self._connection()
         db_clock = clock and self._backend.database_clock
         statements: list[tuple[str, Any]] = []
+        point = bool(keys) or db_clock
+        if point:
+            # First: the point reads take their locks (and the database
+            # clock is read after them), then the range reads run, each
+            # with a snapshot taken after the locks were granted (HOSTS.md).
+            tables = [checked_table(t) for t, _ in keys]
+            statements.append((self._read_sql, (tables, [k for _, k in keys], db_clock)))
         for t, prefix, after, limit in ranges:
             strict = after is not None and after >= prefix
             lower = after if strict else prefix
             end = prefix_end(prefix)
             params = (lower, end, limit) if end is not None else (lower, limit)
             statements.append((self._range[(checked_table(t), strict, end is not None)], params))
-        point = bool(keys) or db_clock
-        if point:
-            # Last, so the database clock is read after every other read.
-            tables = [checked_table(t) for t, _ in keys]
-            statements.append((self._read_sql, (tables, [k for _, k in keys], db_clock)))
         if not statements:
             return [], [], None
         try:
             cursors = self._send(statements)
-            pages: list[list[tuple[str, str]]] = [c.fetchall() for c in cursors[: len(ranges)]]
-            answer = cursors[-1].fetchone() if point else None
+            answer = cursors[0].fetchone() if point else None
+            pages: list[list[tuple[str, str]]] = [c.fetchall() for c in cursors[int(point) :]]
         except psycopg.Error as e:
             raise self._check(e) from e
         values: list[Optional[str]] = []
