@@ -299,7 +299,7 @@ impl<S: Store> Txn for Buffered<S> {
         &mut self,
         keys: &[(Table, &str)],
         scans: &[crate::txn::Scan<'_>],
-    ) -> Result<(Vec<Option<String>>, Vec<Vec<(String, String)>>), StoreFault> {
+    ) -> Result<crate::txn::Pages, StoreFault> {
         if scans.is_empty() {
             return Ok((self.get_many(keys)?, Vec::new()));
         }

@@ -62,11 +62,7 @@ pub trait Txn {
     /// Point reads and range reads in one crossing: the point reads are
     /// served first (their locks held), then the ranges, so the pages hold
     /// every change committed before those locks were granted.
-    fn read(
-        &mut self,
-        keys: &[(Table, &str)],
-        ranges: &[Scan<'_>],
-    ) -> Result<(Vec<Option<String>>, Vec<Vec<(String, String)>>), StoreFault> {
+    fn read(&mut self, keys: &[(Table, &str)], ranges: &[Scan<'_>]) -> Result<Pages, StoreFault> {
         let values = read_many(self, keys)?;
         Ok((values, self.scan_many(ranges)?))
     }
@@ -84,6 +80,9 @@ pub trait Txn {
         Ok(seed)
     }
 }
+
+/// What [`Txn::read`] answers: a value per key, then a page per range.
+pub type Pages = (Vec<Option<String>>, Vec<Vec<(String, String)>>);
 
 /// One range read of [`Txn::scan_many`].
 #[derive(Clone, Copy, Debug)]

@@ -1017,17 +1017,19 @@ fn groups_never_cost_a_task_its_place_in_the_claim_order() {
     }
 }
 
+/// The point-read keys and range prefixes of one crossing.
+type Crossing = (Vec<(Table, String)>, Vec<String>);
+
 /// A [`MemTxn`] that records every read and, just before the claim walk
 /// reads the first claim queue again (after its first crossing), lets
-/// `meanwhile` act on the board
-/// as a call committing while the walk goes on would (what PostgreSQL's
-/// READ COMMITTED range reads show a walk).
+/// `meanwhile` act on the board as a call committing while the walk goes
+/// on would (what PostgreSQL's READ COMMITTED range reads show a walk).
 struct Interleaved<'a, F: FnMut(&mut MemTxn)> {
     tx: &'a mut MemTxn,
     meanwhile: Option<F>,
     first_queue_reads: u32,
     /// Each crossing's point-read keys and range prefixes.
-    reads: Vec<(Vec<(Table, String)>, Vec<String>)>,
+    reads: Vec<Crossing>,
 }
 
 impl<F: FnMut(&mut MemTxn)> Txn for Interleaved<'_, F> {
@@ -1050,10 +1052,10 @@ impl<F: FnMut(&mut MemTxn)> Txn for Interleaved<'_, F> {
     ) -> Result<Vec<(String, String)>, crate::StoreFault> {
         if p == keys::HIGHER {
             self.first_queue_reads += 1;
-            if self.first_queue_reads == 1 {
-                if let Some(mut f) = self.meanwhile.take() {
-                    f(self.tx);
-                }
+            if self.first_queue_reads == 1
+                && let Some(mut f) = self.meanwhile.take()
+            {
+                f(self.tx);
             }
         }
         self.reads.push((Vec::new(), vec![p.to_owned()]));
@@ -1063,7 +1065,7 @@ impl<F: FnMut(&mut MemTxn)> Txn for Interleaved<'_, F> {
         &mut self,
         keys: &[(Table, &str)],
         ranges: &[crate::txn::Scan<'_>],
-    ) -> Result<(Vec<Option<String>>, Vec<Vec<(String, String)>>), crate::StoreFault> {
+    ) -> Result<crate::txn::Pages, crate::StoreFault> {
         let values = keys
             .iter()
             .map(|(t, k)| self.tx.get(*t, k))
