@@ -186,6 +186,47 @@ fn gak_drain_memory() {
     }
 }
 
+/// `gak drain --group-limit 2`: every tenth job in a group of at most two
+/// live claims, sampled throughout by the drain itself, which fails (exit
+/// 1) if it ever sees more; the other jobs' rate reported apart.
+fn gak_drain_group_limit(store: &str) {
+    let args = [
+        "drain",
+        "--store",
+        store,
+        "--jobs",
+        "300",
+        "--workers",
+        "4",
+        "--batch",
+        "10",
+        "--group-limit",
+        "2",
+        "--json",
+    ];
+    let ran = run_gak(&std::env::temp_dir(), &args, &[], &[], None);
+    ran.expect_code(0);
+    let row = ran.json();
+    assert_eq!(row["completed"], 300, "{row}");
+    let group = &row["group"];
+    assert_eq!(group["name"], "limited", "{row}");
+    assert_eq!(group["limit"], 2, "{row}");
+    assert_eq!(group["jobs"], 30, "every tenth job: {row}");
+    let max = group["max_live_sampled"]
+        .as_u64()
+        .expect("max_live_sampled");
+    assert!(max <= 2, "{row}");
+    assert!(group["samples"].as_u64().expect("samples") >= 1, "{row}");
+    assert_eq!(row["others"]["jobs"], 270, "{row}");
+    assert!(number(&row["others"], "jobs_per_s") > 0.0, "{row}");
+    // Without the flag there is no group to report.
+    let plain = gak_drain(store, 10);
+    assert!(
+        plain["group"].is_null() && plain["others"].is_null(),
+        "{plain}"
+    );
+}
+
 fn main() {
     let mut suite = Suite::new();
     suite.needs(
@@ -195,5 +236,11 @@ fn main() {
     );
     suite.needs(&POSTGRES, "gak_drain_postgres", gak_drain_postgres);
     suite.test("gak_drain_memory", gak_drain_memory);
+    suite.test("gak_drain_group_limit_memory", || {
+        gak_drain_group_limit("memory:")
+    });
+    suite.needs(&POSTGRES, "gak_drain_group_limit_postgres", |dsn: &str| {
+        gak_drain_group_limit(dsn)
+    });
     suite.run();
 }

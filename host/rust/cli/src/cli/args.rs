@@ -517,6 +517,15 @@ fn drain_batch(text: &str) -> Result<u32, String> {
     }
 }
 
+fn group_limit(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(n) if (1..=100_000).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{text:?}: expected a whole number from 1 to 100000"
+        )),
+    }
+}
+
 /// `gak drain` (hidden; the peers harness, `bench/peers/run.mjs`, runs it).
 #[derive(Args, Debug)]
 pub struct DrainArgs {
@@ -532,6 +541,9 @@ pub struct DrainArgs {
     /// Jobs per claim: 1 is claim-next + complete, more is claim-batch + complete-batch.
     #[arg(long, value_name = "B", default_value = "1", value_parser = drain_batch)]
     pub batch: u32,
+    /// Put every tenth job in the group `limited`, limited to N live claims: the drain samples the group's live claims throughout and fails if they ever exceed N, and reports the other jobs' rate apart.
+    #[arg(long, value_name = "N", value_parser = group_limit)]
+    pub group_limit: Option<u32>,
     /// Print one JSON object (the peers harness's row) instead of a sentence.
     #[arg(long)]
     pub json: bool,

@@ -46,6 +46,19 @@ fn job(i: usize) -> String {
     format!("job-{i:07}")
 }
 
+/// With `--group-limit`, the group every tenth job is in.
+const LIMITED: &str = "limited";
+
+/// Is job `id` in the limited group (every tenth job, from the first)?
+fn limited(id: &str) -> bool {
+    id.strip_prefix("job-")
+        .and_then(|n| n.parse::<usize>().ok())
+        .is_some_and(|n| n % 10 == 0)
+}
+
+/// How often the sampler reads the limited group's live claims.
+const SAMPLE_EVERY: Duration = Duration::from_millis(2);
+
 /// What one worker did.
 #[derive(Default)]
 struct Worked {
@@ -58,6 +71,8 @@ struct Worked {
     empty_with_open: u64,
     /// When its last completion returned.
     last: Option<Instant>,
+    /// When its last completion of a job outside the limited group returned.
+    last_other: Option<Instant>,
 }
 
 /// Run `gak drain`.
@@ -106,6 +121,18 @@ pub fn run_drain(args: DrainArgs) -> Outcome {
                     "claim-batch + complete-batch"
                 },
             },
+            "group": report.group.as_ref().map(|g| json!({
+                "name": LIMITED,
+                "limit": g.limit,
+                "jobs": g.jobs,
+                "max_live_sampled": g.max_live,
+                "samples": g.samples,
+            })),
+            "others": report.group.as_ref().map(|g| json!({
+                "jobs": args.jobs - g.jobs,
+                "seconds": g.others_window.as_secs_f64(),
+                "jobs_per_s": (args.jobs - g.jobs) as f64 / g.others_window.as_secs_f64(),
+            })),
         });
         println!("{row}");
     } else {
@@ -117,6 +144,18 @@ pub fn run_drain(args: DrainArgs) -> Outcome {
              {} claim calls, every job completed once",
             args.jobs, args.workers, args.batch, report.store, report.claims,
         );
+        if let Some(g) = &report.group {
+            let others = (args.jobs - g.jobs) as f64 / g.others_window.as_secs_f64();
+            println!(
+                "group {LIMITED} (limit {}, {} jobs): at most {} live claims in {} samples; \
+                 the other {} jobs drained at {others:.0} jobs/s",
+                g.limit,
+                g.jobs,
+                g.max_live,
+                g.samples,
+                args.jobs - g.jobs,
+            );
+        }
     }
     Ok(())
 }
@@ -187,8 +226,18 @@ impl Store {
     }
 }
 
+/// What the sampler saw of the limited group, and the other jobs' window.
+struct GroupReport {
+    limit: u32,
+    jobs: usize,
+    max_live: u32,
+    samples: u64,
+    others_window: Duration,
+}
+
 /// What a drain measured.
 struct Report {
+    group: Option<GroupReport>,
     window: Duration,
     cpu_seconds: Option<f64>,
     completed: usize,
@@ -215,9 +264,20 @@ fn drain(kernel: &Kernel, args: &DrainArgs) -> Result<Report, Failure> {
              (memory:, a new SQLite file, or PostgreSQL, where it makes its own schema)"
         )));
     }
+    if let Some(limit) = args.group_limit {
+        board
+            .set_group_limit(LIMITED, Some(limit))
+            .map_err(refused("setting the group limit"))?;
+    }
     for start in (0..args.jobs).step_by(SEED_CHUNK) {
         let seeds: Vec<TaskSeed> = (start..args.jobs.min(start + SEED_CHUNK))
-            .map(|i| TaskSeed::new(&job(i)))
+            .map(|i| {
+                let seed = TaskSeed::new(&job(i));
+                match args.group_limit {
+                    Some(_) if limited(&job(i)) => seed.group(LIMITED),
+                    _ => seed,
+                }
+            })
             .collect();
         board.seed(&seeds).map_err(refused("seeding"))?;
     }
@@ -251,6 +311,25 @@ fn drain(kernel: &Kernel, args: &DrainArgs) -> Result<Report, Failure> {
             })
         }));
     }
+    // The sampler: the limited group's live claims, read throughout the
+    // drain on a connection of its own.
+    let finished = Arc::new(AtomicBool::new(false));
+    let sampler = args.group_limit.map(|_| {
+        let (kernel, finished) = (kernel.clone(), finished.clone());
+        std::thread::spawn(move || -> Result<(u32, u64), String> {
+            let (mut max, mut samples) = (0, 0);
+            while !finished.load(Ordering::Acquire) {
+                let group = kernel
+                    .taskboard()
+                    .get_group(LIMITED)
+                    .map_err(|e| format!("get-group: {e}"))?;
+                max = max.max(group.live);
+                samples += 1;
+                std::thread::sleep(SAMPLE_EVERY);
+            }
+            Ok((max, samples))
+        })
+    });
     let cpu_before = process_cpu();
     start.wait();
     let began = Instant::now();
@@ -259,6 +338,11 @@ fn drain(kernel: &Kernel, args: &DrainArgs) -> Result<Report, Failure> {
         .map(|h| h.join().expect("a drain worker panicked"))
         .collect();
     let cpu_after = process_cpu();
+    finished.store(true, Ordering::Release);
+    let sampled = sampler
+        .map(|s| s.join().expect("the sampler panicked"))
+        .transpose()
+        .map_err(Failure::Failed)?;
     if let Some(why) = failure.lock().unwrap_or_else(|p| p.into_inner()).take() {
         return Err(Failure::Failed(why));
     }
@@ -305,7 +389,30 @@ fn drain(kernel: &Kernel, args: &DrainArgs) -> Result<Report, Failure> {
             args.jobs
         )));
     }
+    let group = match (args.group_limit, sampled) {
+        (Some(limit), Some((max_live, samples))) => {
+            if max_live > limit {
+                return Err(Failure::Failed(format!(
+                    "the group {LIMITED} had {max_live} live claims at once (limit {limit})"
+                )));
+            }
+            let last_other = worked
+                .iter()
+                .filter_map(|w| w.last_other)
+                .max()
+                .unwrap_or(began);
+            Some(GroupReport {
+                limit,
+                jobs: (0..args.jobs).filter(|i| limited(&job(*i))).count(),
+                max_live,
+                samples,
+                others_window: last_other.duration_since(began),
+            })
+        }
+        _ => None,
+    };
     Ok(Report {
+        group,
         window: last.duration_since(began),
         cpu_seconds: cpu_before.zip(cpu_after).map(|(a, b)| b - a),
         completed,
@@ -393,7 +500,11 @@ fn work(
                 ));
             }
         }
-        worked.last = Some(Instant::now());
+        let now = Instant::now();
+        worked.last = Some(now);
+        if claimed.iter().any(|(id, _)| !limited(id)) {
+            worked.last_other = Some(now);
+        }
         done.fetch_add(claimed.len() as u64, Ordering::AcqRel);
         worked
             .completed
