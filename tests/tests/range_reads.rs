@@ -1,0 +1,233 @@
+//! A read's range reads, many at once, answer exactly what each would
+//! alone, on every Rust binding: the PostgreSQL binding sends the ranges of
+//! one table as one statement (a LATERAL join over their bounds) when a
+//! read carries several, as `complete-batch` does (two per item). Checked
+//! against a byte-ordered map of what was written, committed and not yet
+//! committed, with strict and inclusive lower bounds, empty prefixes
+//! (no upper bound), limits and mixed tables.
+use std::collections::BTreeMap;
+
+use gak::blocking::run_future as run;
+use gak::store::{Backend, Span, Write};
+use gak_tests::suite::{POSTGRES, Suite};
+
+/// Keys written to `indexes` and `tasks` (the committed ones, then the
+/// ones the reading transaction writes itself). Values are written in the
+/// form PostgreSQL's jsonb answers, so every binding answers the same text.
+const COMMITTED: &[&str] = &[
+    "a/",
+    "a/1",
+    "a/2",
+    "a/3",
+    "a/30",
+    "a0",
+    "b/1",
+    "b/2",
+    "d/3:abc/x",
+    "d/3:abc/y",
+    "d/3:abd/z",
+    "h/1",
+    "q/0001",
+    "q/0002",
+    "qc/1",
+    "\u{e000}k",
+    "z",
+];
+const OWN: &[&str] = &["a/25", "b/0", "q/0003", "\u{d7ff}"];
+
+/// What a range read must answer, from `map`.
+fn expected(map: &BTreeMap<(String, String), String>, span: &Span<'_>) -> Vec<(String, String)> {
+    map.iter()
+        .filter(|((t, k), _)| {
+            t == span.table
+                && k.starts_with(span.prefix)
+                && span.after.is_none_or(|a| k.as_str() > a)
+        })
+        .take(span.limit as usize)
+        .map(|((_, k), v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn ranges_answer_as_alone(backend: &dyn Backend) {
+    let mut map: BTreeMap<(String, String), String> = BTreeMap::new();
+    let writes = |keys: &[&str], map: &mut BTreeMap<(String, String), String>| {
+        let mut ws = Vec::new();
+        for table in ["indexes", "tasks"] {
+            for k in keys {
+                map.insert(
+                    (table.to_owned(), (*k).to_owned()),
+                    format!("{{\"v\": \"{table}:{k}\"}}"),
+                );
+            }
+        }
+        for ((t, k), v) in map.iter() {
+            if keys.contains(&k.as_str()) {
+                let table = if t == "indexes" { "indexes" } else { "tasks" };
+                ws.push((table, k.clone(), v.clone()));
+            }
+        }
+        ws
+    };
+    let first = writes(COMMITTED, &mut map);
+    run(async {
+        let mut session = backend.session().await.expect("session");
+        session.begin().await.expect("begin");
+        let w: Vec<Write<'_>> = first
+            .iter()
+            .map(|(t, k, v)| Write {
+                table: t,
+                key: k,
+                value: Some(v),
+            })
+            .collect();
+        session.write(&w).await.expect("write");
+        session.commit().await.expect("commit");
+
+        let own = writes(OWN, &mut map);
+        session.begin().await.expect("begin");
+        let w: Vec<Write<'_>> = own
+            .iter()
+            .map(|(t, k, v)| Write {
+                table: t,
+                key: k,
+                value: Some(v),
+            })
+            .collect();
+        session.write(&w).await.expect("own writes");
+        let spans = [
+            Span {
+                table: "indexes",
+                prefix: "a/",
+                after: None,
+                limit: 100,
+            },
+            Span {
+                table: "indexes",
+                prefix: "a/",
+                after: Some("a/2"),
+                limit: 100,
+            },
+            Span {
+                table: "indexes",
+                prefix: "a/",
+                after: Some("a/"),
+                limit: 2,
+            },
+            Span {
+                table: "indexes",
+                prefix: "a/",
+                after: Some("0"),
+                limit: 100,
+            },
+            Span {
+                table: "indexes",
+                prefix: "d/3:abc/",
+                after: None,
+                limit: 100,
+            },
+            Span {
+                table: "indexes",
+                prefix: "d/3:abe/",
+                after: None,
+                limit: 100,
+            },
+            Span {
+                table: "indexes",
+                prefix: "",
+                after: None,
+                limit: 5,
+            },
+            Span {
+                table: "indexes",
+                prefix: "",
+                after: Some("q/0002"),
+                limit: 100,
+            },
+            Span {
+                table: "tasks",
+                prefix: "b/",
+                after: None,
+                limit: 100,
+            },
+            Span {
+                table: "indexes",
+                prefix: "b/",
+                after: Some("b/0"),
+                limit: 1,
+            },
+            Span {
+                table: "tasks",
+                prefix: "",
+                after: Some("z"),
+                limit: 100,
+            },
+            Span {
+                table: "indexes",
+                prefix: "q",
+                after: None,
+                limit: 1000,
+            },
+            Span {
+                table: "indexes",
+                prefix: "\u{d7ff}",
+                after: None,
+                limit: 10,
+            },
+        ];
+        // Enough ranges of one table that the PostgreSQL binding joins them
+        // into one statement (it does from 16).
+        let extra: Vec<String> = ('a'..='z').map(|c| format!("d/3:ab{c}/")).collect();
+        let spans: Vec<Span<'_>> = spans
+            .into_iter()
+            .chain(extra.iter().map(|prefix| Span {
+                table: "indexes",
+                prefix,
+                after: None,
+                limit: 3,
+            }))
+            .collect();
+        let (_, together) = session.read(&[], &spans).await.expect("read together");
+        assert_eq!(together.len(), spans.len());
+        for (span, page) in spans.iter().zip(&together) {
+            assert_eq!(page, &expected(&map, span), "{span:?} read with the others");
+            let (_, alone) = session
+                .read(&[], std::slice::from_ref(span))
+                .await
+                .expect("read alone");
+            assert_eq!(alone, vec![page.clone()], "{span:?} alone");
+        }
+        // With point reads in the same read, and the same table twice over.
+        let keys = [("indexes", "a/1"), ("tasks", "nope")];
+        let (values, pages) = session
+            .read(&keys, &spans[..3])
+            .await
+            .expect("points and ranges");
+        assert_eq!(
+            values[0].as_deref(),
+            Some(map[&("indexes".into(), "a/1".into())].as_str())
+        );
+        assert_eq!(values[1], None);
+        assert_eq!(pages, together[..3].to_vec());
+        session.rollback().await;
+    });
+}
+
+fn main() {
+    let mut suite = Suite::new();
+    suite.test("ranges_answer_as_alone_memory", || {
+        let backend = gak::store::memory::MemoryBackend::default();
+        ranges_answer_as_alone(&backend);
+    });
+    suite.test("ranges_answer_as_alone_sqlite", || {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite:{}", dir.path().join("r.db").display());
+        let backend = run(gak::store::open(&url)).expect("sqlite");
+        ranges_answer_as_alone(&*backend);
+    });
+    suite.needs(&POSTGRES, "ranges_answer_as_alone_postgres", |dsn: &str| {
+        let schema = gak_tests::pg::Schema::new(dsn, "ranges");
+        let backend = gak::store::postgres::PostgresBackend::parse(&schema.url).expect("url");
+        ranges_answer_as_alone(&backend);
+    });
+    suite.run();
+}
