@@ -233,27 +233,7 @@ impl<S: Store> Txn for Buffered<S> {
     }
 
     fn get_many(&mut self, keys: &[(Table, &str)]) -> Result<Vec<Option<String>>, StoreFault> {
-        let mut found: Vec<Option<Option<String>>> = keys
-            .iter()
-            .map(|(t, k)| self.writes.get(*t, k).map(|v| v.map(str::to_owned)))
-            .collect();
-        let missing: Vec<(Table, String)> = keys
-            .iter()
-            .zip(&found)
-            .filter(|(_, f)| f.is_none())
-            .map(|((t, k), _)| (*t, (*k).to_owned()))
-            .collect();
-        if !missing.is_empty() {
-            let answers = self.cross(Reads {
-                keys: missing,
-                ..Reads::default()
-            })?;
-            let mut values = answers.values.into_iter();
-            for slot in found.iter_mut().filter(|f| f.is_none()) {
-                *slot = values.next();
-            }
-        }
-        Ok(found.into_iter().map(Option::flatten).collect())
+        Ok(Txn::read(self, keys, &[])?.0)
     }
 
     fn put(&mut self, table: Table, key: &str, value: &str) -> Result<(), StoreFault> {
@@ -273,19 +253,13 @@ impl<S: Store> Txn for Buffered<S> {
         after: Option<&str>,
         limit: u32,
     ) -> Result<Vec<(String, String)>, StoreFault> {
-        let deleted = self.writes.deletes_in(table, prefix, after);
-        let range = Range {
+        let scan = crate::txn::Scan {
             table,
-            prefix: prefix.to_owned(),
-            after: after.map(str::to_owned),
-            limit: limit.saturating_add(u32::try_from(deleted).unwrap_or(u32::MAX)),
+            prefix,
+            after,
+            limit,
         };
-        let answers = self.cross(Reads {
-            ranges: vec![range],
-            ..Reads::default()
-        })?;
-        let page = answers.pages.into_iter().next().unwrap_or_default();
-        Ok(self.writes.merge(table, prefix, after, page, limit))
+        Ok(Txn::read(self, &[], &[scan])?.1.pop().unwrap_or_default())
     }
 
     fn scan_many(
@@ -300,9 +274,6 @@ impl<S: Store> Txn for Buffered<S> {
         keys: &[(Table, &str)],
         scans: &[crate::txn::Scan<'_>],
     ) -> Result<crate::txn::Pages, StoreFault> {
-        if scans.is_empty() {
-            return Ok((self.get_many(keys)?, Vec::new()));
-        }
         let mut found: Vec<Option<Option<String>>> = keys
             .iter()
             .map(|(t, k)| self.writes.get(*t, k).map(|v| v.map(str::to_owned)))
@@ -313,6 +284,10 @@ impl<S: Store> Txn for Buffered<S> {
             .filter(|(_, f)| f.is_none())
             .map(|((t, k), _)| (*t, (*k).to_owned()))
             .collect();
+        if missing.is_empty() && scans.is_empty() {
+            // Every key was written by this call: no crossing.
+            return Ok((found.into_iter().map(Option::flatten).collect(), Vec::new()));
+        }
         let ranges = scans
             .iter()
             .map(|s| {

@@ -48,52 +48,44 @@ fn expected(map: &BTreeMap<(String, String), String>, span: &Span<'_>) -> Vec<(S
         .collect()
 }
 
+type Entries = BTreeMap<(String, String), String>;
+
+/// Entries for `keys` in both tables, recorded in `map` too.
+fn entries(keys: &[&str], map: &mut Entries) -> Vec<(&'static str, String, String)> {
+    let mut ws = Vec::new();
+    for table in ["indexes", "tasks"] {
+        for k in keys {
+            let value = format!("{{\"v\": \"{table}:{k}\"}}");
+            map.insert((table.to_owned(), (*k).to_owned()), value.clone());
+            ws.push((table, (*k).to_owned(), value));
+        }
+    }
+    ws
+}
+
+fn as_writes<'a>(entries: &'a [(&'static str, String, String)]) -> Vec<Write<'a>> {
+    entries
+        .iter()
+        .map(|(table, key, value)| Write {
+            table,
+            key,
+            value: Some(value),
+        })
+        .collect()
+}
+
 fn ranges_answer_as_alone(backend: &dyn Backend) {
-    let mut map: BTreeMap<(String, String), String> = BTreeMap::new();
-    let writes = |keys: &[&str], map: &mut BTreeMap<(String, String), String>| {
-        let mut ws = Vec::new();
-        for table in ["indexes", "tasks"] {
-            for k in keys {
-                map.insert(
-                    (table.to_owned(), (*k).to_owned()),
-                    format!("{{\"v\": \"{table}:{k}\"}}"),
-                );
-            }
-        }
-        for ((t, k), v) in map.iter() {
-            if keys.contains(&k.as_str()) {
-                let table = if t == "indexes" { "indexes" } else { "tasks" };
-                ws.push((table, k.clone(), v.clone()));
-            }
-        }
-        ws
-    };
-    let first = writes(COMMITTED, &mut map);
+    let mut map = Entries::new();
+    let first = entries(COMMITTED, &mut map);
+    let own = entries(OWN, &mut map);
     run(async {
         let mut session = backend.session().await.expect("session");
         session.begin().await.expect("begin");
-        let w: Vec<Write<'_>> = first
-            .iter()
-            .map(|(t, k, v)| Write {
-                table: t,
-                key: k,
-                value: Some(v),
-            })
-            .collect();
-        session.write(&w).await.expect("write");
+        session.write(&as_writes(&first)).await.expect("write");
         session.commit().await.expect("commit");
 
-        let own = writes(OWN, &mut map);
         session.begin().await.expect("begin");
-        let w: Vec<Write<'_>> = own
-            .iter()
-            .map(|(t, k, v)| Write {
-                table: t,
-                key: k,
-                value: Some(v),
-            })
-            .collect();
-        session.write(&w).await.expect("own writes");
+        session.write(&as_writes(&own)).await.expect("own writes");
         let spans = [
             Span {
                 table: "indexes",
