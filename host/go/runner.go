@@ -172,12 +172,14 @@ func (h *Heartbeat) renewed(l Lease) {
 	h.st.notify()
 }
 
+// lose cancels the body's context before it publishes the loss, so a body
+// that sees Check fail always finds its context cancelled too.
 func (h *Heartbeat) lose(err error) {
+	h.st.cancel()
 	h.st.mu.Lock()
+	defer h.st.mu.Unlock()
 	h.st.lost = err
 	h.st.notify()
-	h.st.mu.Unlock()
-	h.st.cancel()
 }
 
 // Run runs body at most once per action.Key:
