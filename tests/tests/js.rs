@@ -7,9 +7,10 @@
 //! - `transpile`: turns the component the Rust host embeds into JavaScript
 //!   (`host/js/gen/`, ignored);
 //! - `node_test`: Node's own test runner on `host/js/test/*.test.mjs`;
-//! - `vectors_memory`, `vectors_sqlite`: the built-in vectors through the JS
-//!   runner (`node host/js/bin/gak.mjs conformance`), every scenario the Rust
-//!   runner has;
+//! - `vectors_memory`, `vectors_sqlite`, `vectors_postgres`: the built-in
+//!   vectors through the JS runner (`node host/js/bin/gak.mjs conformance`),
+//!   every scenario the Rust runner has (PostgreSQL: a schema per scenario;
+//!   ignored without a server, failed under `CI=true`);
 //! - `demo`: the six-step demo on SQLite;
 //! - `sqlite_shared_with_rust`: one SQLite file written by the Rust host,
 //!   continued by the JS host, read back by the Rust host;
@@ -23,7 +24,7 @@ use std::process::{Command, Output};
 use gak::blocking::Kernel;
 use gak::{Acquired, Action, TaskSeed};
 use gak_tests::jsenv;
-use gak_tests::suite::{Requirement, Verdict, under_ci};
+use gak_tests::suite::{POSTGRES, Requirement, Verdict, under_ci};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
 type Step = Result<Completion, Failed>;
@@ -101,6 +102,21 @@ fn trial(name: &str, run: fn() -> Result<(), Failed>) -> Trial {
             return skip;
         }
         run().map(|()| Completion::Completed)
+    })
+}
+
+/// A trial that needs PostgreSQL as well as Node: ignored without a server
+/// (failed under `CI=true`), as every suite's PostgreSQL tests are.
+fn postgres_trial(name: &str, run: fn(&str) -> Result<(), Failed>) -> Trial {
+    Trial::ignorable_test(name, move || {
+        if let Err(skip) = need_node() {
+            return skip;
+        }
+        match POSTGRES.verdict() {
+            Verdict::Run(dsn) => run(&dsn).map(|()| Completion::Completed),
+            Verdict::Fail(why) => Err(Failed::from(why)),
+            Verdict::Skip(why) => Ok(Completion::ignored_with(why)),
+        }
     })
 }
 
@@ -236,6 +252,42 @@ fn readme_snippet() -> Result<(), Failed> {
     Ok(())
 }
 
+/// The section's second ```js block (PostgreSQL), on a schema of its own.
+fn readme_postgres_snippet(dsn: &str) -> Result<(), Failed> {
+    let readme = std::fs::read_to_string(repo().join("README.md"))
+        .map_err(|e| Failed::from(e.to_string()))?;
+    let section = readme
+        .split_once("## Embed it from JavaScript")
+        .ok_or("README.md has no \"Embed it from JavaScript\" section")?
+        .1;
+    let section = section.split_once("\n## ").map_or(section, |(s, _)| s);
+    let code = section
+        .split("```js\n")
+        .nth(2)
+        .and_then(|rest| rest.split_once("\n```"))
+        .ok_or("the section has no second ```js block (PostgreSQL)")?
+        .0;
+    let written = "postgres://postgres@127.0.0.1:5432/test?schema=gak_readme";
+    if !code.contains(written) {
+        return Err(format!("the PostgreSQL snippet does not open {written}").into());
+    }
+    let schema = gak_tests::pg::Schema::new(dsn, "readme_js");
+    let file = jsenv::package().join("gen/readme/postgres.mjs");
+    std::fs::create_dir_all(file.parent().expect("a folder"))
+        .map_err(|e| Failed::from(e.to_string()))?;
+    std::fs::write(&file, code.replace(written, &schema.url))
+        .map_err(|e| Failed::from(e.to_string()))?;
+    let out = node(&[&file.display().to_string()], None)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if stdout.trim() != "send-invoice done" {
+        return Err(failed(
+            "the PostgreSQL snippet (expected \"send-invoice done\")",
+            &out,
+        ));
+    }
+    Ok(())
+}
+
 fn main() {
     let args = Arguments::from_args();
     let trials = vec![
@@ -247,9 +299,15 @@ fn main() {
             let dir = scratch("vectors");
             vectors(&format!("sqlite:{}", dir.join("v.db").display()))
         }),
+        postgres_trial("vectors_postgres", |dsn| {
+            // Each scenario a schema of its own under this base name, dropped after it.
+            let sep = if dsn.contains('?') { '&' } else { '?' };
+            vectors(&format!("{dsn}{sep}schema=js_vectors"))
+        }),
         trial("demo", demo),
         trial("sqlite_shared_with_rust", sqlite_shared_with_rust),
         trial("readme_snippet", readme_snippet),
+        postgres_trial("readme_postgres_snippet", readme_postgres_snippet),
     ];
     libtest_mimic::run(&args, trials).exit();
 }

@@ -132,8 +132,12 @@ function readImport(host) {
       const { keys, ranges } = reads;
       let values = NOTHING;
       let pages = NOTHING;
-      if (keys.length > 0 || ranges.length > 0) ({ values, pages } = txn.read(keys, ranges));
-      const now = reads.clock ? instant(host.clock) : undefined;
+      let said;
+      // clock=db (PostgreSQL): the binding reads the server's clock after
+      // the point reads' locks, in the same round trip.
+      const dbClock = reads.clock && txn.clocked === true;
+      if (keys.length > 0 || ranges.length > 0 || dbClock) ({ values, pages, now: said } = txn.read(keys, ranges, dbClock));
+      const now = reads.clock ? instant(dbClock ? { now: () => said } : host.clock) : undefined;
       return { values, pages, now, entropy: entropy(reads.entropy) };
     } catch (e) {
       return host.fault(e);

@@ -309,7 +309,50 @@ export declare class Kernel {
   close(): void;
 }
 
-/** Open a kernel on `memory:`, `sqlite:PATH[?synchronous=normal]`, or a binding. */
+/** A PostgreSQL store URL: `postgres://USER@HOST:PORT/DB?schema=NAME[&clock=db][&sslmode=…]`. */
+export type PostgresUrl = `postgres://${string}` | `postgresql://${string}`;
+
+export interface PostgresOptions extends Omit<OpenOptions, 'clock' | 'busyTimeout'> {
+  /** Kernel workers (a thread, an instance and a connection each) at most; default 16. */
+  maxConnections?: number;
+  /** How long a call waits for a free worker, and for a lock another transaction holds (ms, default 5000). */
+  connectionWait?: number;
+}
+
+/** Every call of `T` answered by a promise. */
+export type Promised<T> = {
+  readonly [K in keyof T]: T[K] extends (...args: infer A) => infer R ? (...args: A) => Promise<R> : never;
+};
+
+/**
+ * The kernel on PostgreSQL: every call returns a promise and runs on a
+ * kernel worker (a thread with its own instance and connection), so the
+ * event loop never waits for the server. Calls that take a function
+ * (`writeFenced`, `withDownstream`, `runEffect`) are not here: use a
+ * blocking kernel (`openKernel(url, { blocking: true })`) on a worker
+ * thread of your own for them.
+ */
+export declare class PostgresKernel {
+  readonly checkpoint: Promised<Omit<Checkpoint, 'kernel'>>;
+  readonly commitgate: Promised<Omit<Commitgate, 'kernel'>>;
+  readonly sideeffect: Promised<Omit<Sideeffect, 'kernel' | 'writeFenced'>>;
+  readonly taskboard: Promised<Omit<Taskboard, 'kernel'>>;
+  readonly retention: Promised<Omit<Retention, 'kernel'>>;
+  readonly store: { describe(): string };
+  /** Kernel workers started so far. */
+  readonly workers: number;
+  /** Stops every worker; their connections close with them. */
+  close(): Promise<void>;
+}
+
+/**
+ * Open a kernel. Memory and SQLite answer synchronously (`Kernel`);
+ * PostgreSQL answers with promises (`PostgresKernel`), unless
+ * `blocking: true` asks for a `Kernel` whose calls block the calling
+ * thread on the server (for worker threads and tools).
+ */
+export declare function openKernel(store: PostgresUrl, options?: PostgresOptions & { blocking?: false }): Promise<PostgresKernel>;
+export declare function openKernel(store: PostgresUrl, options: OpenOptions & { blocking: true; connectionWait?: number }): Promise<Kernel>;
 export declare function openKernel(store: string | Backend, options?: OpenOptions): Promise<Kernel>;
 
 export declare function runEffect(kernel: Kernel, action: Action, ttl: bigint, body: EffectBody): Promise<Ran>;

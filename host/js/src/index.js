@@ -2,7 +2,8 @@
 //
 // Every judgement lives in one WebAssembly component (the same `gak.wasm`
 // the Rust and Python hosts load); this package runs it with jco and binds
-// its store import to SQLite (better-sqlite3) or memory.
+// its store import to SQLite (better-sqlite3), PostgreSQL (node-postgres, on
+// worker threads: `await kernel.taskboard.claim(…)`) or memory.
 //
 //   import { openKernel } from 'gak';
 //   const kernel = await openKernel('sqlite:gak.db');
@@ -10,6 +11,7 @@
 //   const task = kernel.taskboard.claim('send-invoice', 'worker-1', 30_000n);
 //   // or, as a queue: await new Worker(kernel, { agent: 'worker-1' }).run(async (task) => …);
 export { openKernel, Kernel } from './kernel.js';
+export { PostgresKernel } from './pg-kernel.js';
 export { GakError } from './errors.js';
 export * from './contract.js';
 export { Heartbeat, NotApplied, Runner, runEffect } from './effects.js';
@@ -18,4 +20,4 @@ export { Worker, DEFAULT_BACKOFF, backoffDelay, failReason } from './worker.js';
 export { SystemClock, ManualClock } from './clock.js';
 export { toJSON, stringify } from './json.js';
 export { componentPath, loadComponent } from './component.js';
-export { openStore, hidePassword, MemoryBackend, SqliteBackend, StoreConflict, StoreFailure, TABLES } from './store/index.js';
+export { openStore, hidePassword, MemoryBackend, PostgresBackend, SqliteBackend, StoreConflict, StoreFailure, TABLES } from './store/index.js';

@@ -6,20 +6,31 @@ import { loadComponent } from './component.js';
 import { SystemClock } from './clock.js';
 import { GakError } from './errors.js';
 import { Rollback, prepare, pure, transact } from './engine.js';
-import { openStore } from './store/index.js';
+import { isPostgresUrl, openStore } from './store/index.js';
+import { PostgresKernel } from './pg-kernel.js';
 import { runEffect } from './effects.js';
 import * as calls from './interfaces.js';
 import * as v from './values.js';
 import { StoreConflict, StoreFailure } from './store/errors.js';
 
 /**
- * Open a kernel on a store URL (`memory:`, `sqlite:PATH`) or a binding.
+ * Open a kernel on a store URL (`memory:`, `sqlite:PATH`, `postgres://…`)
+ * or a binding.
+ *
+ * Memory and SQLite answer synchronously (a `Kernel`). PostgreSQL answers
+ * with promises (a `PostgresKernel`: calls run on worker threads, the event
+ * loop is never blocked), unless `blocking: true` asks for a `Kernel` whose
+ * calls block the calling thread on the server (for worker threads and
+ * tools).
  *
  * Options: `clock` (default `SystemClock`), `component` (path of gak.wasm;
  * default `$GAK_COMPONENT`, else the repository's build output, see
- * `componentPath`), `busyTimeout` (SQLite, ms).
+ * `componentPath`), `busyTimeout` (SQLite, ms), `maxConnections` and
+ * `connectionWait` (PostgreSQL: workers at most, and how long a call waits
+ * for one, ms).
  */
 export async function openKernel(store, options = {}) {
+  if (typeof store === 'string' && isPostgresUrl(store) && !options.blocking) return PostgresKernel.open(store, options);
   const component = await loadComponent(options.component);
   prepare(component);
   try {

@@ -34,7 +34,7 @@ test("sql.json [sqlite]", async (t) => {
   t.diagnostic(`${ran} SQL texts replayed on SQLite`);
 });
 
-test('sql.json [postgres]', { skip: UNBOUND_REASON }, () => {});
+test('sql.json [postgres]', { skip: `${UNBOUND_REASON}: no statement of a body reaches PostgreSQL to lex` }, () => {});
 
 test('retries.json [scripted]', async (t) => {
   const { cases } = fuzzFile('retries.json');
@@ -52,7 +52,7 @@ test('retries.json [scripted]', async (t) => {
   t.diagnostic(`${ran} retry sequences replayed on the scripted store`);
 });
 
-test('retries.json [postgres]', { skip: UNBOUND_REASON }, () => {});
+test('retries.json [postgres]', { skip: 'not replayed on PostgreSQL by the JavaScript host yet (issue 26: the Rust host replays them there)' }, () => {});
 
 test('passwords.json: every entry point that takes a store URL fails and shows no part of the password', async (t) => {
   const { templates, cases } = fuzzFile('passwords.json');

@@ -60,12 +60,16 @@ test('opening a store never shows its password, whatever it holds', async () => 
   }
 });
 
-test('a PostgreSQL URL is refused as unbound, naming the URL without its password', async () => {
-  await assert.rejects(openKernel('postgres://alice:S3CRET@db/x'), (e) => {
-    assert.match(e.message, /postgres:\/\/\*\*\*@db\/x/);
-    assert.match(e.message, /no PostgreSQL binding/);
-    return true;
-  });
+test('a PostgreSQL server that cannot be reached is storage, naming the server without the password', async () => {
+  for (const blocking of [true, false]) {
+    await assert.rejects(openKernel('postgres://alice:S3CRET@127.0.0.1:1/x?connect_timeout=2', { blocking }), (e) => {
+      assert.ok(e instanceof GakError && e.code === 'storage', String(e));
+      assert.match(e.message, /postgres:\/\/\*\*\*@127\.0\.0\.1:1\/x/);
+      assert.match(e.message, /cannot connect to PostgreSQL at 127\.0\.0\.1:1\/x/);
+      assert.ok(!e.message.includes('S3CRET') && !e.message.includes('alice'), e.message);
+      return true;
+    });
+  }
 });
 
 test('the command line never shows a store password', () => {

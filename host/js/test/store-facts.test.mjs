@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import * as facts from '../src/store/facts.js';
+import { parsePostgresUrl } from '../src/store/pg-url.js';
 import { GakError, hidePassword, openKernel, openStore } from '../src/index.js';
 
 const cases = JSON.parse(readFileSync(new URL('../../../tests/store-facts/cases.json', import.meta.url), 'utf8'));
@@ -30,12 +31,27 @@ test('validSchema answers the shared cases', () => {
   }
 });
 
-// postgres-url: this host has no PostgreSQL binding, so it does not split
-// these URLs (the split and its error words are the Rust, Python and Go
-// hosts' to answer); what it shares is the redaction: a message names the
-// URL with everything from `://` to the last `@` hidden, user included.
-test('postgres-url: the split and its errors', { skip: 'the JavaScript host has no PostgreSQL binding (it replays the redaction below)' }, () => {});
+// postgres-url: the split every host shares (user information to the last
+// `@`, lenient escapes there, strict ones elsewhere), and its refusals.
+test('postgres-url: the split and its errors', () => {
+  assert.ok(cases['postgres-url'].length > 0);
+  for (const [url, expect] of cases['postgres-url']) {
+    if (expect.error !== undefined) {
+      assert.throws(() => parsePostgresUrl(url), (e) => e.message.includes(expect.error), url);
+      continue;
+    }
+    const got = parsePostgresUrl(url);
+    assert.deepEqual(
+      { user: got.user, password: got.password, hosts: got.hosts, dbname: got.dbname, params: got.params },
+      { ...expect, params: expect.params ?? {} },
+      url,
+    );
+  }
+});
 
+// Every message that names a store URL hides everything from `://` to the
+// last `@`, user included; refused before any connection is tried (a
+// parameter no host knows, or the URL's own error).
 test('postgres-url: every message hides the whole user information (to the last @)', async () => {
   assert.ok(cases['postgres-url'].length > 0);
   for (const [url, expect] of cases['postgres-url']) {
@@ -44,21 +60,30 @@ test('postgres-url: every message hides the whole user information (to the last 
     const userinfo = at >= start ? url.slice(start, at) : undefined;
     const hidden = hidePassword(url);
     assert.equal(hidden, userinfo === undefined ? url : `${url.slice(0, start)}***${url.slice(at)}`, url);
+    const refused = expect.error !== undefined ? url : `${url}${url.slice(at + 1).includes('?') ? '&' : '?'}no_such_option=1`;
+    const shown = hidePassword(refused);
     const secrets = [userinfo, expect.user, expect.password].filter((s) => typeof s === 'string' && s.length >= 3);
     const messages = [];
-    assert.throws(() => openStore(url), (e) => (messages.push(e.message, e.stack), true), url);
-    await assert.rejects(openKernel(url), (e) => {
+    // A stack's frames name source files (`postgres.js`): only its first line is the message.
+    const head = (e) => String(e.stack).split('\n')[0];
+    assert.throws(() => openStore(refused), (e) => (messages.push(e.message, head(e)), true), url);
+    await assert.rejects(openKernel(refused, { blocking: true }), (e) => {
       assert.ok(e instanceof GakError && e.code === 'storage', `${url}: ${e}`);
-      messages.push(e.message, e.stack, JSON.stringify(e));
+      messages.push(e.message, head(e), JSON.stringify(e));
+      return true;
+    });
+    await assert.rejects(openKernel(refused), (e) => {
+      assert.ok(e instanceof GakError && e.code === 'storage', `${url}: ${e}`);
+      messages.push(e.message, head(e), JSON.stringify(e));
       return true;
     });
     for (const m of messages) {
-      assert.ok(m.includes(hidden), `${url}: the message names the URL hidden: ${m}`);
+      assert.ok(m.includes(shown), `${url}: the message names the URL hidden: ${m}`);
       if (userinfo === undefined) continue;
       assert.ok(!m.includes(`${userinfo}@`), `${url}: the message shows the user information: ${m}`);
       // Short user names ("u") are words of any sentence: the longer ones
       // must not show anywhere but in the scheme the hidden URL keeps.
-      const rest = m.split(hidden).join('');
+      const rest = m.split(shown).join('');
       for (const secret of secrets) assert.ok(!rest.includes(secret), `${url}: the message shows ${JSON.stringify(secret)}: ${m}`);
     }
   }

@@ -9,7 +9,9 @@ import { readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { openKernel } from '../kernel.js';
 import { REPO_DIR } from '../component.js';
-import { hidePassword, isPostgresUrl } from '../store/index.js';
+import { PostgresBackend, hidePassword, isPostgresUrl } from '../store/index.js';
+import { POSTGRES_DEFAULT_SCHEMA, USAGE } from '../store/facts.js';
+import { parsePostgresUrl } from '../store/pg-url.js';
 import { parseFile, runScenario } from './vector.js';
 
 /** The vectors shipped in the repository (`tests/vectors/*.json`), as `[name, text]`. */
@@ -58,8 +60,9 @@ function removeDb(path) {
 }
 
 /**
- * A target from a store URL: `memory:`, or `sqlite:PATH` (each scenario a
- * new database file next to PATH, removed afterwards).
+ * A target from a store URL: `memory:`, `sqlite:PATH` (each scenario a
+ * new database file next to PATH, removed afterwards) or `postgres://…`
+ * (each scenario a new schema, dropped afterwards).
  */
 export class UrlTarget {
   #url;
@@ -68,15 +71,21 @@ export class UrlTarget {
   #kernel;
 
   constructor(url, component) {
-    if (!(url === 'memory' || url === 'memory:' || url.startsWith('sqlite:'))) {
-      const why = isPostgresUrl(url) ? 'the JavaScript host has no PostgreSQL binding' : 'expected memory: or sqlite:PATH';
-      throw new Error(`unknown store ${JSON.stringify(hidePassword(url))}: ${why}`);
+    if (!(url === 'memory' || url === 'memory:' || url.startsWith('sqlite:') || isPostgresUrl(url))) {
+      throw new Error(`unknown store ${JSON.stringify(hidePassword(url))}: expected ${USAGE}`);
     }
     this.#url = url;
     this.component = component;
   }
 
   cleanup() {
+    if (this.#kernel?.store instanceof PostgresBackend) {
+      try {
+        this.#kernel.store.dropSchema();
+      } catch {
+        // left for the operator: the schema's name says which run made it
+      }
+    }
     this.#kernel?.close();
     this.#kernel = undefined;
     if (this.#last) removeDb(this.#last);
@@ -98,7 +107,15 @@ export class UrlTarget {
       this.#last = path;
       url = `sqlite:${path}${query}`;
     }
-    this.#kernel = await openKernel(url, { clock, component: this.component });
+    if (isPostgresUrl(url)) {
+      // Each scenario a schema of its own, dropped afterwards (a repeated
+      // parameter's last value wins).
+      const base = parsePostgresUrl(url).params.schema ?? POSTGRES_DEFAULT_SCHEMA;
+      const query = url.slice(url.lastIndexOf('@') + 1).includes('?');
+      url = `${url}${query ? '&' : '?'}schema=${base}_c${process.pid}_${this.#count}`;
+      new PostgresBackend(url, { create: false }).dropSchema();
+    }
+    this.#kernel = await openKernel(url, { clock, component: this.component, blocking: true });
     return this.#kernel;
   }
 }

@@ -1,5 +1,5 @@
-// Store URLs -> bindings. The same URLs as the Rust host, minus PostgreSQL
-// (the JavaScript host binds memory and SQLite).
+// Store URLs -> bindings: the same URLs as the Rust host (memory, SQLite,
+// PostgreSQL).
 //
 // The session protocol every binding speaks (the engine, `../engine.js`,
 // drives it; a test binding can wrap it, as `test/fixtures/scripted.mjs`
@@ -35,23 +35,26 @@
 //   session.close()
 import { MemoryBackend } from './memory.js';
 import { SqliteBackend } from './sqlite.js';
+import { PostgresBackend } from './postgres.js';
 import { StoreFailure } from './errors.js';
 import { hidePassword } from './secrets.js';
-import { SQLITE_SCHEME, storeKind } from './facts.js';
+import { SQLITE_SCHEME, USAGE, storeKind } from './facts.js';
 
 export { MemoryBackend } from './memory.js';
 export { SqliteBackend } from './sqlite.js';
+export { PostgresBackend } from './postgres.js';
 export { StoreConflict, StoreFailure } from './errors.js';
 export { compareKeys } from './keys.js';
 export { TABLES, prefixEnd } from './facts.js';
 export { hidePassword } from './secrets.js';
 
-/** A URL that names a PostgreSQL server (bound by the Rust and Python hosts). */
+/** A URL that names a PostgreSQL server. */
 export const isPostgresUrl = (url) => storeKind(url) === 'postgres';
 
 /**
  * Open a binding from a store URL: `memory:`, `sqlite:PATH[?synchronous=normal]`
- * (or a bare path ending in `.db` / `.sqlite`). Errors name the URL with its
+ * (or a bare path ending in `.db` / `.sqlite`), `postgres://…` (the
+ * blocking binding: each request waits for the I/O thread). Errors name the URL with its
  * password hidden.
  */
 export function openStore(url, options = {}) {
@@ -61,12 +64,7 @@ export function openStore(url, options = {}) {
   if (kind === 'sqlite' && url.startsWith(SQLITE_SCHEME)) {
     return new SqliteBackend(url.slice(SQLITE_SCHEME.length), options);
   }
-  if (kind === 'postgres') {
-    throw new StoreFailure(
-      `cannot open ${JSON.stringify(hidePassword(url))}: the JavaScript host has no PostgreSQL binding ` +
-        '(the Rust and Python hosts have one)',
-    );
-  }
+  if (kind === 'postgres') return new PostgresBackend(url, options);
   if (kind === 'sqlite' && !url.includes('://')) return new SqliteBackend(url, options);
-  throw new StoreFailure(`unknown store ${JSON.stringify(hidePassword(url))}: expected memory: or sqlite:PATH`);
+  throw new StoreFailure(`unknown store ${JSON.stringify(hidePassword(url))}: expected ${USAGE}`);
 }

