@@ -173,7 +173,28 @@ class Downstream {
    * refused; undefined on other bindings.
    */
   get sqlite() {
-    if (!this.#open) return undefined;
+    return this.#driver('sqlite');
+  }
+
+  /**
+   * PostgreSQL only: `query(sql, params)` runs one statement in the same
+   * transaction and answers `{rows, rowCount, command}` (parameters only:
+   * never splice data into SQL). Transaction control and texts of more
+   * than one statement are refused; undefined on other bindings.
+   */
+  get postgres() {
+    return this.#driver('postgres');
+  }
+
+  /** `down.postgres.query(sql, params)`; `invalid-input` on a store that lends no PostgreSQL handle. */
+  query(sql, params) {
+    const handle = this.postgres;
+    if (handle === undefined) throw new GakError('invalid-input', 'query: this store lends sink bodies no PostgreSQL handle');
+    return handle.query(sql, params);
+  }
+
+  #driver(kind) {
+    if (!this.#open || (this.#txn.driver ?? 'sqlite') !== kind) return undefined;
     this.#lent ??= this.#txn.lend((e) => this.#host.fault(e));
     return this.#lent;
   }

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ManualClock, openKernel } from '../src/index.js';
 import { CLI_COMMANDS, FUZZ_DIR, URL_ENTRY_POINTS, fuzzFile, replayRetry, replaySql, tryCli, tryPassword, withPassword } from './fixtures/fuzz.mjs';
-import { UNBOUND_REASON } from './fixtures/protocol.mjs';
+import { needsPostgres, schemaUrl } from './fixtures/pg.mjs';
 import { ScriptedBackend } from './fixtures/scripted.mjs';
 
 const label = (text) => JSON.stringify(text).slice(0, 80);
@@ -34,7 +34,21 @@ test("sql.json [sqlite]", async (t) => {
   t.diagnostic(`${ran} SQL texts replayed on SQLite`);
 });
 
-test('sql.json [postgres]', { skip: `${UNBOUND_REASON}: no statement of a body reaches PostgreSQL to lex` }, () => {});
+test('sql.json [postgres]', needsPostgres, async (t) => {
+  const { cases } = fuzzFile('sql.json');
+  const url = schemaUrl(t, 'fuzzsql');
+  const kernel = await openKernel(url, { clock: new ManualClock(1000n), blocking: true });
+  t.after(() => kernel.close());
+  let ran = 0;
+  for (const [i, c] of cases.entries()) {
+    await t.test(`#${i} ${c.postgres} ${label(c.sql)}`, () => {
+      replaySql(kernel, i, c, 'postgres');
+      ran++;
+    });
+  }
+  assert.equal(ran, cases.length);
+  t.diagnostic(`${ran} SQL texts replayed on PostgreSQL`);
+});
 
 test('retries.json [scripted]', async (t) => {
   const { cases } = fuzzFile('retries.json');

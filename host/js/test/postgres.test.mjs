@@ -348,3 +348,62 @@ test('clock=db judges expiry by the server\'s clock', needsPostgres, async (t) =
   assert.equal(typeof expires, 'bigint');
   assert.ok(expires >= BigInt(now.ms) + MINUTE && expires < BigInt(now.ms) + MINUTE + 60_000n, `${expires} vs ${now.ms}`);
 });
+
+test('a fenced sink body writes its own tables in the kernel\'s transaction (down.query), all or nothing', needsPostgres, async (t) => {
+  const url = schemaUrl(t, 'sink');
+  const schema = new URL(url.replace(/^postgres(ql)?:/, 'http:')).searchParams.getAll('schema').at(-1);
+  const kernel = await openKernel(url, { blocking: true });
+  t.after(() => kernel.close());
+  const table = `"${schema}".app_rows`;
+  kernel.withDownstream((down) => down.query(`CREATE TABLE ${table} (k text PRIMARY KEY, v int8 NOT NULL)`));
+  kernel.sideeffect.writeFenced('r', 1n, (down) => {
+    assert.equal(down.query(`INSERT INTO ${table} VALUES ($1, $2)`, ['a', 7n]).rowCount, 1);
+    assert.deepEqual(down.query('SELECT $1::int + 1 AS n', [41]).rows, [{ n: 42 }]);
+    // Transaction control, in any spelling, is refused before anything is sent.
+    for (const sql of ['COMMIT', '-- note\rCOMMIT', 'SELECT 1;ROLLBACK;BEGIN', '/* /* */ */ end']) {
+      assert.throws(() => down.query(sql), (e) => e instanceof GakError && e.code === 'invalid-input', sql);
+    }
+  });
+  // A zombie's lower fence: refused, its body never runs.
+  let ran = false;
+  assert.throws(
+    () => kernel.sideeffect.writeFenced('r', 0n, () => {
+      ran = true;
+    }),
+    (e) => e.code === 'fence-stale',
+  );
+  assert.equal(ran, false);
+  // A body that throws rolls back its rows with the fence.
+  assert.throws(
+    () =>
+      kernel.sideeffect.writeFenced('r', 2n, (down) => {
+        down.query(`INSERT INTO ${table} VALUES ($1, $2)`, ['b', 1]);
+        throw new Error('nope');
+      }),
+    (e) => e.code === 'write-failed',
+  );
+  const rows = await query(`SELECT k, v FROM ${table} ORDER BY k`);
+  assert.deepEqual(rows, [{ k: 'a', v: '7' }]);
+  assert.equal(kernel.sideeffect.sinkSeen('r'), 1n);
+  // A statement error the body swallowed ends the call with storage: nothing lands.
+  assert.throws(
+    () =>
+      kernel.sideeffect.writeFenced('r', 3n, (down) => {
+        down.query(`INSERT INTO ${table} VALUES ($1, $2)`, ['c', 1]);
+        try {
+          down.query(`INSERT INTO ${table} VALUES ($1, $2)`, ['a', 1]);
+        } catch (e) {
+          assert.equal(e.code, '23505');
+        }
+      }),
+    (e) => e.code === 'storage',
+  );
+  assert.deepEqual(await query(`SELECT k FROM ${table} ORDER BY k`), [{ k: 'a' }]);
+  assert.equal(kernel.sideeffect.sinkSeen('r'), 1n);
+  // The handle dies with its body.
+  let kept;
+  kernel.sideeffect.writeFenced('r', 4n, (down) => {
+    kept = down.postgres;
+  });
+  assert.throws(() => kept.query('SELECT 1'), (e) => e.code === 'invalid-input');
+});

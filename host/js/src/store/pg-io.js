@@ -31,6 +31,11 @@ function said(e) {
   };
 }
 
+/** Bytes that crossed threads arrive as a Uint8Array; node-postgres sends a Buffer as bytea. */
+function bytesAsBuffer(v) {
+  return v instanceof Uint8Array && !Buffer.isBuffer(v) ? Buffer.from(v.buffer, v.byteOffset, v.byteLength) : v;
+}
+
 /** node-postgres's `ssl` for the TLS a binding asked for ({mode, ca?, system?}: libpq's `sslmode`). */
 function ssl(tls) {
   if (tls.mode === 'disable') return false;
@@ -104,11 +109,26 @@ function serve(port, flag) {
       // server refuses the rest (25P02), and the first error is the one
       // that counts.
       const settled = await Promise.allSettled(
-        req.statements.map((s) => c.query({ text: s.text, values: s.values, name: s.name, rowMode: 'array' })),
+        req.statements.map((s) =>
+          c.query({
+            text: s.text,
+            values: s.values?.map(bytesAsBuffer),
+            name: s.name,
+            // A body's statement: always the extended protocol (one
+            // statement per message; the server refuses several), rows as
+            // objects.
+            queryMode: s.extended ? 'extended' : undefined,
+            rowMode: s.objects ? undefined : 'array',
+          }),
+        ),
       );
       const results = [];
       for (const r of settled) {
-        results.push(r.status === 'fulfilled' ? { rows: r.value.rows, command: r.value.command } : { error: said(r.reason) });
+        results.push(
+          r.status === 'fulfilled'
+            ? { rows: r.value.rows, command: r.value.command, rowCount: r.value.rowCount }
+            : { error: said(r.reason) },
+        );
         if (r.status === 'rejected') break;
       }
       const status = lost ? null : (c.getTransactionStatus?.() ?? c._txStatus ?? null);

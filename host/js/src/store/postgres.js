@@ -25,7 +25,9 @@ import { fileURLToPath } from 'node:url';
 import { StoreConflict, StoreFailure } from './errors.js';
 import { CONNECTION_WAIT_MS, POSTGRES_DEFAULT_SCHEMA, POSTGRES_SETUP_LOCK, TABLES, prefixEnd, validSchema } from './facts.js';
 import { compareKeys } from './keys.js';
+import { GakError } from '../errors.js';
 import { Line } from './pg-io.js';
+import { refusal } from './pg-lex.js';
 import { parsePostgresUrl, target } from './pg-url.js';
 import { hidePassword } from './secrets.js';
 
@@ -312,6 +314,8 @@ class PostgresSession {
 
 class PostgresTxn {
   open = true;
+  /** What `lend` hands a body (`down.postgres`). */
+  driver = 'postgres';
   /** BEGIN is still to be sent, with the first statement. */
   #beginPending = true;
   /** The write set not sent yet, by table and key: the last write wins. */
@@ -326,12 +330,101 @@ class PostgresTxn {
   }
 
   isOpen() {
+    if (this.#foreign) return false;
     return this.open && (this.#beginPending || this.#status === 'T' || this.#status === 'E');
   }
 
-  /** No driver handle is lent to sink bodies on PostgreSQL yet: `downstream` get / put only. */
-  lend() {
-    return undefined;
+  /**
+   * The handle a fenced sink's body gets (`down.postgres`): `query(sql,
+   * params)` runs one statement in the kernel's transaction and answers
+   * `{rows, rowCount, command}`. Three defences keep the body from ending
+   * the transaction (HOSTS.md rule 12), each enough for what the others
+   * miss: the text is lexed as the server lexes it and refused before
+   * anything is sent when a statement of it begins, ends or splits a
+   * transaction, or when it holds more than one (`./pg-lex.js`); it goes
+   * out on the extended protocol, where the server refuses several
+   * statements; and `txid_current()`, read before the body's first
+   * statement and after each, must still name the kernel's transaction —
+   * otherwise nothing more is sent (neither the deferred writes nor the
+   * COMMIT) and the call ends with `storage`. A statement that failed in
+   * the database is reported (`report`): the call ends with `storage` (a
+   * conflict re-runs it) however the body handled the error.
+   */
+  lend(report) {
+    let open = true;
+    return {
+      query: (sql, params = []) => {
+        if (!open) throw new GakError('invalid-input', 'this handle was lent to a fenced sink body that has returned');
+        if (typeof sql !== 'string') throw new GakError('invalid-input', 'sql: expected a string');
+        if (!Array.isArray(params)) throw new GakError('invalid-input', 'params: expected an array');
+        if (sql.includes('\0')) throw new GakError('invalid-input', 'a statement holding a NUL character cannot be sent');
+        const why = refusal(sql);
+        if (why !== undefined) throw new GakError('invalid-input', why);
+        return this.#runLent(sql, params.map((p) => (typeof p === 'bigint' ? p.toString() : p)), report);
+      },
+      revoke: () => {
+        open = false;
+      },
+    };
+  }
+
+  /** The kernel's transaction id, read with a body's first statement. */
+  #xid;
+  /** Why the connection no longer runs the kernel's transaction (a body ended it). */
+  #foreign;
+
+  #runLent(sql, params, report) {
+    if (!this.open) throw new GakError('invalid-input', 'no open transaction');
+    if (this.#foreign) {
+      report(new StoreFailure(this.#foreign));
+      throw new GakError('storage', `${this.#foreign}; nothing more is sent`);
+    }
+    const XID = { text: 'SELECT txid_current()::text' };
+    const statements = [];
+    const first = this.#xid === undefined;
+    if (first) statements.push(XID);
+    statements.push({ text: sql, values: params, extended: true, objects: true });
+    statements.push(XID);
+    let batch;
+    let answer;
+    try {
+      batch = this.#pending();
+      const ours = batch.length;
+      batch.push(...statements);
+      answer = this.session.send(batch);
+      answer.ours = ours;
+    } catch (e) {
+      if (e?.name === 'DataCloneError') {
+        // Refused on this side: nothing reached the server.
+        throw new GakError('invalid-input', `params: a value that cannot be sent (${e.message})`);
+      }
+      this.#status = null;
+      report(e instanceof StoreFailure || e instanceof StoreConflict ? e : new StoreFailure(String(e?.message ?? e)));
+      throw new GakError('storage', e?.message ?? String(e));
+    }
+    this.#status = answer.status;
+    const results = answer.results;
+    const failed = results.find((r) => r.error);
+    if (failed) {
+      const err = failed.error;
+      // Refused by the client before sending (no SQLSTATE, the transaction
+      // still open): nothing changed. Anything else ends the call.
+      if (err.code !== null || answer.status !== 'T') report(pgFault(err));
+      throw Object.assign(new Error(err.message), { name: 'PostgresError', code: err.code ?? undefined, severity: err.severity ?? undefined });
+    }
+    const mine = results.slice(answer.ours);
+    if (first) this.#xid = mine[0]?.rows[0]?.[0];
+    const body = mine[first ? 1 : 0];
+    const now = mine[first ? 2 : 1]?.rows[0]?.[0];
+    if (this.#xid === undefined || now !== this.#xid) {
+      this.#foreign = "a body's statement ended the kernel's transaction (another transaction runs now)";
+      report(new StoreFailure(this.#foreign));
+      throw new GakError('storage', this.#foreign);
+    }
+    if (answer.status !== 'T') {
+      report(new StoreFailure(`a body's statement left the transaction (connection ${answer.status})`));
+    }
+    return { rows: body.rows, rowCount: body.rowCount, command: body.command };
   }
 
   #pending() {
@@ -356,6 +449,9 @@ class PostgresTxn {
   /** Send what is pending and `statements`; the answers of `statements`, or the first error as a fault. */
   #send(statements) {
     if (!this.open) throw new StoreFailure('no open transaction');
+    // Whatever runs on the connection now is not the kernel's transaction:
+    // none of the kernel's writes may land in it.
+    if (this.#foreign) throw new StoreFailure(`${this.#foreign}; nothing more is sent`);
     const batch = this.#pending();
     const ours = batch.length;
     batch.push(...statements);
@@ -427,6 +523,11 @@ class PostgresTxn {
     if (this.#beginPending && this.#deferred.size === 0) {
       this.open = false; // nothing was ever sent: nothing to end
       return;
+    }
+    if (this.#foreign) {
+      // Never report committed what is not the kernel's transaction.
+      this.rollback();
+      throw new StoreFailure(`${this.#foreign}; the kernel committed nothing`);
     }
     if (!this.#beginPending && this.#status !== 'T') {
       const failed = this.#status === 'E';
