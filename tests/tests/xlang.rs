@@ -1,8 +1,7 @@
 //! Rust and Python workers AT THE SAME TIME on one SQLite file and on one
 //! PostgreSQL schema, Rust, Python and JavaScript workers on one SQLite
-//! file (the JavaScript host has no PostgreSQL binding yet), and all four
-//! languages — Rust, Python, JavaScript, Go — on one SQLite file, with
-//! Rust, Python and Go on one PostgreSQL schema — protocol v1,
+//! file, and all four languages — Rust, Python, JavaScript, Go — on one
+//! SQLite file and on one PostgreSQL schema — protocol v1,
 //! `host/HOSTS.md` — then the audit of `gak_tests::xlang`. Another host
 //! language joins by adding its `WorkerCmd`.
 use std::path::Path;
@@ -100,19 +99,6 @@ fn four_languages(r: &Ready, g: &goenv::Ready) -> Vec<WorkerCmd> {
         .collect()
 }
 
-/// Two Rust, two Python and two Go workers, interleaved.
-fn rust_python_go(r: &Ready, g: &goenv::Ready) -> Vec<WorkerCmd> {
-    let both = workers(r);
-    let (python, rust, go) = (both[0].clone(), both[1].clone(), go_worker(g));
-    (0..6)
-        .map(|i| match i % 3 {
-            0 => python.clone(),
-            1 => go.clone(),
-            _ => rust.clone(),
-        })
-        .collect()
-}
-
 /// Rust, Python, JavaScript and Go workers on one SQLite file.
 fn sqlite_four_languages((r, g): &(Ready, goenv::Ready)) -> Result<(), Failed> {
     let dir = tempfile::tempdir()?;
@@ -126,12 +112,12 @@ fn sqlite_four_languages((r, g): &(Ready, goenv::Ready)) -> Result<(), Failed> {
     Ok(())
 }
 
-/// Rust, Python and Go workers on one PostgreSQL schema.
-fn postgres_three_languages((r, g, dsn): &(Ready, goenv::Ready, String)) -> Result<(), Failed> {
-    let schema = pg::Schema::new(dsn, "xlang3");
+/// Rust, Python, JavaScript and Go workers on one PostgreSQL schema.
+fn postgres_four_languages((r, g, dsn): &(Ready, goenv::Ready, String)) -> Result<(), Failed> {
+    let schema = pg::Schema::new(dsn, "xlang4");
     let open = || Ok(schema.kernel());
-    let summary = xlang::run(&schema.url, open, &rust_python_go(r, g), POSTGRES)?;
-    report("postgres, rust python go", &summary);
+    let summary = xlang::run(&schema.url, open, &four_languages(r, g), POSTGRES)?;
+    report("postgres, four languages", &summary);
     Ok(())
 }
 
@@ -276,8 +262,9 @@ fn main() {
         .clone()
         .and_then(|r| jsenv::ready(&target).map(|()| r));
     let with_js_go = with_js.clone().and_then(|r| goenv::ready().map(|g| (r, g)));
-    let with_pg_go = with_pg
+    let with_pg_js_go = with_pg
         .clone()
+        .and_then(|(r, dsn)| jsenv::ready(&target).map(|()| (r, dsn)))
         .and_then(|(r, dsn)| goenv::ready().map(|g| (r, g, dsn)));
     let trials = vec![
         Trial::test(
@@ -299,9 +286,9 @@ fn main() {
             sqlite_four_languages,
         ),
         gate_go(
-            "xlang::postgres_rust2_python2_go2",
-            &with_pg_go,
-            postgres_three_languages,
+            "xlang::postgres_rust2_python2_js2_go2",
+            &with_pg_js_go,
+            postgres_four_languages,
         ),
     ];
     libtest_mimic::run(&args, trials).exit();

@@ -49,7 +49,9 @@ function emit(event, fields = {}) {
   process.stdout.write(`${JSON.stringify({ t: Date.now(), worker: name, lang: 'js', event, ...fields })}\n`);
 }
 
-const kernel = await openKernel(args.store);
+// A worker process: the blocking kernel (its calls wait for the server on
+// this thread; PostgreSQL included).
+const kernel = await openKernel(args.store, { blocking: true });
 
 // 0. Phase lines (protocol v1): announce PHASE-N, wait for every party.
 async function line(phase) {
