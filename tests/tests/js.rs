@@ -14,7 +14,10 @@
 //! - `demo`: the six-step demo on SQLite;
 //! - `sqlite_shared_with_rust`: one SQLite file written by the Rust host,
 //!   continued by the JS host, read back by the Rust host;
-//! - `readme_snippet`: the README's "Embed it from JavaScript" code.
+//! - `readme_snippet`, `readme_postgres_snippet`: the README's "Embed it from
+//!   JavaScript" programs (SQLite; PostgreSQL on a schema of its own);
+//! - `golden_postgres_continued`: the golden PostgreSQL database (format 1)
+//!   continued by the JavaScript host, read back by the Rust host.
 //!
 //! Without Node 20+ (and npm) every trial is reported ignored, with the
 //! reason; under `CI=true` they fail instead.
@@ -288,6 +291,58 @@ fn readme_postgres_snippet(dsn: &str) -> Result<(), Failed> {
     Ok(())
 }
 
+/// The golden PostgreSQL database (format 1, tests/golden/) restored into a
+/// fresh schema, continued by the JavaScript host
+/// (`test/fixtures/golden.mjs`), then read back by the Rust host: what the
+/// JavaScript host decided is what the Rust host sees.
+fn golden_postgres_continued(dsn: &str) -> Result<(), Failed> {
+    use gak_tests::golden;
+    let schema = gak_tests::pg::Schema::new(dsn, "golden_js");
+    let script = std::fs::read_to_string(golden::dir().join("format1-postgres.sql"))
+        .map_err(|e| Failed::from(e.to_string()))?;
+    golden::restore_postgres(&schema.kernel(), &schema.name, &script);
+    let fixture = jsenv::package().join("test/fixtures/golden.mjs");
+    let caps = golden::dir().join("capabilities.json");
+    let out = node(
+        &[
+            &fixture.display().to_string(),
+            &schema.url,
+            &caps.display().to_string(),
+            &golden::REPLAY_AT.to_string(),
+        ],
+        None,
+    )?;
+    if String::from_utf8_lossy(&out.stdout).trim() != "continued" {
+        return Err(failed("golden.mjs (expected \"continued\")", &out));
+    }
+    let kernel = schema.kernel();
+    let fail = |e: gak::Error| Failed::from(e.to_string());
+    let se = kernel.sideeffect();
+    let day = 24 * 3_600_000;
+    let replayed = |key: &str, resource: &str| se.acquire(&Action::new(key, resource), day);
+    if replayed("k-inflight", "r-c").map_err(fail)? != Acquired::Replayed(b"late-js".to_vec()) {
+        return Err(
+            "k-inflight: the JavaScript host's late verdict is not what Rust replays".into(),
+        );
+    }
+    let uncertain = Action::new("k-uncertain", "r-e")
+        .unsafe_to_retry()
+        .with_fingerprint("fp-1");
+    if se.acquire(&uncertain, day).map_err(fail)? != Acquired::Replayed(b"sent-js".to_vec()) {
+        return Err("k-uncertain: not resolved as the JavaScript host resolved it".into());
+    }
+    let board = kernel.taskboard();
+    let f = board.get("f").map_err(fail)?;
+    let (a, g) = (board.get("a").map_err(fail)?, board.get("g").map_err(fail)?);
+    if f.owner.as_deref() != Some("js-w2") || f.fence != 2 || a.owner.as_deref() != Some("js-w3") {
+        return Err(format!("tasks after the JavaScript host: f {f:?}, a {a:?}").into());
+    }
+    if g.state != gak::TaskState::Done {
+        return Err(format!("g after the JavaScript host: {g:?}").into());
+    }
+    Ok(())
+}
+
 fn main() {
     let args = Arguments::from_args();
     let trials = vec![
@@ -308,6 +363,7 @@ fn main() {
         trial("sqlite_shared_with_rust", sqlite_shared_with_rust),
         trial("readme_snippet", readme_snippet),
         postgres_trial("readme_postgres_snippet", readme_postgres_snippet),
+        postgres_trial("golden_postgres_continued", golden_postgres_continued),
     ];
     libtest_mimic::run(&args, trials).exit();
 }
