@@ -20,11 +20,12 @@ import { crossings } from '../src/engine.js';
 import { SystemClock } from '../src/clock.js';
 import { componentPath, loadComponent } from '../src/component.js';
 import { openStore } from '../src/store/index.js';
+import { openKernel } from '../src/kernel.js';
 import { wasiImports } from '../src/wasi.js';
 
 const argv = process.argv.slice(2);
 const baseline = argv.includes('--baseline');
-const n = Number(argv.find((a) => /^\d+$/.test(a)) ?? 5000);
+const N = Number(argv.find((a) => /^\d+$/.test(a)) ?? 5000);
 
 async function component() {
   const patched = await loadComponent();
@@ -68,12 +69,12 @@ const ROUNDS = COLD ? 1 : 3;
 
 const crossed = () => crossings.read + crossings.write;
 
-function measure(label, count, op) {
-  for (let i = 0; i < WARMUP; i++) op(i);
+function measure(label, count, op, warmup = WARMUP) {
+  for (let i = 0; i < warmup; i++) op(i);
   const before = crossed();
   const rounds = [];
   for (let r = 0; r < ROUNDS; r++) {
-    const first = WARMUP + r * count;
+    const first = warmup + r * count;
     const cpu = process.cpuUsage();
     const start = process.hrtime.bigint();
     for (let i = first; i < first + count; i++) op(i);
@@ -93,26 +94,26 @@ function measure(label, count, op) {
   );
 }
 
-async function run(entry, url) {
+async function run(entry, url, n = N, warmup = WARMUP) {
   const kernel = new Kernel(entry, openStore(url), new SystemClock());
   console.log(`-- ${url}`);
-  const total = ROUNDS * n + WARMUP;
+  const total = ROUNDS * n + warmup;
   for (let i = 0; i < total; i += 5000) {
     kernel.taskboard.seed(Array.from({ length: Math.min(5000, total - i) }, (_, j) => ({ id: `t${i + j}` })));
   }
-  measure('taskboard.claim (fresh task)', n, (i) => kernel.taskboard.claim(`t${i}`, 'w', 60_000n));
-  measure('sideeffect.acquire (fresh key)', n, (i) => kernel.sideeffect.acquire({ key: `k${i}`, resource: `r${i}` }, 60_000n));
+  measure('taskboard.claim (fresh task)', n, (i) => kernel.taskboard.claim(`t${i}`, 'w', 60_000n), warmup);
+  measure('sideeffect.acquire (fresh key)', n, (i) => kernel.sideeffect.acquire({ key: `k${i}`, resource: `r${i}` }, 60_000n), warmup);
   measure('sideeffect.acquire (replayed key)', n, () => {
     const a = { key: 'done-key', resource: 'r-done' };
     const x = kernel.sideeffect.acquire(a, 60_000n);
     if (x.tag === 'granted') kernel.sideeffect.complete(a, x.lease, 'ok');
-  });
+  }, warmup);
   const steps = [
     { id: 'a', dependsOn: [] },
     { id: 'b', dependsOn: ['a'] },
     { id: 'c', dependsOn: ['b'] },
   ];
-  measure('checkpoint.build-plan (3 steps, pure)', n, () => kernel.checkpoint.buildPlan(steps));
+  measure('checkpoint.build-plan (3 steps, pure)', n, () => kernel.checkpoint.buildPlan(steps), warmup);
   kernel.close();
 }
 
@@ -128,4 +129,52 @@ try {
   await run(entry, `sqlite:${join(dir, 'normal.db')}?synchronous=normal`);
 } finally {
   rmSync(dir, { recursive: true, force: true });
+}
+
+/**
+ * The kernel of promises (`openKernel('postgres://…')`): one claim awaited
+ * at a time through a kernel worker, as the Rust tool's async rows.
+ */
+async function runPromises(url, n, warmup) {
+  const kernel = await openKernel(url, { maxConnections: 1 });
+  const total = ROUNDS * n + warmup;
+  for (let i = 0; i < total; i += 5000) {
+    await kernel.taskboard.seed(Array.from({ length: Math.min(5000, total - i) }, (_, j) => ({ id: `p${i + j}` })));
+  }
+  for (let i = 0; i < warmup; i++) await kernel.taskboard.claim(`p${i}`, 'w', 60_000n);
+  const rounds = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    const first = warmup + r * n;
+    const cpu = process.cpuUsage();
+    const start = process.hrtime.bigint();
+    for (let i = first; i < first + n; i++) await kernel.taskboard.claim(`p${i}`, 'w', 60_000n);
+    const per = Number(process.hrtime.bigint() - start) / n / 1000;
+    const used = process.cpuUsage(cpu);
+    rounds.push({ per, cpuPer: (used.user + used.system) / n });
+  }
+  const { per, cpuPer } = rounds.sort((a, b) => a.per - b.per)[ROUNDS >> 1];
+  console.log(
+    `${'taskboard.claim (fresh task, promises)'.padEnd(44)} ${per.toFixed(1).padStart(9)} µs/op ${(1e6 / per).toFixed(0).padStart(9)} ops/s ` +
+      `${cpuPer.toFixed(1).padStart(9)} µs CPU/op`,
+  );
+  await kernel.close();
+}
+
+// PostgreSQL, as the Rust tool: GAK_PG_DSN or the local server, a schema of
+// its own, TLS off, N/5 calls and 500 warm-up calls (each is a round trip).
+const dsn = process.env.GAK_PG_DSN || 'postgres://postgres@127.0.0.1:5432/test';
+const pgUrl = `${dsn}${dsn.includes('?') ? '&' : '?'}schema=gak_latency_js_${process.pid}&sslmode=disable`;
+let pg;
+try {
+  pg = openStore(pgUrl);
+} catch (e) {
+  console.log(`-- postgres: not reachable (${e.message}), skipped`);
+}
+if (pg) {
+  try {
+    await run(entry, pgUrl, Math.max(1, Math.floor(N / 5)), COLD ? 0 : 500);
+    await runPromises(pgUrl, Math.max(1, Math.floor(N / 5)), COLD ? 0 : 500);
+  } finally {
+    pg.dropSchema();
+  }
 }
