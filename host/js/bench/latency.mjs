@@ -161,7 +161,8 @@ async function runPromises(url, n, warmup) {
 }
 
 // PostgreSQL, as the Rust tool: GAK_PG_DSN or the local server, a schema of
-// its own, TLS off, N/5 calls and 500 warm-up calls (each is a round trip).
+// its own, TLS off, N/5 calls (at least 20, or N) and 500 warm-up calls
+// (each is a round trip).
 const dsn = process.env.GAK_PG_DSN || 'postgres://postgres@127.0.0.1:5432/test';
 const pgUrl = `${dsn}${dsn.includes('?') ? '&' : '?'}schema=gak_latency_js_${process.pid}&sslmode=disable`;
 let pg;
@@ -172,8 +173,8 @@ try {
 }
 if (pg) {
   try {
-    await run(entry, pgUrl, Math.max(1, Math.floor(N / 5)), COLD ? 0 : 500);
-    await runPromises(pgUrl, Math.max(1, Math.floor(N / 5)), COLD ? 0 : 500);
+    await run(entry, pgUrl, Math.max(Math.min(N, 20), Math.floor(N / 5)), COLD ? 0 : 500);
+    await runPromises(pgUrl, Math.max(Math.min(N, 20), Math.floor(N / 5)), COLD ? 0 : 500);
   } finally {
     pg.dropSchema();
   }

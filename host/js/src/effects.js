@@ -155,7 +155,9 @@ export class Runner {
   async run(action, body) {
     if (typeof body !== 'function') throw new GakError('invalid-input', 'body: expected a function');
     const gate = this.#kernel.sideeffect;
-    const acquired = gate.acquire(action, this.#ttl);
+    // `await`: the calls answer at once on memory and SQLite, with a
+    // promise on PostgreSQL (`PostgresKernel`); the runner serves both.
+    const acquired = await gate.acquire(action, this.#ttl);
     if (DONE.has(acquired?.tag)) return acquired;
     if (acquired?.tag !== 'granted') {
       // An answer this host does not know: never run the body on it.
@@ -171,20 +173,21 @@ export class Runner {
       failure = { error };
     } finally {
       // Before any verdict is sent: a renewal after it would be refused
-      // anyway, and one racing it must not replace the lease it presents.
-      stop();
+      // anyway, and one racing it must not replace the lease it presents
+      // (a renewal in flight is waited for).
+      await stop();
     }
     const lease = heartbeat.lease;
-    if (failure === undefined) return { tag: 'applied', result: gate.complete(action, lease, result) };
+    if (failure === undefined) return { tag: 'applied', result: await gate.complete(action, lease, result) };
     const { error } = failure;
     if (error instanceof NotApplied) {
-      bestEffort(() => gate.abandon(action, lease, 'body reported not applied'));
+      await bestEffort(() => gate.abandon(action, lease, 'body reported not applied'));
       return { tag: 'not-applied', error };
     }
     // Best effort: if either call fails, the intent is still there and the
     // key turns uncertain when the lease expires.
-    bestEffort(() => gate.markUncertain(action, lease, 'body failed'));
-    bestEffort(() => gate.release(action, lease));
+    await bestEffort(() => gate.markUncertain(action, lease, 'body failed'));
+    await bestEffort(() => gate.release(action, lease));
     return { tag: 'uncertain', reason: 'body failed', error };
   }
 
@@ -192,10 +195,11 @@ export class Runner {
   #keepAlive(action, heartbeat) {
     let timer;
     let stopped = false;
-    const tick = () => {
-      if (stopped) return;
+    let inflight;
+    const renew = async () => {
       try {
-        heartbeat.renewed(this.#kernel.sideeffect.renew(action, heartbeat.lease, this.#ttl));
+        const renewed = await this.#kernel.sideeffect.renew(action, heartbeat.lease, this.#ttl);
+        if (!stopped) heartbeat.renewed(renewed);
       } catch (e) {
         if (lost(e)) {
           heartbeat.lose(e instanceof GakError ? e : new GakError('storage', String(e?.message ?? e), { cause: e }));
@@ -205,10 +209,15 @@ export class Runner {
       }
       if (!stopped) timer = setTimeout(tick, this.#every);
     };
+    const tick = () => {
+      if (stopped) return;
+      inflight = renew();
+    };
     if (this.#every !== null) timer = setTimeout(tick, this.#every);
-    return () => {
+    return async () => {
       stopped = true;
       clearTimeout(timer);
+      await inflight;
       heartbeat.stopped();
     };
   }
@@ -219,9 +228,9 @@ export async function runEffect(kernel, action, ttl, body) {
   return new Runner(kernel, ttl).run(action, body);
 }
 
-function bestEffort(call) {
+async function bestEffort(call) {
   try {
-    call();
+    await call();
   } catch {
     // see the callers
   }

@@ -165,7 +165,7 @@ export type EffectBody = (lease: Lease, heartbeat: Heartbeat) => Bytes | Promise
  */
 export declare class Runner {
   /** `every`: the renewal interval in ms (default ttl / 3), or `null` for none. */
-  constructor(kernel: Kernel, ttl: bigint, options?: { every?: number | null });
+  constructor(kernel: Kernel | PostgresKernel, ttl: bigint, options?: { every?: number | null });
   run(action: Action, body: EffectBody): Promise<Ran>;
 }
 
@@ -242,7 +242,7 @@ export type Handler = (task: Task) => unknown;
  * the batch's unstarted tasks and lets the running ones finish.
  */
 export declare class Worker {
-  constructor(kernel: Kernel, options: WorkerOptions);
+  constructor(kernel: Kernel | PostgresKernel, options: WorkerOptions);
   /** The options in force. */
   readonly options: Readonly<{ agent: string; batch: number; ttl: number; concurrency: number; idle: number; backoff: Readonly<Backoff> }>;
   /** Was it asked to stop? */
@@ -327,8 +327,9 @@ export type Promised<T> = {
 /**
  * The kernel on PostgreSQL: every call returns a promise and runs on a
  * kernel worker (a thread with its own instance and connection), so the
- * event loop never waits for the server. Calls that take a function
- * (`writeFenced`, `withDownstream`, `runEffect`) are not here: use a
+ * event loop never waits for the server. The queue `Worker` and `Runner`
+ * take it as they take a `Kernel`. Calls whose body runs inside the
+ * transaction (`writeFenced`, `withDownstream`) are not here: use a
  * blocking kernel (`openKernel(url, { blocking: true })`) on a worker
  * thread of your own for them.
  */
@@ -341,6 +342,8 @@ export declare class PostgresKernel {
   readonly store: { describe(): string };
   /** Kernel workers started so far. */
   readonly workers: number;
+  /** As `Kernel.runEffect`: the body runs on this thread, the calls on kernel workers. */
+  runEffect(action: Action, ttl: bigint, body: EffectBody): Promise<Ran>;
   /** Stops every worker; their connections close with them. */
   close(): Promise<void>;
 }

@@ -13,11 +13,14 @@
 // worker does not keep the process alive.
 //
 // Every interface call of the blocking `Kernel` is here, returning a
-// promise (`await kernel.taskboard.claim(…)`); calls that take a function
-// (`writeFenced`, `withDownstream`, `runEffect`) are not: a function cannot
-// cross to a worker thread (open a blocking kernel on a worker of your own
-// for those: `openKernel(url, { blocking: true })`).
+// promise (`await kernel.taskboard.claim(…)`), and `runEffect`; the queue
+// `Worker` and the effect `Runner` take this kernel as they take a blocking
+// one. Calls whose body runs inside the transaction (`writeFenced`,
+// `withDownstream`) are not: a function cannot cross to a worker thread
+// (open a blocking kernel on a worker of your own for those:
+// `openKernel(url, { blocking: true })`).
 import { Worker } from 'node:worker_threads';
+import { runEffect } from './effects.js';
 import { GakError } from './errors.js';
 import * as calls from './interfaces.js';
 import { CONNECTION_WAIT_MS, MAX_CONNECTIONS } from './store/facts.js';
@@ -234,6 +237,15 @@ export class PostgresKernel {
     } finally {
       this.#checkin(kw);
     }
+  }
+
+  /**
+   * acquire → `await body(lease, heartbeat)` (the hold renewed every ttl/3
+   * meanwhile) → complete, as `Kernel.runEffect`: the body runs on this
+   * thread, the calls on kernel workers.
+   */
+  runEffect(action, ttl, body) {
+    return runEffect(this, action, ttl, body);
   }
 
   /** Stop every worker (their connections close with them). */

@@ -251,7 +251,8 @@ export class Worker {
   /** One batch: claim, run, report. Resolves to whether it claimed anything. */
   async #round(handler, worked) {
     const board = this.#kernel.taskboard;
-    const tasks = board.claimBatch(this.#agent, this.#ttlBig, this.#batch);
+    // `await`: a promise on PostgreSQL (`PostgresKernel`), a value elsewhere.
+    const tasks = await board.claimBatch(this.#agent, this.#ttlBig, this.#batch);
     if (tasks.length === 0) return false;
     worked.claimed += tasks.length;
     // Each lane takes the next task in the batch's order: handlers are
@@ -268,7 +269,7 @@ export class Worker {
 
     const done = ran.filter((r) => r.ok);
     if (done.length > 0) {
-      for (const answer of board.completeBatch(done.map(({ id, token }) => ({ id, token })))) {
+      for (const answer of await board.completeBatch(done.map(({ id, token }) => ({ id, token })))) {
         if (answer.answer === 'completed') worked.completed += 1;
         else worked.lost += 1;
       }
@@ -276,7 +277,7 @@ export class Worker {
     for (const r of ran.filter((x) => x.reason !== undefined)) {
       const after = backoffDelay(this.#backoff, r.attempts, unit());
       try {
-        board.fail(r.id, r.token, r.reason, BigInt(after));
+        await board.fail(r.id, r.token, r.reason, BigInt(after));
         worked.failed += 1;
       } catch (e) {
         if (!gone(e)) throw e;
@@ -285,7 +286,7 @@ export class Worker {
     }
     for (const r of ran.filter((x) => x.unstarted)) {
       try {
-        board.release(r.id, r.token);
+        await board.release(r.id, r.token);
         worked.released += 1;
       } catch (e) {
         if (!gone(e)) throw e;
@@ -310,7 +311,7 @@ export class Worker {
     } catch (e) {
       return { id, token, attempts, reason: reasonOf(e) };
     } finally {
-      stopRenewing();
+      await stopRenewing();
     }
   }
 
@@ -323,19 +324,23 @@ export class Worker {
   #keepAlive(id, token) {
     let live = true;
     let timer;
-    const tick = () => {
-      if (!live) return;
+    let inflight;
+    const renew = async () => {
       try {
-        this.#kernel.taskboard.renew(id, token, this.#ttlBig);
+        await this.#kernel.taskboard.renew(id, token, this.#ttlBig);
       } catch (e) {
         if (gone(e)) return;
       }
       if (live) timer = setTimeout(tick, this.#every);
     };
+    const tick = () => {
+      if (live) inflight = renew();
+    };
     timer = setTimeout(tick, this.#every);
-    return () => {
+    return async () => {
       live = false;
       clearTimeout(timer);
+      await inflight;
     };
   }
 }

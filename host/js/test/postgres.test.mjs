@@ -9,7 +9,7 @@ import { Agent, createServer, get } from 'node:http';
 import { Worker } from 'node:worker_threads';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import pg from 'pg';
-import { GakError, openKernel } from '../src/index.js';
+import { GakError, Worker as QueueWorker, openKernel } from '../src/index.js';
 import { PostgresKernel } from '../src/pg-kernel.js';
 import { DSN, needsPostgres, schemaUrl } from './fixtures/pg.mjs';
 
@@ -406,4 +406,28 @@ test('a fenced sink body writes its own tables in the kernel\'s transaction (dow
     kept = down.postgres;
   });
   assert.throws(() => kept.query('SELECT 1'), (e) => e.code === 'invalid-input');
+});
+
+test('the queue Worker and runEffect take the kernel of promises', needsPostgres, async (t) => {
+  const url = schemaUrl(t, 'promised');
+  const kernel = await openKernel(url, { maxConnections: 4 });
+  t.after(() => kernel.close());
+  await kernel.taskboard.seed(Array.from({ length: 12 }, (_, i) => ({ id: `j${i}`, maxAttempts: 1 })));
+  const seen = [];
+  const worker = new QueueWorker(kernel, { agent: 'pw', batch: 5, concurrency: 3, ttl: 60_000 });
+  const worked = await worker.runUntilIdle(async (task) => {
+    seen.push(task.id);
+    if (task.id === 'j3') throw new Error('boom');
+  });
+  assert.equal(seen.length, 12);
+  assert.equal(worked.completed, 11);
+  assert.equal(worked.failed, 1);
+  assert.equal((await kernel.taskboard.get('j3')).state, 'dead');
+  const mail = { key: 'mail/1', resource: 'smtp' };
+  const sent = await kernel.runEffect(mail, 30_000n, async () => new TextEncoder().encode('id-1'));
+  assert.equal(sent.tag, 'applied');
+  const again = await kernel.runEffect(mail, 30_000n, () => {
+    throw new Error('never called');
+  });
+  assert.equal(again.tag, 'replayed');
 });
