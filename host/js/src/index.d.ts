@@ -325,23 +325,39 @@ export type Promised<T> = {
 };
 
 /**
+ * What a body of the kernel of promises gets: `Downstream`'s calls, each a
+ * promise answered in the call's transaction on its kernel worker.
+ */
+export interface AsyncDownstream {
+  get(key: string): Promise<string | undefined>;
+  put(key: string, value: string): Promise<void>;
+  /** One statement in the kernel's transaction (PostgreSQL: parameters only; transaction control refused). */
+  query(sql: string, params?: unknown[]): Promise<{ rows: Record<string, unknown>[]; rowCount: number | null; command: string }>;
+  readonly postgres: { query: AsyncDownstream['query'] };
+}
+
+/**
  * The kernel on PostgreSQL: every call returns a promise and runs on a
  * kernel worker (a thread with its own instance and connection), so the
  * event loop never waits for the server. The queue `Worker` and `Runner`
- * take it as they take a `Kernel`. Calls whose body runs inside the
- * transaction (`writeFenced`, `withDownstream`) are not here: use a
- * blocking kernel (`openKernel(url, { blocking: true })`) on a worker
- * thread of your own for them.
+ * take it as they take a `Kernel`. A body that runs inside a call's
+ * transaction (`writeFenced`, `withDownstream`) runs on this thread and
+ * may be async; a kernel call from inside it is refused (`invalid-input`).
  */
 export declare class PostgresKernel {
   readonly checkpoint: Promised<Omit<Checkpoint, 'kernel'>>;
   readonly commitgate: Promised<Omit<Commitgate, 'kernel'>>;
-  readonly sideeffect: Promised<Omit<Sideeffect, 'kernel' | 'writeFenced'>>;
+  readonly sideeffect: Promised<Omit<Sideeffect, 'kernel' | 'writeFenced'>> & {
+    /** As `Kernel.sideeffect.writeFenced`, the body async and on this thread. */
+    writeFenced(resource: string, presented: bigint, body: (down: AsyncDownstream) => unknown): Promise<void>;
+  };
   readonly taskboard: Promised<Omit<Taskboard, 'kernel'>>;
   readonly retention: Promised<Omit<Retention, 'kernel'>>;
   readonly store: { describe(): string };
   /** Kernel workers started so far. */
   readonly workers: number;
+  /** Read (or seed) the `downstream` table, or your own tables, in a transaction of its own; the value must be structured-cloneable. */
+  withDownstream<T>(fn: (down: AsyncDownstream) => T | Promise<T>): Promise<T>;
   /** As `Kernel.runEffect`: the body runs on this thread, the calls on kernel workers. */
   runEffect(action: Action, ttl: bigint, body: EffectBody): Promise<Ran>;
   /** Stops every worker; their connections close with them. */

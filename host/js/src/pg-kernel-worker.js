@@ -3,7 +3,7 @@
 // time. Its store requests wait for the I/O thread (./store/pg-io.js) with
 // `Atomics.wait`: this thread blocks, the main thread never does.
 import { setPriority } from 'node:os';
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { GakError } from './errors.js';
 import { openKernel } from './kernel.js';
 import { openStore } from './store/index.js';
@@ -45,12 +45,61 @@ try {
   parentPort.postMessage({ error: crossing(e) });
 }
 
+/**
+ * A body that runs on the caller's thread while this one holds the
+ * transaction (`writeFenced`, `withDownstream`): each run of the body (one
+ * per attempt) is announced on the conversation's port; then this thread
+ * serves the body's `get` / `put` / `query` requests, blocked on the shared
+ * flag between them, until the body's end arrives ({done} or {threw}).
+ */
+function conversation({ port, flag: shared }) {
+  const flag = new Int32Array(shared);
+  let attempt = 0;
+  const next = () => {
+    for (;;) {
+      const got = receiveMessageOnPort(port);
+      if (got) return got.message;
+      Atomics.store(flag, 0, 0);
+      const again = receiveMessageOnPort(port);
+      if (again) return again.message;
+      Atomics.wait(flag, 0, 0);
+    }
+  };
+  return (down) => {
+    attempt += 1;
+    port.postMessage({ run: attempt });
+    for (;;) {
+      const m = next();
+      if ('done' in m) return m.done;
+      if ('threw' in m) throw Object.assign(new Error(m.threw.message), { name: m.threw.name });
+      let answer;
+      try {
+        if (m.op === 'get') answer = { value: down.get(m.key) };
+        else if (m.op === 'put') answer = { value: down.put(m.key, m.value) };
+        else if (m.op === 'query') answer = { value: down.query(m.sql, m.params) };
+        else answer = { error: crossing(new GakError('invalid-input', `unknown body request ${JSON.stringify(m.op)}`)) };
+      } catch (e) {
+        answer = { error: e instanceof GakError ? crossing(e) : { code: e?.code, name: e?.name, message: String(e?.message ?? e), severity: e?.severity } };
+      }
+      port.postMessage({ seq: m.seq, ...answer });
+    }
+  };
+}
+
 if (kernel) {
-  parentPort.on('message', ({ id, iface, name, args }) => {
+  parentPort.on('message', ({ id, iface, name, args, body }) => {
     let reply;
     try {
-      reply = { id, value: kernel[iface][name](...args) };
+      if (body) {
+        const run = conversation(body);
+        const value = name === 'withDownstream' ? kernel.withDownstream(run) : kernel.sideeffect.writeFenced(...args, run);
+        body.port.close();
+        reply = { id, value };
+      } else {
+        reply = { id, value: kernel[iface][name](...args) };
+      }
     } catch (e) {
+      body?.port.close();
       reply = { id, error: crossing(e) };
     }
     try {

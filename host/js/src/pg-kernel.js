@@ -12,14 +12,14 @@
 // waits up to `connectionWait` (5 s) for one, then gets `storage`. An idle
 // worker does not keep the process alive.
 //
-// Every interface call of the blocking `Kernel` is here, returning a
-// promise (`await kernel.taskboard.claim(…)`), and `runEffect`; the queue
-// `Worker` and the effect `Runner` take this kernel as they take a blocking
-// one. Calls whose body runs inside the transaction (`writeFenced`,
-// `withDownstream`) are not: a function cannot cross to a worker thread
-// (open a blocking kernel on a worker of your own for those:
-// `openKernel(url, { blocking: true })`).
-import { Worker } from 'node:worker_threads';
+// Every call of the blocking `Kernel` is here, returning a promise (`await
+// kernel.taskboard.claim(…)`); the queue `Worker` and the effect `Runner`
+// take this kernel as they take a blocking one. A body that runs inside a
+// call's transaction (`writeFenced`, `withDownstream`) runs on the caller's
+// thread and may be async: its `down.get` / `put` / `query` are answered by
+// the worker that holds the transaction (see `#withBody`).
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { MessageChannel, Worker } from 'node:worker_threads';
 import { runEffect } from './effects.js';
 import { GakError } from './errors.js';
 import * as calls from './interfaces.js';
@@ -42,6 +42,55 @@ const ADDED = { retention: ['pruneDryRun'] };
 export function callNames(iface) {
   const names = Object.getOwnPropertyNames(INTERFACES[iface].prototype).filter((n) => n !== 'constructor');
   return [...names, ...(ADDED[iface] ?? [])];
+}
+
+/** Which kernel's body the current async context runs in (HOSTS.md 13). */
+const inBody = new AsyncLocalStorage();
+
+function reentrant() {
+  return new GakError('invalid-input', 'a kernel call cannot be made inside another call (e.g. from a writeFenced body)');
+}
+
+/** A body request's error, as the body sees it: a GakError, or the server's (`code` its SQLSTATE). */
+function bodyError(e) {
+  if (e.gak) return new GakError(e.code, e.detail);
+  return Object.assign(new Error(e.message), { name: e.name ?? 'Error', code: e.code ?? undefined, severity: e.severity ?? undefined });
+}
+
+/**
+ * What a body on this thread gets: the calls of `Downstream`, each a
+ * promise answered in the worker's transaction (`await down.get(key)`,
+ * `await down.query(sql, params)`); dead once the body returned.
+ */
+class RemoteDownstream {
+  #request;
+  #open = true;
+
+  constructor(request) {
+    this.#request = request;
+    this.postgres = Object.freeze({ query: (sql, params) => this.query(sql, params) });
+  }
+
+  #send(op, fields) {
+    if (!this.#open) return Promise.reject(new GakError('invalid-input', 'this downstream view belongs to a body that has returned'));
+    return this.#request(op, fields);
+  }
+
+  get(key) {
+    return this.#send('get', { key });
+  }
+
+  put(key, value) {
+    return this.#send('put', { key, value });
+  }
+
+  query(sql, params = []) {
+    return this.#send('query', { sql, params });
+  }
+
+  revoke() {
+    this.#open = false;
+  }
 }
 
 /** An error that crossed from a worker, as the caller's error. */
@@ -82,13 +131,13 @@ class KernelWorker {
     return this.#dead;
   }
 
-  call(iface, name, args) {
+  call(iface, name, args, body, transfer) {
     if (this.#dead) return Promise.reject(new GakError('storage', this.#dead));
     const id = this.#next++;
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
       try {
-        this.#worker.postMessage({ id, iface, name, args });
+        this.#worker.postMessage({ id, iface, name, args, body }, transfer);
       } catch (e) {
         this.#pending.delete(id);
         reject(new GakError('invalid-input', `the arguments cannot be sent to a kernel worker: ${e.message}`));
@@ -148,7 +197,99 @@ export class PostgresKernel {
     for (const iface of Object.keys(INTERFACES)) {
       const api = {};
       for (const name of callNames(iface)) api[name] = (...args) => this.#call(iface, name, args);
+      if (iface === 'sideeffect') {
+        api.writeFenced = (resource, presented, body) => this.#withBody('sideeffect', 'writeFenced', [resource, presented], body);
+      }
       this[iface] = Object.freeze(api);
+    }
+  }
+
+  /**
+   * Run `fn(downstream)` in a transaction of its own, without the
+   * component (to read or seed what sink bodies wrote), as
+   * `Kernel.withDownstream`; `fn` may be async, its value must be one
+   * structured clone can copy.
+   */
+  withDownstream(fn) {
+    return this.#withBody(undefined, 'withDownstream', [], fn);
+  }
+
+  /**
+   * A call whose body runs inside its transaction (`writeFenced`,
+   * `withDownstream`): the transaction is a kernel worker's, the body runs
+   * here. The worker announces each run of the body (one per attempt) on a
+   * port of the call's own; the body's `down.get` / `put` / `query` go to
+   * the worker, which answers them in the transaction, blocked on a shared
+   * flag in between; the body's end goes back the same way. A kernel call
+   * made from inside the body is refused (HOSTS.md 13): it would need a
+   * second transaction while this one holds its keys.
+   */
+  async #withBody(iface, name, args, body) {
+    if (inBody.getStore() === this) throw reentrant();
+    if (typeof body !== 'function') throw new GakError('invalid-input', 'body: expected a function');
+    const kw = await this.#checkout();
+    kw.ref(true);
+    const { port1, port2 } = new MessageChannel();
+    const shared = new SharedArrayBuffer(4);
+    const flag = new Int32Array(shared);
+    const send = (m) => {
+      port1.postMessage(m);
+      Atomics.store(flag, 0, 1);
+      Atomics.notify(flag, 0);
+    };
+    const waiting = new Map();
+    let seq = 0;
+    const request = (op, fields) =>
+      new Promise((resolve, reject) => {
+        seq += 1;
+        waiting.set(seq, { resolve, reject });
+        try {
+          send({ op, seq, ...fields });
+        } catch (e) {
+          waiting.delete(seq);
+          reject(new GakError('invalid-input', `a value that cannot be sent to the kernel worker: ${e.message}`));
+        }
+      });
+    let current;
+    let thrown;
+    port1.on('message', (m) => {
+      if ('run' in m) {
+        current?.revoke();
+        thrown = undefined;
+        const down = new RemoteDownstream(request);
+        current = down;
+        inBody.run(this, async () => {
+          try {
+            const value = await body(down);
+            down.revoke();
+            send({ done: value });
+          } catch (e) {
+            down.revoke();
+            thrown = e;
+            send({ threw: { name: e?.name, message: String(e?.message ?? e) } });
+          }
+        });
+        return;
+      }
+      const w = waiting.get(m.seq);
+      waiting.delete(m.seq);
+      if (m.error) w?.reject(bodyError(m.error));
+      else w?.resolve(m.value);
+    });
+    try {
+      return await kw.call(iface, name, args, { port: port2, flag: shared }, [port2]);
+    } catch (e) {
+      if (thrown !== undefined) {
+        // The last run's own error: thrown as is by withDownstream, the
+        // cause of `write-failed` for a sink.
+        if (name === 'withDownstream') throw thrown;
+        if (e instanceof GakError && e.code === 'write-failed') e.cause = thrown;
+      }
+      throw e;
+    } finally {
+      current?.revoke();
+      port1.close();
+      this.#checkin(kw);
     }
   }
 
@@ -230,6 +371,7 @@ export class PostgresKernel {
   }
 
   async #call(iface, name, args) {
+    if (inBody.getStore() === this) throw reentrant();
     const kw = await this.#checkout();
     kw.ref(true);
     try {

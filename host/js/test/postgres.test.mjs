@@ -431,3 +431,46 @@ test('the queue Worker and runEffect take the kernel of promises', needsPostgres
   });
   assert.equal(again.tag, 'replayed');
 });
+
+test('writeFenced and withDownstream on the kernel of promises: an async body on this thread, its statements in the worker\'s transaction', needsPostgres, async (t) => {
+  const url = schemaUrl(t, 'asyncsink');
+  const schema = new URL(url.replace(/^postgres(ql)?:/, 'http:')).searchParams.getAll('schema').at(-1);
+  const kernel = await openKernel(url, { maxConnections: 2 });
+  t.after(() => kernel.close());
+  const table = `"${schema}".app_rows`;
+  await kernel.withDownstream((down) => down.query(`CREATE TABLE ${table} (k text PRIMARY KEY, v int8 NOT NULL)`));
+  await kernel.sideeffect.writeFenced('r', 1n, async (down) => {
+    assert.equal((await down.query(`INSERT INTO ${table} VALUES ($1, $2)`, ['a', 1])).rowCount, 1);
+    await down.put('seen/a', 'yes');
+    assert.equal(await down.get('seen/a'), 'yes');
+    await assert.rejects(down.query('COMMIT'), (e) => e instanceof GakError && e.code === 'invalid-input');
+    // A call into the kernel from the body is refused, not deadlocked.
+    await assert.rejects(kernel.sideeffect.sinkSeen('r'), (e) => e.code === 'invalid-input');
+  });
+  assert.equal(await kernel.sideeffect.sinkSeen('r'), 1n);
+  await assert.rejects(kernel.sideeffect.writeFenced('r', 0n, async () => {}), (e) => e.code === 'fence-stale');
+  const boom = new Error('nope');
+  await assert.rejects(
+    kernel.sideeffect.writeFenced('r', 2n, async (down) => {
+      await down.query(`INSERT INTO ${table} VALUES ($1, $2)`, ['b', 2]);
+      throw boom;
+    }),
+    (e) => e.code === 'write-failed' && e.cause === boom,
+  );
+  await assert.rejects(
+    kernel.sideeffect.writeFenced('r', 3n, async (down) => {
+      await down.query(`INSERT INTO ${table} VALUES ($1, $2)`, ['c', 3]);
+      await down.query(`INSERT INTO ${table} VALUES ($1, $2)`, ['a', 3]).catch((e) => assert.equal(e.code, '23505'));
+    }),
+    (e) => e.code === 'storage',
+  );
+  const rows = await kernel.withDownstream(async (down) => (await down.query(`SELECT k FROM ${table} ORDER BY k`)).rows);
+  assert.deepEqual(rows, [{ k: 'a' }]);
+  assert.equal(await kernel.withDownstream((down) => down.get('seen/a')), 'yes');
+  assert.equal(await kernel.sideeffect.sinkSeen('r'), 1n);
+  // withDownstream rethrows the body's own error.
+  const mine = new Error('mine');
+  await assert.rejects(kernel.withDownstream(() => {
+    throw mine;
+  }), (e) => e === mine);
+});

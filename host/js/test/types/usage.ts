@@ -214,3 +214,25 @@ export async function main(): Promise<void> {
   void code;
   kernel.close();
 }
+
+// PostgreSQL (type-checked only, never called here: test/postgres.test.mjs
+// runs the same shapes against a server): `openKernel('postgres://…')` is
+// the kernel of promises, `{ blocking: true }` the synchronous one.
+export async function postgresShapes(url: `postgres://${string}`): Promise<void> {
+  const kernel: PostgresKernel = await openKernel(url, { maxConnections: 4, connectionWait: 1000 });
+  const task: Task = await kernel.taskboard.claim('t', 'w', 1_000n);
+  const grants: Task[] = await kernel.taskboard.claimBatch('w', 1_000n, 10);
+  const verdicts: CompletionResult[] = await kernel.taskboard.completeBatch(grants.map((g) => ({ id: g.id, token: g.token ?? '' })));
+  await kernel.sideeffect.writeFenced('r', task.fence, async (down) => {
+    const { rows } = await down.query('SELECT $1::int AS n', [1]);
+    await down.put('k', String(rows.length));
+  });
+  const n: number = await kernel.withDownstream(async (down) => (await down.query('SELECT 1')).rows.length);
+  const blocking = await openKernel(url, { blocking: true });
+  const same: Task = blocking.taskboard.claim('t', 'w', 1_000n);
+  // @ts-expect-error the kernel of promises answers with promises
+  const notYet: Task = kernel.taskboard.get('t');
+  void [verdicts, n, same, notYet];
+  blocking.close();
+  await kernel.close();
+}
