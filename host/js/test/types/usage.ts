@@ -30,6 +30,7 @@ import {
   type Task,
   type TaskState,
   type Worked,
+  type PostgresKernel,
 } from '../../src/index.js';
 
 const log = (...values: unknown[]): void => void values;
