@@ -1,7 +1,7 @@
 // The host-protocol fuzzers (tests/host-protocol/README.md, "Fuzzers"):
 // every generated case of tests/host-protocol/fuzz/ (or $GAK_HOST_FUZZ_DIR)
-// replayed against this host, one named subtest per case. PostgreSQL is
-// skipped, visibly: this host has no PostgreSQL binding.
+// replayed against this host, one named subtest per case, on SQLite and
+// PostgreSQL (skipped without a server, failed without one under CI=true).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -1,8 +1,9 @@
 // The shared host-protocol cases (tests/host-protocol/*.json, written once
 // for every host): one named test per case and store, replayed against this
 // host's engine and bindings — the scripted store (memory, counted and
-// faulted), a fresh SQLite file; PostgreSQL cases are skipped, visibly (this
-// host has no PostgreSQL binding). Store-URL cases open a kernel on the URL.
+// faulted), a fresh SQLite file, a fresh PostgreSQL schema (skipped without a
+// server, failed without one under CI=true). Store-URL cases open a kernel
+// on the URL.
 import { test } from 'node:test';
 import { caseFiles, replay, replayUrl, storesOf } from './fixtures/protocol.mjs';
 
