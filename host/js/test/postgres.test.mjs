@@ -11,6 +11,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import pg from 'pg';
 import { GakError, Worker as QueueWorker, openKernel } from '../src/index.js';
 import { PostgresKernel } from '../src/pg-kernel.js';
+import { PostgresBackend } from '../src/store/index.js';
 import { DSN, needsPostgres, schemaUrl } from './fixtures/pg.mjs';
 
 const MINUTE = 60_000n;
@@ -473,4 +474,38 @@ test('writeFenced and withDownstream on the kernel of promises: an async body on
   await assert.rejects(kernel.withDownstream(() => {
     throw mine;
   }), (e) => e === mine);
+});
+
+test('statement_timeout_ms bounds every statement server-side: a call stuck on a lock ends with storage', needsPostgres, async (t) => {
+  const url = schemaUrl(t, 'stmt', '&statement_timeout_ms=100');
+  const schema = new URL(url.replace(/^postgres(ql)?:/, 'http:')).searchParams.getAll('schema').at(-1);
+  const kernel = await openKernel(url, { blocking: true, connectionWait: 60_000 });
+  t.after(() => kernel.close());
+  kernel.taskboard.seed([{ id: 'x' }]);
+  // The lock holder runs on a thread of its own: this one blocks in the call.
+  const holder = new Worker(
+    `
+    const pg = require(${JSON.stringify(new URL('../node_modules/pg/lib/index.js', import.meta.url).pathname)});
+    const { parentPort, workerData: { dsn, schema } } = require('node:worker_threads');
+    (async () => {
+      const c = new pg.Client({ connectionString: dsn });
+      await c.connect();
+      await c.query('BEGIN');
+      await c.query("SELECT pg_advisory_xact_lock(hashtextextended($1 || '/tasks/x', 0))", [schema]);
+      parentPort.postMessage('held');
+      parentPort.once('message', async () => { await c.query('ROLLBACK'); await c.end(); parentPort.postMessage('gone'); });
+    })();
+    `,
+    { eval: true, workerData: { dsn: DSN, schema } },
+  );
+  await new Promise((resolve) => holder.once('message', resolve));
+  assert.throws(
+    () => kernel.taskboard.claim('x', 'w', MINUTE),
+    (e) => e instanceof GakError && e.code === 'storage' && /57014|statement timeout/.test(e.message),
+  );
+  holder.postMessage('release');
+  await new Promise((resolve) => holder.once('message', resolve));
+  await holder.terminate();
+  assert.equal(kernel.taskboard.claim('x', 'w', MINUTE).fence, 1n);
+  assert.throws(() => new PostgresBackend(`${url}x`, { create: false }), /statement_timeout_ms=100x/);
 });
