@@ -14,8 +14,8 @@ const CLI = fileURLToPath(new URL('../bin/gak.mjs', import.meta.url));
 // [url, secret]: every one must fail to open, and never show its secret.
 const URLS = [
   ['postgres://alice:S3CRET@127.0.0.1:1/db', 'S3CRET'],
-  ['postgresql://alice:S3CRET@db.example/x?sslmode=require', 'S3CRET'],
-  ['POSTGRES://alice:S3CRET@db/x', 'S3CRET'],
+  ['postgresql://alice:S3CRET@127.0.0.1:1/x?sslmode=require', 'S3CRET'],
+  ['POSTGRES://alice:S3CRET@127.0.0.1:1/x', 'S3CRET'],
   ['postgresql+psycopg://alice:S3CRET@127.0.0.1:1/db', 'S3CRET'],
   ['mysql://alice:p/a?s#s w0rd@127.0.0.1:1/db', 'p/a?s#s w0rd'],
   ['redis://:only-a-password@cache:6379', 'only-a-password'],
