@@ -11,7 +11,7 @@
 //!   vectors through the JS runner (`node host/js/bin/gak.mjs conformance`),
 //!   every scenario the Rust runner has (PostgreSQL: a schema per scenario;
 //!   ignored without a server, failed under `CI=true`);
-//! - `demo`: the six-step demo on SQLite;
+//! - `demo`, `demo_postgres`: the six-step demo on SQLite and on PostgreSQL;
 //! - `sqlite_shared_with_rust`: one SQLite file written by the Rust host,
 //!   continued by the JS host, read back by the Rust host;
 //! - `readme_snippet`, `readme_postgres_snippet`: the README's "Embed it from
@@ -163,8 +163,17 @@ fn node_test() -> Result<(), Failed> {
 
 fn demo() -> Result<(), Failed> {
     let dir = scratch("demo");
-    let store = format!("sqlite:{}", dir.join("demo.db").display());
-    let out = node(&["bin/gak.mjs", "demo", "--store", &store], None)?;
+    demo_on(&format!("sqlite:{}", dir.join("demo.db").display()))
+}
+
+/// The demo on PostgreSQL (the blocking kernel: a tool), a schema of its own.
+fn demo_postgres(dsn: &str) -> Result<(), Failed> {
+    let schema = gak_tests::pg::Schema::new(dsn, "demo_js");
+    demo_on(&schema.url)
+}
+
+fn demo_on(store: &str) -> Result<(), Failed> {
+    let out = node(&["bin/gak.mjs", "demo", "--store", store], None)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let numbered: Vec<&str> = stdout.lines().skip(1).collect();
     let ok = numbered.len() == 6
@@ -360,6 +369,7 @@ fn main() {
             vectors(&format!("{dsn}{sep}schema=js_vectors"))
         }),
         trial("demo", demo),
+        postgres_trial("demo_postgres", demo_postgres),
         trial("sqlite_shared_with_rust", sqlite_shared_with_rust),
         trial("readme_snippet", readme_snippet),
         postgres_trial("readme_postgres_snippet", readme_postgres_snippet),

@@ -179,7 +179,7 @@ const RACER = `
 import { workerData, parentPort } from 'node:worker_threads';
 const { url, component, now, task, index, gate, indexUrl } = workerData;
 const { openKernel, ManualClock } = await import(indexUrl);
-const kernel = await openKernel(url, { clock: new ManualClock(BigInt(now)), component });
+const kernel = await openKernel(url, { clock: new ManualClock(BigInt(now)), component, blocking: true });
 const flag = new Int32Array(gate);
 Atomics.add(flag, 1, 1);
 Atomics.notify(flag, 1);
@@ -236,7 +236,8 @@ export async function demoReport(url, component, { clock, out = console.log } = 
   // The demo moves time by hand (to let a dead worker's lease expire
   // without waiting), starting from the wall clock.
   const manual = clock ?? new ManualClock(new SystemClock().now());
-  const kernel = await openKernel(url, { clock: manual, component });
+  // A tool: the blocking kernel (PostgreSQL included).
+  const kernel = await openKernel(url, { clock: manual, component, blocking: true });
   try {
     out(`gak demo on ${kernel.store.describe()}`);
     const demo = new Demo(kernel, manual, url, component, out);
