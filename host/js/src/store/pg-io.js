@@ -20,6 +20,7 @@
 // statement ('I' idle, 'T' in a transaction, 'E' in a failed one, null: the
 // connection is gone).
 import { MessageChannel, Worker, isMainThread, parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
+import { deserialize, serialize } from 'node:v8';
 import { StoreFailure } from './errors.js';
 
 /** What the server or the connection said, as plain data. */
@@ -62,14 +63,33 @@ async function connect(config) {
   return c;
 }
 
+/**
+ * A line's shared memory: [0] the flag (0 waiting, 1 the answer is in the
+ * buffer, 2 it is on the port), [1] the answer's length; the answer's bytes
+ * (v8-serialized) from byte 8. An answer that does not fit goes on the port.
+ */
+const HEADER = 8;
+const ANSWER_BYTES = 256 * 1024;
+
 /** The I/O thread's side of one line. */
-function serve(port, flag) {
+function serve(port, shared) {
+  const flag = new Int32Array(shared, 0, 2);
+  const bytes = new Uint8Array(shared, HEADER);
   let client;
   let lost = false;
   let chain = Promise.resolve();
   const answer = (msg) => {
-    port.postMessage(msg);
-    Atomics.store(flag, 0, 1);
+    // In the shared buffer when it fits: no message port, so nothing wakes
+    // the waiting thread's event loop for an answer it already read.
+    const data = serialize(msg);
+    if (data.length <= bytes.length) {
+      bytes.set(data);
+      Atomics.store(flag, 1, data.length);
+      Atomics.store(flag, 0, 1);
+    } else {
+      port.postMessage(msg);
+      Atomics.store(flag, 0, 2);
+    }
     Atomics.notify(flag, 0);
   };
   const end = async () => {
@@ -108,8 +128,10 @@ function serve(port, flag) {
       // read (one round trip); after an error inside the transaction the
       // server refuses the rest (25P02), and the first error is the one
       // that counts.
-      const settled = await Promise.allSettled(
-        req.statements.map((s) =>
+      // Corked: the statements' messages leave in one write.
+      const stream = c.connection?.stream;
+      stream?.cork?.();
+      const pending = req.statements.map((s) =>
           c.query({
             text: s.text,
             values: s.values?.map(bytesAsBuffer),
@@ -120,8 +142,9 @@ function serve(port, flag) {
             queryMode: s.extended ? 'extended' : undefined,
             rowMode: s.objects ? undefined : 'array',
           }),
-        ),
-      );
+        );
+      stream?.uncork?.();
+      const settled = await Promise.allSettled(pending);
       const results = [];
       for (const r of settled) {
         results.push(
@@ -150,7 +173,7 @@ function serve(port, flag) {
 
 /** Control messages: a new line ({line, flag}) or another control port ({control}). */
 function control(msg) {
-  if (msg?.line) serve(msg.line, new Int32Array(msg.flag));
+  if (msg?.line) serve(msg.line, msg.flag);
   if (msg?.control) msg.control.on('message', control);
 }
 
@@ -193,15 +216,17 @@ export function ioControlPort() {
 export class Line {
   #port;
   #flag;
+  #bytes;
   #broken = false;
 
   constructor() {
     const { port1, port2 } = new MessageChannel();
-    const flag = new SharedArrayBuffer(4);
-    ioPort().postMessage({ line: port2, flag }, [port2]);
+    const shared = new SharedArrayBuffer(HEADER + ANSWER_BYTES);
+    ioPort().postMessage({ line: port2, flag: shared }, [port2]);
     port1.unref();
     this.#port = port1;
-    this.#flag = new Int32Array(flag);
+    this.#flag = new Int32Array(shared, 0, 2);
+    this.#bytes = new Uint8Array(shared, HEADER);
   }
 
   /**
@@ -222,8 +247,10 @@ export class Line {
       if (left <= 0) break;
       Atomics.wait(this.#flag, 0, 0, left);
     }
+    const where = Atomics.load(this.#flag, 0);
+    if (where === 1) return deserialize(this.#bytes.subarray(0, Atomics.load(this.#flag, 1)));
     const got = receiveMessageOnPort(this.#port);
-    if (got === undefined && Atomics.load(this.#flag, 0) === 0) {
+    if (got === undefined && where === 0) {
       this.#broken = true;
       throw new StoreFailure(`PostgreSQL did not answer within ${timeoutMs} ms`);
     }
