@@ -144,6 +144,12 @@ function serve(port, shared) {
           }),
         );
       stream?.uncork?.();
+      if (req.quiet) {
+        // Not waited for: the next request's statements go on the wire
+        // right behind these (pipeline mode); an error shows there.
+        for (const p of pending) p.catch(() => {});
+        return undefined;
+      }
       const settled = await Promise.allSettled(pending);
       const results = [];
       for (const r of settled) {
@@ -160,8 +166,11 @@ function serve(port, shared) {
     return { error: { code: null, severity: null, message: `unknown request ${JSON.stringify(req.op)}` } };
   };
   port.on('message', (req) => {
+    // A quiet request (a read-only transaction's end) is not answered: the
+    // next request's answer is the next one the caller waits for.
+    const reply = req.quiet ? () => {} : answer;
     chain = chain.then(
-      () => handle(req).then(answer, (e) => answer({ error: said(e) })),
+      () => handle(req).then(reply, (e) => reply({ error: said(e) })),
     );
     if (req.op === 'close') chain = chain.then(() => port.close());
   });
@@ -259,6 +268,12 @@ export class Line {
       throw new StoreFailure('the PostgreSQL I/O thread answered nothing');
     }
     return got.message;
+  }
+
+  /** Send `req` without waiting for (or ever reading) an answer. */
+  post(req) {
+    if (this.#broken) throw new StoreFailure('the line to the PostgreSQL I/O thread is broken (an earlier request had no answer)');
+    this.#port.postMessage({ ...req, quiet: true });
   }
 
   get broken() {

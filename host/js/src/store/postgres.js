@@ -299,6 +299,13 @@ class PostgresSession {
     return answer;
   }
 
+  /** Send `statements` and do not wait: the line runs them before its next request. */
+  post(statements) {
+    this.statements += statements.length;
+    this.requests += 1;
+    this.line.post({ op: 'run', statements, quiet: true });
+  }
+
   /** Forget the connection: the server rolls back whatever it held open. */
   drop() {
     const line = this.line;
@@ -322,6 +329,8 @@ class PostgresTxn {
   #deferred = new Map();
   /** The connection's transaction status after the last request ('T', 'E', 'I', or null). */
   #status = null;
+  /** A write set or a body's statement went out: the end of the transaction matters. */
+  #wrote = false;
 
   constructor(session) {
     this.session = session;
@@ -379,6 +388,7 @@ class PostgresTxn {
       report(new StoreFailure(this.#foreign));
       throw new GakError('storage', `${this.#foreign}; nothing more is sent`);
     }
+    this.#wrote = true;
     const XID = { text: 'SELECT txid_current()::text' };
     const statements = [];
     const first = this.#xid === undefined;
@@ -440,6 +450,7 @@ class PostgresTxn {
         values.push(value ?? null);
       }
       this.#deferred = new Map();
+      this.#wrote = true;
       batch.push({ ...this.session.sql.write, values: [tables, keys, values] });
     }
     this.#beginPending = false;
@@ -538,6 +549,15 @@ class PostgresTxn {
           : 'no transaction to commit: it was ended inside the call',
       );
     }
+    if (!this.#wrote && this.#deferred.size === 0) {
+      // Wrote nothing: the end only releases the read locks, so it is sent
+      // and not waited for (a read-only call costs one round trip); the
+      // line runs requests in order, so the next transaction starts after
+      // it, and a connection it broke is found then.
+      this.open = false;
+      this.#endUnwaited('COMMIT');
+      return;
+    }
     let results;
     try {
       results = this.#send([{ text: 'COMMIT' }]);
@@ -556,7 +576,21 @@ class PostgresTxn {
     const sent = !this.#beginPending;
     this.open = false;
     this.#deferred = new Map();
-    if (sent && this.#status !== null && this.#status !== 'I') this.#rollbackSent();
+    if (sent && this.#status !== null && this.#status !== 'I') {
+      if (this.#wrote || this.#status !== 'T') this.#rollbackSent();
+      else this.#endUnwaited('ROLLBACK');
+    }
+  }
+
+  #endUnwaited(sql) {
+    const s = this.session;
+    if (!s.line) return;
+    try {
+      s.post([{ text: sql }]);
+    } catch {
+      s.drop();
+    }
+    this.#status = 'I';
   }
 
   #rollbackSent() {
