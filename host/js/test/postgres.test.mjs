@@ -225,15 +225,24 @@ async function commitCutter(t) {
     const { parentPort, workerData: { host, port, state } } = require('node:worker_threads');
     const server = net.createServer((client) => {
       const upstream = net.connect(port, host);
+      let cutting = false;
       client.on('data', (chunk) => {
         upstream.write(chunk);
         if (chunk.includes('COMMIT\\0') && Atomics.compareExchange(state, 0, 1, 0) === 1) {
           Atomics.add(state, 1, 1);
-          // The server gets the COMMIT; the client never hears its answer.
-          upstream.once('data', () => { client.destroy(); upstream.destroy(); });
+          cutting = true;
         }
       });
-      upstream.on('data', (chunk) => client.writable && client.write(chunk));
+      upstream.on('data', (chunk) => {
+        // The server answered the COMMIT (its CommandComplete tag): it is
+        // durable, and the client never hears so.
+        if (cutting && chunk.includes('COMMIT\\0')) {
+          client.destroy();
+          upstream.destroy();
+          return;
+        }
+        if (client.writable) client.write(chunk);
+      });
       client.on('error', () => upstream.destroy());
       upstream.on('error', () => client.destroy());
       client.on('close', () => upstream.destroy());
