@@ -240,32 +240,14 @@ fn sqlite_shared_with_rust() -> Result<(), Failed> {
     Ok(())
 }
 
-/// The first ```js block under "## Embed it from JavaScript" in README.md.
-fn readme_snippet() -> Result<(), Failed> {
-    let readme = std::fs::read_to_string(repo().join("README.md"))
-        .map_err(|e| Failed::from(e.to_string()))?;
-    let section = readme
-        .split_once("## Embed it from JavaScript")
-        .ok_or("README.md has no \"Embed it from JavaScript\" section")?
-        .1;
-    let code = section
-        .split_once("```js\n")
-        .and_then(|(_, rest)| rest.split_once("\n```"))
-        .ok_or("the section has no ```js block")?
-        .0;
-    // Inside the package (so `import … from 'gak'` resolves to it), in an
-    // ignored folder; run from a scratch dir (the snippet writes gak.db).
-    let file = jsenv::package().join("gen/readme/snippet.mjs");
-    std::fs::create_dir_all(file.parent().expect("a folder"))
-        .map_err(|e| Failed::from(e.to_string()))?;
-    std::fs::write(&file, code).map_err(|e| Failed::from(e.to_string()))?;
-    let dir = scratch("readme");
-    node(&[&file.display().to_string()], Some(&dir))?;
-    Ok(())
-}
-
-/// The section's second ```js block (PostgreSQL), on a schema of its own.
-fn readme_postgres_snippet(dsn: &str) -> Result<(), Failed> {
+/// The `n`-th (from 1) ```js block under "## Embed it from JavaScript" in
+/// README.md, after `edit`, written inside the package (so `import … from
+/// 'gak'` resolves to it) in an ignored folder as `name`: its path.
+fn readme_block(
+    n: usize,
+    name: &str,
+    edit: impl FnOnce(&str) -> Result<String, Failed>,
+) -> Result<PathBuf, Failed> {
     let readme = std::fs::read_to_string(repo().join("README.md"))
         .map_err(|e| Failed::from(e.to_string()))?;
     let section = readme
@@ -275,20 +257,36 @@ fn readme_postgres_snippet(dsn: &str) -> Result<(), Failed> {
     let section = section.split_once("\n## ").map_or(section, |(s, _)| s);
     let code = section
         .split("```js\n")
-        .nth(2)
+        .nth(n)
         .and_then(|rest| rest.split_once("\n```"))
-        .ok_or("the section has no second ```js block (PostgreSQL)")?
+        .ok_or(format!("the section has no ```js block number {n}"))?
         .0;
-    let written = "postgres://postgres@127.0.0.1:5432/test?schema=gak_readme";
-    if !code.contains(written) {
-        return Err(format!("the PostgreSQL snippet does not open {written}").into());
-    }
-    let schema = gak_tests::pg::Schema::new(dsn, "readme_js");
-    let file = jsenv::package().join("gen/readme/postgres.mjs");
+    let file = jsenv::package().join("gen/readme").join(name);
     std::fs::create_dir_all(file.parent().expect("a folder"))
         .map_err(|e| Failed::from(e.to_string()))?;
-    std::fs::write(&file, code.replace(written, &schema.url))
-        .map_err(|e| Failed::from(e.to_string()))?;
+    std::fs::write(&file, edit(code)?).map_err(|e| Failed::from(e.to_string()))?;
+    Ok(file)
+}
+
+/// The section's first ```js block (SQLite), run from a scratch dir (it
+/// writes gak.db).
+fn readme_snippet() -> Result<(), Failed> {
+    let file = readme_block(1, "snippet.mjs", |code| Ok(code.to_owned()))?;
+    let dir = scratch("readme");
+    node(&[&file.display().to_string()], Some(&dir))?;
+    Ok(())
+}
+
+/// The section's second ```js block (PostgreSQL), on a schema of its own.
+fn readme_postgres_snippet(dsn: &str) -> Result<(), Failed> {
+    let written = "postgres://postgres@127.0.0.1:5432/test?schema=gak_readme";
+    let schema = gak_tests::pg::Schema::new(dsn, "readme_js");
+    let file = readme_block(2, "postgres.mjs", |code| {
+        if !code.contains(written) {
+            return Err(format!("the PostgreSQL snippet does not open {written}").into());
+        }
+        Ok(code.replace(written, &schema.url))
+    })?;
     let out = node(&[&file.display().to_string()], None)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     if stdout.trim() != "send-invoice done" {
