@@ -141,7 +141,9 @@ impl Downstream<'_> {
     async fn postgres(
         &mut self,
         sql: &str,
-    ) -> Option<Result<(&tokio_postgres::Client, i64), gak_rules::Error>> {
+    ) -> Option<
+        Result<(&tokio_postgres::Client, i64, crate::store::postgres::Driver), gak_rules::Error>,
+    > {
         let guarded = self
             .session_as::<crate::store::postgres::PostgresSession>()?
             .guards_statements();
@@ -150,10 +152,8 @@ impl Downstream<'_> {
         if guarded && let Err(refusal) = crate::store::postgres::lex::check(sql) {
             return Some(Err(gak_rules::Error::InvalidInput(refusal.to_string())));
         }
-        let lent = self
-            .session_as::<crate::store::postgres::PostgresSession>()?
-            .lend()
-            .await;
+        let session = self.session_as::<crate::store::postgres::PostgresSession>()?;
+        let lent = session.driver().drive_owned(session.lend()).await;
         let began = match lent {
             Ok(began) => began,
             Err(fault) => return Some(self.track(Err(fault))),
@@ -162,7 +162,7 @@ impl Downstream<'_> {
         Some(
             session
                 .client()
-                .map(|c| (c, began))
+                .map(|c| (c, began, session.driver()))
                 .ok_or_else(|| gak_rules::Error::storage("no open transaction")),
         )
     }
@@ -201,12 +201,17 @@ impl Downstream<'_> {
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Option<Result<u64, gak_rules::Error>> {
-        let (client, began) = match self.postgres(sql).await? {
+        let (client, began, driver) = match self.postgres(sql).await? {
             Ok(lent) => lent,
             Err(e) => return Some(Err(e)),
         };
         let xact = crate::store::postgres::XACT;
-        let (r, now) = join(client.execute(sql, params), client.query_one(xact, &[])).await;
+        let (r, now) = driver
+            .drive(join(
+                client.execute(sql, params),
+                client.query_one(xact, &[]),
+            ))
+            .await;
         // The statement's own failure first (the id's read then failed too).
         let r = r
             .map_err(crate::store::postgres::fault)
@@ -221,12 +226,14 @@ impl Downstream<'_> {
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Option<Result<Vec<Vec<Option<String>>>, gak_rules::Error>> {
-        let (client, began) = match self.postgres(sql).await? {
+        let (client, began, driver) = match self.postgres(sql).await? {
             Ok(lent) => lent,
             Err(e) => return Some(Err(e)),
         };
         let xact = crate::store::postgres::XACT;
-        let (r, now) = join(client.query(sql, params), client.query_one(xact, &[])).await;
+        let (r, now) = driver
+            .drive(join(client.query(sql, params), client.query_one(xact, &[])))
+            .await;
         let r = r
             .map_err(crate::store::postgres::fault)
             .and_then(|rows| self.still_ours(began, now).map(|()| rows))

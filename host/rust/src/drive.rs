@@ -9,8 +9,10 @@ use std::thread::{self, Thread};
 
 use tokio::runtime::Runtime;
 
-/// The process's runtime for blocking kernels: it drives PostgreSQL
-/// connections and the timers of retries and pool waits.
+/// The process's runtime for blocking kernels: its reactor watches the
+/// PostgreSQL connections' sockets (the calls drive the connections
+/// themselves, on their own threads) and it runs the timers of retries and
+/// pool waits.
 fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| {

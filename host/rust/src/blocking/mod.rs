@@ -14,8 +14,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! PostgreSQL connections are driven by one small runtime shared by the
-//! process (one thread, `gak-io`). Calling the blocking API from inside an
+//! PostgreSQL connections are driven on the calling thread, by the call
+//! that waits for them; one small runtime shared by the process (one
+//! thread, `gak-io`) watches their sockets and runs the timers of retries
+//! and pool waits. Calling the blocking API from inside an
 //! async task blocks that task's worker thread: use [`crate::Kernel`] there.
 use std::future::Future;
 use std::sync::Arc;

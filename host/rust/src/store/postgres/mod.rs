@@ -1,7 +1,8 @@
 //! The PostgreSQL binding: many hosts on many machines sharing one database.
 //!
 //! Every call awaits tokio-postgres on the caller's runtime (the blocking API
-//! supplies one); statements are prepared once per connection and pipelined
+//! supplies one), and drives its session's connection on the caller's
+//! thread (`driver`); statements are prepared once per connection and pipelined
 //! where the protocol allows. TLS follows the URL's `sslmode` (`disable`,
 //! `prefer` — the default — or `require`), with rustls and the webpki roots;
 //! `statement_timeout_ms` bounds every statement server-side.
@@ -41,12 +42,14 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use super::{Backend, Session, StoreFuture, facts};
 use crate::OpenError;
 
+pub(crate) mod driver;
 pub(crate) mod lex;
 mod session;
 mod tls;
 
 pub use lex::Refusal;
 
+pub(crate) use driver::Driver;
 pub use session::PostgresSession;
 pub(crate) use session::XACT;
 
@@ -312,6 +315,15 @@ impl PostgresBackend {
     /// # Errors
     /// `StoreFault::Failure` when the server cannot be reached.
     pub async fn connect(&self) -> Result<Client, StoreFault> {
+        let (client, connection) = self.connect_driven().await?;
+        tokio::spawn(connection);
+        Ok(client)
+    }
+
+    /// A new connection whose I/O is left to the caller: a session drives
+    /// it from the futures that wait for its answers ([`driver`]), on the
+    /// caller's thread, instead of a task on the runtime's worker.
+    pub(crate) async fn connect_driven(&self) -> Result<(Client, driver::Connection), StoreFault> {
         let failed = |e: tokio_postgres::Error| {
             StoreFault::Failure(format!(
                 "cannot connect to PostgreSQL at {}: {}",
@@ -322,18 +334,12 @@ impl PostgresBackend {
         match &self.tls {
             None => {
                 let (client, connection) = self.config.connect(NoTls).await.map_err(failed)?;
-                tokio::spawn(async move {
-                    let _ = connection.await;
-                });
-                Ok(client)
+                Ok((client, Box::pin(async move { drop(connection.await) })))
             }
             Some(tls) => {
                 let (client, connection) =
                     self.config.connect(tls.clone()).await.map_err(failed)?;
-                tokio::spawn(async move {
-                    let _ = connection.await;
-                });
-                Ok(client)
+                Ok((client, Box::pin(async move { drop(connection.await) })))
             }
         }
     }
@@ -463,8 +469,12 @@ fn describe_target(config: &Config) -> String {
 impl Backend for PostgresBackend {
     fn session(&self) -> StoreFuture<'_, Box<dyn Session>> {
         Box::pin(async move {
-            let client = self.connect().await?;
-            let session: Box<dyn Session> = Box::new(PostgresSession::new(client, self.clone()));
+            let (client, connection) = self.connect_driven().await?;
+            let session: Box<dyn Session> = Box::new(PostgresSession::new(
+                client,
+                driver::Driver::new(connection),
+                self.clone(),
+            ));
             Ok(session)
         })
     }

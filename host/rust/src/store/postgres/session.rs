@@ -30,6 +30,7 @@ use gak_rules::StoreFault;
 use gak_rules::buffer::Overlay;
 use tokio_postgres::{Client, Statement};
 
+use super::driver::Driver;
 use super::{ClockSource, PostgresBackend, fault};
 use crate::store::{Read, Session, Span, StoreFuture, TABLES, Write};
 
@@ -38,6 +39,9 @@ const BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMITTED";
 /// A connection of the PostgreSQL binding.
 pub struct PostgresSession {
     client: Option<Client>,
+    /// The client's connection, driven by the futures that wait for its
+    /// answers, on the caller's thread (`driver`).
+    driver: Driver,
     /// Prepared once per connection: a call then costs one Bind/Execute per
     /// statement.
     statements: HashMap<String, Statement>,
@@ -130,9 +134,10 @@ fn lower_bound<'a>(span: &Span<'a>) -> (&'a str, bool) {
 }
 
 impl PostgresSession {
-    pub(super) fn new(client: Client, backend: PostgresBackend) -> Self {
+    pub(super) fn new(client: Client, driver: Driver, backend: PostgresBackend) -> Self {
         PostgresSession {
             client: Some(client),
+            driver,
             statements: HashMap::new(),
             backend,
             open: false,
@@ -213,9 +218,11 @@ impl PostgresSession {
     fn end_unwaited(&mut self, sql: &'static str) {
         if let Some(client) = &self.client {
             use futures_util::FutureExt as _;
-            // Polling once sends the request; the dropped answer is
-            // discarded by the connection.
+            // Polling once queues the request, polling the connection
+            // sends it; the dropped answer is discarded by the connection
+            // when the next call drives it.
             let _ = client.batch_execute(sql).now_or_never();
+            self.driver.push();
         }
     }
 
@@ -538,8 +545,15 @@ impl PostgresSession {
     }
 
     /// The client, while a transaction is open (after [`Self::flush`]).
+    /// Its answers come only while its connection is driven: await its
+    /// futures through [`Self::driver`].
     pub(crate) fn client(&self) -> Option<&Client> {
         self.client.as_ref().filter(|_| self.open)
+    }
+
+    /// What drives the client's connection.
+    pub(crate) fn driver(&self) -> Driver {
+        self.driver.clone()
     }
 
     async fn database_now(&mut self) -> Result<u64, StoreFault> {
@@ -580,7 +594,10 @@ impl Session for PostgresSession {
             }
             if self.client.as_ref().is_none_or(Client::is_closed) {
                 self.statements.clear();
-                self.client = Some(self.backend.connect().await?);
+                self.client = None;
+                let (client, connection) = self.backend.connect_driven().await?;
+                self.driver.replace(connection);
+                self.client = Some(client);
             }
             self.end();
             self.open = true;
@@ -593,7 +610,8 @@ impl Session for PostgresSession {
         &'a mut self,
         keys: &'a [(&'static str, &'a str)],
     ) -> StoreFuture<'a, Vec<Option<String>>> {
-        Box::pin(async move { Ok(self.read_batch(keys, &[]).await?.0) })
+        let driver = self.driver();
+        Box::pin(async move { Ok(driver.drive(self.read_batch(keys, &[])).await?.0) })
     }
 
     fn write<'a>(&'a mut self, writes: &'a [Write<'a>]) -> StoreFuture<'a, ()> {
@@ -628,7 +646,8 @@ impl Session for PostgresSession {
                 after,
                 limit,
             }];
-            let (_, mut pages) = self.read_batch(&[], &span).await?;
+            let driver = self.driver();
+            let (_, mut pages) = driver.drive(self.read_batch(&[], &span)).await?;
             Ok(pages.pop().unwrap_or_default())
         })
     }
@@ -638,11 +657,12 @@ impl Session for PostgresSession {
         keys: &'a [(&'static str, &'a str)],
         spans: &'a [Span<'a>],
     ) -> StoreFuture<'a, Read> {
-        Box::pin(self.read_batch(keys, spans))
+        let driver = self.driver();
+        Box::pin(async move { driver.drive(self.read_batch(keys, spans)).await })
     }
 
     fn commit(&mut self) -> StoreFuture<'_, ()> {
-        Box::pin(async move {
+        Box::pin(self.driver().drive_owned(async move {
             self.open_client()?;
             let result = if self.begin_pending && !self.wrote {
                 // Nothing was ever sent: nothing to end.
@@ -664,11 +684,11 @@ impl Session for PostgresSession {
             }
             self.end();
             result
-        })
+        }))
     }
 
     fn rollback(&mut self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(async move {
+        Box::pin(self.driver().drive_owned(async move {
             let sent = self.open && !self.begin_pending;
             let wrote = self.sent_writes;
             self.end();
@@ -686,21 +706,30 @@ impl Session for PostgresSession {
                 self.client = None;
                 self.statements.clear();
             }
-        })
+        }))
     }
 
     fn body_ended(&mut self) -> StoreFuture<'_, ()> {
-        Box::pin(self.check_identity())
+        Box::pin(self.driver().drive_owned(self.check_identity()))
     }
 
     fn now(&mut self) -> Option<StoreFuture<'_, u64>> {
         if self.backend.clock != ClockSource::Database {
             return None;
         }
-        Some(Box::pin(self.database_now()))
+        Some(Box::pin(self.driver().drive_owned(self.database_now())))
     }
 
     fn as_any(&mut self) -> &mut dyn Any {
         self
+    }
+}
+
+impl Drop for PostgresSession {
+    fn drop(&mut self) {
+        // The client first: its closed channel asks the connection for a
+        // `Terminate`, which the connection's last poll sends.
+        self.client = None;
+        self.driver.close();
     }
 }
