@@ -785,7 +785,8 @@ mod taskboard {
     }
 
     /// One page of a listing: `next` is the cursor for the following page
-    /// (the last item's id), absent when no more items follow.
+    /// (`list`: the last item's id; `list-delayed`: an opaque position),
+    /// absent when no more items follow.
     #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
     #[serde(rename_all = "kebab-case")]
     pub struct TaskPage {
@@ -793,6 +794,33 @@ mod taskboard {
         #[serde(default)]
         pub items: Vec<Task>,
         /// WIT `task-page.next`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub next: Option<String>,
+    }
+
+    /// A group as `list-groups` shows it: its limit (none: no limit) and its
+    /// live claims (claimed tasks of the group with `now < until`), exact.
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub struct GroupEntry {
+        /// WIT `group-entry.name`.
+        pub name: String,
+        /// WIT `group-entry.limit`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub limit: Option<u32>,
+        /// WIT `group-entry.live`.
+        pub live: u32,
+    }
+
+    /// One page of `list-groups`: `next` is the last item's name, absent when
+    /// no more groups follow.
+    #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub struct GroupPage {
+        /// WIT `group-page.items`.
+        #[serde(default)]
+        pub items: Vec<GroupEntry>,
+        /// WIT `group-page.next`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub next: Option<String>,
     }

@@ -88,6 +88,14 @@ pub fn delayed(not_before: u64, seq: u64) -> String {
     format!("{DELAYED}{not_before:016x}/{seq:016x}")
 }
 
+/// The delayed entry a `list-delayed` cursor names (the key without its
+/// prefix, exactly as [`delayed`] writes it), or none when malformed.
+pub fn delayed_cursor(cursor: &str) -> Option<String> {
+    let (at, seq) = cursor.split_once('/')?;
+    let hex = |s: &str| s.len() == 16 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    (hex(at) && hex(seq)).then(|| format!("{DELAYED}{cursor}"))
+}
+
 /// The due instant of a delayed entry's key.
 pub fn parse_delayed(key: &str) -> Option<u64> {
     let rest = key.strip_prefix(DELAYED)?;
@@ -96,9 +104,12 @@ pub fn parse_delayed(key: &str) -> Option<u64> {
     u64::from_str_radix(at, 16).ok()
 }
 
+/// Every group's record in `meta`, by name (0.4).
+pub const GROUPS: &str = "group/";
+
 /// A group's record in `meta`: its limit, its claims and its head (0.4).
 pub fn group(group: &str) -> String {
-    format!("group/{group}")
+    format!("{GROUPS}{group}")
 }
 
 /// Claimed ready tasks by the deadline of their claim (then seed order), so

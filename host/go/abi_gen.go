@@ -631,3 +631,29 @@ func goTaskPage(c *C.gak_task_page) TaskPage {
 	x.Next = goStr(c.next)
 	return x
 }
+
+// goGroupEntry copies the group-entry libgak filled into Go values.
+func goGroupEntry(c *C.gak_group_entry) GroupEntry {
+	var x GroupEntry
+	x.Name = goStr(c.name)
+	if c.has_limit {
+		v := uint32(c.limit)
+		x.Limit = &v
+	}
+	x.Live = uint32(c.live)
+	return x
+}
+
+// goGroupPage copies the group-page libgak filled into Go values.
+func goGroupPage(c *C.gak_group_page) GroupPage {
+	var x GroupPage
+	x.Items = make([]GroupEntry, int(c.len))
+	if c.len > 0 {
+		items := unsafe.Slice(c.items, int(c.len))
+		for i := range items {
+			x.Items[i] = goGroupEntry(&items[i])
+		}
+	}
+	x.Next = goStr(c.next)
+	return x
+}

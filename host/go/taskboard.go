@@ -314,3 +314,45 @@ func (t Taskboard) GetGroup(ctx context.Context, group string) (GroupInfo, error
 	}
 	return goGroupInfo(&out), nil
 }
+
+// ListGroups is one page of the groups the board knows (a limit, a claim
+// or a ready task), by name, after the name after ("" from the start), at
+// most limit (1–1000), each with its limit and exact live claims.
+func (t Taskboard) ListGroups(ctx context.Context, after string, limit int) (GroupPage, error) {
+	l, err := limit32(limit)
+	if err != nil {
+		return GroupPage{}, err
+	}
+	k, err := t.k.enter(ctx)
+	if err != nil {
+		return GroupPage{}, err
+	}
+	defer t.k.leave()
+	var out C.gak_group_page
+	if err := check(C.gak_taskboard_list_groups(k, str(after), l, &out)); err != nil {
+		return GroupPage{}, err
+	}
+	defer C.gak_group_page_clear(&out)
+	return goGroupPage(&out), nil
+}
+
+// ListDelayed is one page of the tasks waiting for their not-before, by
+// due time then seed order, after the cursor after (a previous page's
+// Next; "" from the start), at most limit (1–1000). Never a token.
+func (t Taskboard) ListDelayed(ctx context.Context, after string, limit int) (TaskPage, error) {
+	l, err := limit32(limit)
+	if err != nil {
+		return TaskPage{}, err
+	}
+	k, err := t.k.enter(ctx)
+	if err != nil {
+		return TaskPage{}, err
+	}
+	defer t.k.leave()
+	var out C.gak_task_page
+	if err := check(C.gak_taskboard_list_delayed(k, str(after), l, &out)); err != nil {
+		return TaskPage{}, err
+	}
+	defer C.gak_task_page_clear(&out)
+	return goTaskPage(&out), nil
+}

@@ -351,9 +351,31 @@ type GroupInfo struct {
 // TaskPage is the contract's task-page (taskboard.task-page).
 //
 // One page of a listing: `next` is the cursor for the following page
-// (the last item's id), absent when no more items follow.
+// (`list`: the last item's id; `list-delayed`: an opaque position),
+// absent when no more items follow.
 type TaskPage struct {
 	Items []Task
+	// "" when absent.
+	Next string
+}
+
+// GroupEntry is the contract's group-entry (taskboard.group-entry).
+//
+// A group as `list-groups` shows it: its limit (none: no limit) and its
+// live claims (claimed tasks of the group with `now < until`), exact.
+type GroupEntry struct {
+	Name string
+	// nil when absent.
+	Limit *uint32
+	Live  uint32
+}
+
+// GroupPage is the contract's group-page (taskboard.group-page).
+//
+// One page of `list-groups`: `next` is the last item's name, absent when
+// no more groups follow.
+type GroupPage struct {
+	Items []GroupEntry
 	// "" when absent.
 	Next string
 }

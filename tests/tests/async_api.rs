@@ -432,6 +432,57 @@ async fn postgres_statement_timeout_bounds_a_stuck_statement(dsn: String) {
     assert_eq!(kernel.sideeffect().sink_seen("ledger").await.unwrap(), 0);
 }
 
+/// A PostgreSQL connection is driven by the call that waits for it (on the
+/// caller's thread), so between calls nobody drives it: a call that wrote
+/// nothing ends with a `COMMIT` it does not wait for, and that `COMMIT`
+/// must still leave at once. Here a kernel reads a task (locking its key),
+/// then sits idle; another kernel's claim of that task must not wait for
+/// the lock — with a connection wait (the lock timeout) of 300 ms and one
+/// attempt, a lock still held would end it with `storage`. Both APIs.
+fn postgres_an_idle_session_holds_no_locks(dsn: &str) {
+    let schema = pg::Schema::new(dsn, "idle_locks");
+    let open = || {
+        Kernel::builder()
+            .store(&schema.url)
+            .max_connections(1)
+            .connection_wait(Duration::from_millis(300))
+            .retry(gak::Retry {
+                attempts: 1,
+                ..gak::Retry::default()
+            })
+    };
+    let reader = open().open_blocking().unwrap();
+    let claimer = open().open_blocking().unwrap();
+    reader
+        .taskboard()
+        .seed(&[TaskSeed::new("a"), TaskSeed::new("b")])
+        .unwrap();
+    // Blocking: a read-only call, then nothing more on that connection.
+    assert_eq!(reader.taskboard().get("a").unwrap().state, TaskState::Open);
+    let claimed = claimer.taskboard().claim("a", "w", 60_000);
+    assert!(claimed.is_ok(), "the idle reader still held a: {claimed:?}");
+    // Async, on a runtime of its own: the same.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let reader = runtime.block_on(async {
+        let reader = open().open().await.unwrap();
+        assert_eq!(
+            reader.taskboard().get("b").await.unwrap().state,
+            TaskState::Open
+        );
+        reader
+    });
+    let claimed = claimer.taskboard().claim("b", "w", 60_000);
+    assert!(
+        claimed.is_ok(),
+        "the idle async reader still held b: {claimed:?}"
+    );
+    drop(reader);
+}
+
 fn main() {
     let mut suite = Suite::new();
     suite.tokio("memory_every_operation", memory_every_operation);
@@ -476,6 +527,11 @@ fn main() {
         &POSTGRES,
         "postgres_statement_timeout_bounds_a_stuck_statement",
         postgres_statement_timeout_bounds_a_stuck_statement,
+    );
+    suite.needs(
+        &POSTGRES,
+        "postgres_an_idle_session_holds_no_locks",
+        postgres_an_idle_session_holds_no_locks,
     );
     suite.run();
 }

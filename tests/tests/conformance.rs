@@ -10,7 +10,7 @@ fn check(report: gak_cli::conformance::Report) {
 }
 
 /// The vector files, each run on every binding as its own named test.
-const FILES: [(&str, &str); 15] = [
+const FILES: [(&str, &str); 16] = [
     ("checkpoint", "checkpoint.json"),
     ("plan", "plan.json"),
     ("commitgate", "commitgate.json"),
@@ -26,6 +26,7 @@ const FILES: [(&str, &str); 15] = [
     ("retention", "retention.json"),
     ("reconcile_claims", "reconcile-claims.json"),
     ("taskboard_jobs", "taskboard-jobs.json"),
+    ("board_reads", "board-reads.json"),
 ];
 
 fn main() {

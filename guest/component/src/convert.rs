@@ -412,3 +412,20 @@ pub fn task_page_out(x: rules::TaskPage) -> taskboard::TaskPage {
         next: x.next,
     }
 }
+
+/// WIT `taskboard.group-entry`, out of the component.
+pub fn group_entry_out(x: rules::GroupEntry) -> taskboard::GroupEntry {
+    taskboard::GroupEntry {
+        name: x.name,
+        limit: x.limit,
+        live: x.live,
+    }
+}
+
+/// WIT `taskboard.group-page`, out of the component.
+pub fn group_page_out(x: rules::GroupPage) -> taskboard::GroupPage {
+    taskboard::GroupPage {
+        items: x.items.into_iter().map(group_entry_out).collect(),
+        next: x.next,
+    }
+}

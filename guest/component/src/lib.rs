@@ -240,6 +240,14 @@ impl taskboard::Guest for Component {
     fn get_group(group: String) -> Result<taskboard::GroupInfo, Error> {
         call(|tx| rules::taskboard::get_group(tx, &group)).map(convert::group_info_out)
     }
+    fn list_groups(after: Option<String>, limit: u32) -> Result<taskboard::GroupPage, Error> {
+        call(|tx| rules::taskboard::list_groups(tx, after.as_deref(), limit))
+            .map(convert::group_page_out)
+    }
+    fn list_delayed(after: Option<String>, limit: u32) -> Result<taskboard::TaskPage, Error> {
+        call(|tx| rules::taskboard::list_delayed(tx, after.as_deref(), limit))
+            .map(convert::task_page_out)
+    }
 }
 
 impl retention::Guest for Component {

@@ -7,15 +7,15 @@ use std::collections::{HashMap, HashSet};
 use crate::format::{V, digest};
 use crate::txn::{Minter, Scan, decode, mint, read_many, scan_all, store};
 use crate::{
-    Completion, CompletionAnswer, CompletionResult, Error, GroupInfo, Table, Task, TaskPage,
-    TaskSeed, TaskState, Txn, input, keys,
+    Completion, CompletionAnswer, CompletionResult, Error, GroupEntry, GroupInfo, GroupPage, Table,
+    Task, TaskPage, TaskSeed, TaskState, Txn, input, keys,
 };
 
 mod group;
 mod held;
 mod record;
 
-use group::Groups;
+use group::{GroupRecord, Groups};
 pub(crate) use held::release_held;
 use record::{Board, QueueEntry, place, write};
 pub(crate) use record::{Record, decode_task, load_board};
@@ -998,6 +998,74 @@ pub fn get_group(tx: &mut impl Txn, group: &str) -> Result<GroupInfo, Error> {
         }),
         None => Err(Error::NotFound),
     }
+}
+
+/// One page of the groups that have a record (a limit, a claim or a
+/// ready task), by name, each with its limit and exact live claims.
+/// Reads at most `limit + 1` records.
+pub fn list_groups(tx: &mut impl Txn, after: Option<&str>, limit: u32) -> Result<GroupPage, Error> {
+    input::limit(limit)?;
+    if let Some(after) = after {
+        input::id("after", after)?;
+    }
+    let after = after.map(keys::group);
+    let page = tx.scan(Table::Meta, keys::GROUPS, after.as_deref(), limit + 1)?;
+    let now = tx.now()?;
+    let mut items = Vec::with_capacity(page.len().min(limit as usize));
+    for (key, value) in page.iter().take(limit as usize) {
+        let record: GroupRecord = decode(Table::Meta, value)?;
+        items.push(GroupEntry {
+            name: key[keys::GROUPS.len()..].to_owned(),
+            limit: record.limit,
+            live: record.live(now),
+        });
+    }
+    let next = (page.len() > limit as usize)
+        .then(|| items.last().map(|g| g.name.clone()))
+        .flatten();
+    Ok(GroupPage { items, next })
+}
+
+/// One page of the tasks waiting for their `not-before`, by due time then
+/// seed order, after the cursor `after` (a previous page's `next`). An
+/// entry a concurrent change moved since the range read (a snapshot on
+/// PostgreSQL) is left out. Reads at most `limit + 1` entries and `limit`
+/// tasks.
+pub fn list_delayed(tx: &mut impl Txn, after: Option<&str>, limit: u32) -> Result<TaskPage, Error> {
+    input::limit(limit)?;
+    let after = match after {
+        Some(cursor) => Some(keys::delayed_cursor(cursor).ok_or_else(|| {
+            Error::InvalidInput(format!("after: not a list-delayed cursor: {cursor:?}"))
+        })?),
+        None => None,
+    };
+    let mut page = tx.scan(Table::Indexes, keys::DELAYED, after.as_deref(), limit + 1)?;
+    let more = page.len() > limit as usize;
+    page.truncate(limit as usize);
+    let entries: Vec<QueueEntry> = page
+        .iter()
+        .map(|(_, v)| decode(Table::Indexes, v))
+        .collect::<Result<_, _>>()?;
+    let wanted: Vec<(Table, &str)> = entries
+        .iter()
+        .map(|e| (Table::Tasks, e.id.as_str()))
+        .collect();
+    let mut items = Vec::with_capacity(page.len());
+    for ((key, _), value) in page.iter().zip(read_many(tx, &wanted)?) {
+        let Some(record) = value.as_deref().map(decode_task).transpose()? else {
+            continue;
+        };
+        if record.queued && record.entry.as_deref() == Some(key.as_str()) {
+            items.push(record.task(None));
+        }
+    }
+    let next = more
+        .then(|| {
+            page.last()
+                .map(|(k, _)| k[keys::DELAYED.len()..].to_owned())
+        })
+        .flatten();
+    Ok(TaskPage { items, next })
 }
 
 #[cfg(test)]

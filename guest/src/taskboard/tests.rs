@@ -1157,3 +1157,133 @@ fn a_batch_answers_a_task_it_met_late_in_claim_order() {
     assert_eq!(ids(&batch), ["late", "early"]);
     assert_indexes_exact(&tx);
 }
+
+#[test]
+fn list_groups_pages_every_group_with_a_record() {
+    let mut tx = MemTxn::default();
+    set_group_limit(&mut tx, "b-limited", Some(2)).unwrap();
+    seed(
+        &mut tx,
+        &[
+            TaskSeed::new("a1").group("a-claimed"),
+            TaskSeed::new("b1").group("b-limited"),
+            TaskSeed::new("b2").group("b-limited"),
+            TaskSeed::new("c1").group("c-ready"),
+            TaskSeed::new("d1").group("d-delayed").not_before(100),
+        ],
+    )
+    .unwrap();
+    claim(&mut tx, "a1", "w", 10).unwrap();
+    claim(&mut tx, "b1", "w", 50).unwrap();
+    claim(&mut tx, "b2", "w", 10).unwrap();
+    let all = list_groups(&mut tx, None, 1000).unwrap();
+    let shown: Vec<(&str, Option<u32>, u32)> = all
+        .items
+        .iter()
+        .map(|g| (g.name.as_str(), g.limit, g.live))
+        .collect();
+    // A group whose only task waits for its not-before has no record.
+    assert_eq!(
+        shown,
+        [
+            ("a-claimed", None, 1),
+            ("b-limited", Some(2), 2),
+            ("c-ready", None, 0)
+        ]
+    );
+    assert_eq!(all.next, None);
+    // Live counts are exact: an expired claim never counts.
+    tx.clock = 10;
+    let first = list_groups(&mut tx, None, 2).unwrap();
+    let live: Vec<u32> = first.items.iter().map(|g| g.live).collect();
+    assert_eq!(live, [0, 1]);
+    assert_eq!(first.next.as_deref(), Some("b-limited"));
+    let rest = list_groups(&mut tx, first.next.as_deref(), 2).unwrap();
+    assert_eq!(rest.items.len(), 1);
+    assert_eq!(rest.items[0].name, "c-ready");
+    assert_eq!(rest.next, None);
+    assert!(matches!(
+        list_groups(&mut tx, None, 0),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        list_groups(&mut tx, Some(""), 10),
+        Err(Error::InvalidInput(_))
+    ));
+}
+
+#[test]
+fn list_delayed_pages_by_due_time_and_reads_only_its_page() {
+    let mut tx = MemTxn::default();
+    let mut seeds: Vec<TaskSeed> = (0..10_000)
+        .map(|i| TaskSeed::new(&format!("d{i:05}")).not_before(1_000 + (i % 7) * 100))
+        .collect();
+    seeds.push(TaskSeed::new("ready"));
+    seeded(&mut tx, seeds);
+    let t = claim(&mut tx, "ready", "w", 10).unwrap();
+    fail(&mut tx, "ready", token(&t), "boom", Some(50)).unwrap();
+
+    let mut rows = Rows(&mut tx, 0);
+    let first = list_delayed(&mut rows, None, 3).unwrap();
+    assert!(rows.1 <= 7, "a page of 3 read {} rows", rows.1);
+    let order: Vec<(&str, Option<u64>)> = first
+        .items
+        .iter()
+        .map(|t| (t.id.as_str(), t.not_before))
+        .collect();
+    // The failed task backs off until 50: due first. Then due time, then
+    // seed order among tasks due at the same instant.
+    assert_eq!(
+        order,
+        [
+            ("ready", Some(50)),
+            ("d00000", Some(1_000)),
+            ("d00007", Some(1_000))
+        ]
+    );
+    assert!(first.items.iter().all(|t| t.token.is_none()));
+    let next = list_delayed(&mut tx, first.next.as_deref(), 2).unwrap();
+    assert_eq!(ids(&next.items), ["d00014", "d00021"]);
+
+    // Every delayed task, each once, by following the cursor.
+    let mut seen = 0;
+    let mut after: Option<String> = None;
+    let mut last = 0;
+    loop {
+        let page = list_delayed(&mut tx, after.as_deref(), 1000).unwrap();
+        for t in &page.items {
+            let due = t.not_before.unwrap();
+            assert!(due >= last, "out of due order");
+            last = due;
+        }
+        seen += page.items.len();
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    assert_eq!(seen, 10_001);
+
+    // Due but not yet moved back: still shown; once a claimer moved it, gone.
+    tx.clock = 60;
+    assert_eq!(list_delayed(&mut tx, None, 1).unwrap().items[0].id, "ready");
+    assert_eq!(claim_next(&mut tx, "w", 10).unwrap().unwrap().id, "ready");
+    assert_eq!(
+        list_delayed(&mut tx, None, 1).unwrap().items[0].id,
+        "d00000"
+    );
+
+    for bad in ["", "x", "00/00", "0000000000000000/000000000000000G"] {
+        assert!(
+            matches!(
+                list_delayed(&mut tx, Some(bad), 10),
+                Err(Error::InvalidInput(_))
+            ),
+            "{bad:?}"
+        );
+    }
+    assert!(matches!(
+        list_delayed(&mut tx, None, 1001),
+        Err(Error::InvalidInput(_))
+    ));
+}

@@ -51,14 +51,16 @@
 // 2: gak:kernel 0.4.0, the job queue: `gak_task` and `gak_task_seed` grew
 // fields, the error codes `not-due`, `group-full` and `not-dead` were
 // appended, and the calls `gak_taskboard_claim_batch`, `_complete_batch`,
-// `_fail`, `_revive`, `_set_group_limit` and `_get_group` were added.
+// `_fail`, `_revive`, `_set_group_limit` and `_get_group` were added;
+// later `_list_groups` and `_list_delayed` (added calls and structs: a
+// program built against the earlier header still links and runs).
 #define GAK_ABI_VERSION 2
 
 // A fingerprint of every struct and number below (libgak's layout):
 // it changes whenever a record, a field or an enum's numbering does.
 // `gak_abi_layout()` answers the linked library's; a program compiled
 // against another header must not call it.
-#define GAK_ABI_LAYOUT 1069220090
+#define GAK_ABI_LAYOUT 527583248
 
 // A clock that moves only when told to (for tests and conformance):
 // judge expiry by it with `gak_options.clock`. Thread-safe; a kernel keeps
@@ -411,7 +413,8 @@ typedef struct gak_completion_result {
 } gak_completion_result;
 
 // One page of a listing: `next` is the cursor for the following page
-// (the last item's id), absent when no more items follow.
+// (`list`: the last item's id; `list-delayed`: an opaque position),
+// absent when no more items follow.
 //
 // An answer: clear what libgak put into it with `gak_task_page_clear`.
 typedef struct gak_task_page {
@@ -423,6 +426,36 @@ typedef struct gak_task_page {
   // NULL `ptr`: none.
   struct gak_str next;
 } gak_task_page;
+
+// A group as `list-groups` shows it: its limit (none: no limit) and its
+// live claims (claimed tasks of the group with `now < until`), exact.
+//
+// An answer: clear what libgak put into it with `gak_group_entry_clear`.
+typedef struct gak_group_entry {
+  // WIT `group-entry.name`.
+  struct gak_str name;
+  // Whether `limit` is set.
+  bool has_limit;
+  // WIT `group-entry.limit`.
+  // Set when `has_limit`.
+  uint32_t limit;
+  // WIT `group-entry.live`.
+  uint32_t live;
+} gak_group_entry;
+
+// One page of `list-groups`: `next` is the last item's name, absent when
+// no more groups follow.
+//
+// An answer: clear what libgak put into it with `gak_group_page_clear`.
+typedef struct gak_group_page {
+  // WIT `group-page.items`.
+  struct gak_group_entry *items;
+  // How many `items`.
+  size_t len;
+  // WIT `group-page.next`.
+  // NULL `ptr`: none.
+  struct gak_str next;
+} gak_group_page;
 
 // One logical side effect. `key` is the idempotency key; `fingerprint`
 // (optional) is a digest of the action's parameters, recorded at the
@@ -937,6 +970,20 @@ void gak_completion_result_clear(struct gak_completion_result *x);
 // `x` is NULL or a `gak_task_page` libgak filled and nobody cleared since.
 void gak_task_page_clear(struct gak_task_page *x);
 
+// Free what libgak put into the group entry `x`, and zero it (NULL, or a
+// struct cleared before, is harmless).
+//
+// # Safety
+// `x` is NULL or a `gak_group_entry` libgak filled and nobody cleared since.
+void gak_group_entry_clear(struct gak_group_entry *x);
+
+// Free what libgak put into the group page `x`, and zero it (NULL, or a
+// struct cleared before, is harmless).
+//
+// # Safety
+// `x` is NULL or a `gak_group_page` libgak filled and nobody cleared since.
+void gak_group_page_clear(struct gak_group_page *x);
+
 // Run `action` through the side-effect gate with leases of `ttl` ms
 // (renewed every ttl / 3 while the body runs), into `*out`. The body is
 // called at most once, on this thread, and never for a key that
@@ -1432,6 +1479,30 @@ struct gak_error *gak_taskboard_set_group_limit(const struct gak_kernel *k,
 struct gak_error *gak_taskboard_get_group(const struct gak_kernel *k,
                                           struct gak_str group,
                                           struct gak_group_info *out);
+
+// One page of the groups the board knows (a limit, a claim or a ready
+// task) into `*out` (clear it with `gak_group_page_clear`): by name, after
+// the name `after` (NULL `ptr`: from the start), at most `limit` (1–1000),
+// each with its limit (`has_limit`) and exact live claims.
+//
+// # Safety
+// `k` is a live kernel; `after` valid for reading; `out` for writing.
+struct gak_error *gak_taskboard_list_groups(const struct gak_kernel *k,
+                                            struct gak_str after,
+                                            uint32_t limit,
+                                            struct gak_group_page *out);
+
+// One page of the tasks waiting for their `not-before` into `*out` (clear
+// it with `gak_task_page_clear`): by due time then seed order, after the
+// cursor `after` (a previous page's `next`; NULL `ptr`: from the start), at
+// most `limit` (1–1000). Never a token.
+//
+// # Safety
+// `k` is a live kernel; `after` valid for reading; `out` for writing.
+struct gak_error *gak_taskboard_list_delayed(const struct gak_kernel *k,
+                                             struct gak_str after,
+                                             uint32_t limit,
+                                             struct gak_task_page *out);
 
 // Free what libgak put into the task list `x` (every task, then the
 // list), and zero it (NULL, or a list cleared before, is harmless).

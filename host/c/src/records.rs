@@ -15,9 +15,10 @@
 #![allow(non_camel_case_types)]
 
 use gak_host::{
-    Acquired, Action, Completion, CompletionAnswer, CompletionResult, Error, GroupInfo, KeyInfo,
-    KeyPage, KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim, Resolution, Resolved,
-    RetrySafety, Snapshot, Status, StepDef, Task, TaskPage, TaskSeed, TaskState,
+    Acquired, Action, Completion, CompletionAnswer, CompletionResult, Error, GroupEntry, GroupInfo,
+    GroupPage, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim,
+    Resolution, Resolved, RetrySafety, Snapshot, Status, StepDef, Task, TaskPage, TaskSeed,
+    TaskState,
 };
 
 use crate::abi::{
@@ -30,7 +31,7 @@ use crate::limits::Scale;
 /// it changes whenever a record, a field or an enum's numbering does.
 /// `gak_abi_layout()` answers the linked library's; a program compiled
 /// against another header must not call it.
-pub const GAK_ABI_LAYOUT: u32 = 0x3fbb00fa;
+pub const GAK_ABI_LAYOUT: u32 = 0x1f724810;
 
 /// One pair of a list of pairs (a snapshot's `fields`).
 #[repr(C)]
@@ -1490,7 +1491,8 @@ impl From<GroupInfo> for gak_group_info {
 // --- task-page (taskboard) ------------------------------------------
 
 /// One page of a listing: `next` is the cursor for the following page
-/// (the last item's id), absent when no more items follow.
+/// (`list`: the last item's id; `list-delayed`: an opaque position),
+/// absent when no more items follow.
 ///
 /// An answer: clear what libgak put into it with `gak_task_page_clear`.
 #[repr(C)]
@@ -1533,6 +1535,112 @@ impl From<TaskPage> for gak_task_page {
     fn from(x: TaskPage) -> Self {
         let (items, len) = owned_list(x.items.into_iter().map(gak_task::from).collect());
         gak_task_page {
+            items,
+            len,
+            next: gak_str::owned_opt(x.next),
+        }
+    }
+}
+
+// --- group-entry (taskboard) ----------------------------------------
+
+/// A group as `list-groups` shows it: its limit (none: no limit) and its
+/// live claims (claimed tasks of the group with `now < until`), exact.
+///
+/// An answer: clear what libgak put into it with `gak_group_entry_clear`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct gak_group_entry {
+    /// WIT `group-entry.name`.
+    pub name: gak_str,
+    /// Whether `limit` is set.
+    pub has_limit: bool,
+    /// WIT `group-entry.limit`.
+    /// Set when `has_limit`.
+    pub limit: u32,
+    /// WIT `group-entry.live`.
+    pub live: u32,
+}
+
+impl gak_group_entry {
+    /// The zero record: nothing set, nothing owned.
+    pub(crate) const NONE: gak_group_entry = gak_group_entry {
+        name: gak_str::NONE,
+        has_limit: false,
+        limit: 0,
+        live: 0,
+    };
+
+    /// Free what libgak put into it, and zero it.
+    ///
+    /// # Safety
+    /// Filled by libgak, not freed since.
+    pub(crate) unsafe fn free(&mut self) {
+        // SAFETY: forwarded to the caller's promise: libgak made every pointer.
+        unsafe {
+            self.name.free();
+        }
+        *self = Self::NONE;
+    }
+}
+
+impl From<GroupEntry> for gak_group_entry {
+    fn from(x: GroupEntry) -> Self {
+        gak_group_entry {
+            name: gak_str::owned(x.name),
+            has_limit: x.limit.is_some(),
+            limit: x.limit.unwrap_or_default(),
+            live: x.live,
+        }
+    }
+}
+
+// --- group-page (taskboard) -----------------------------------------
+
+/// One page of `list-groups`: `next` is the last item's name, absent when
+/// no more groups follow.
+///
+/// An answer: clear what libgak put into it with `gak_group_page_clear`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct gak_group_page {
+    /// WIT `group-page.items`.
+    pub items: *mut gak_group_entry,
+    /// How many `items`.
+    pub len: usize,
+    /// WIT `group-page.next`.
+    /// NULL `ptr`: none.
+    pub next: gak_str,
+}
+
+impl gak_group_page {
+    /// The zero record: nothing set, nothing owned.
+    pub(crate) const NONE: gak_group_page = gak_group_page {
+        items: std::ptr::null_mut(),
+        len: 0,
+        next: gak_str::NONE,
+    };
+
+    /// Free what libgak put into it, and zero it.
+    ///
+    /// # Safety
+    /// Filled by libgak, not freed since.
+    pub(crate) unsafe fn free(&mut self) {
+        // SAFETY: forwarded to the caller's promise: libgak made every pointer.
+        unsafe {
+            for mut item in take_list(self.items, self.len) {
+                item.free();
+            }
+            self.next.free();
+        }
+        *self = Self::NONE;
+    }
+}
+
+impl From<GroupPage> for gak_group_page {
+    fn from(x: GroupPage) -> Self {
+        let (items, len) = owned_list(x.items.into_iter().map(gak_group_entry::from).collect());
+        gak_group_page {
             items,
             len,
             next: gak_str::owned_opt(x.next),
@@ -1670,6 +1778,28 @@ pub unsafe extern "C" fn gak_completion_result_clear(x: *mut gak_completion_resu
 /// `x` is NULL or a `gak_task_page` libgak filled and nobody cleared since.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gak_task_page_clear(x: *mut gak_task_page) {
+    // SAFETY: made by libgak, per the caller's promise.
+    clearing(x, |x| unsafe { x.free() });
+}
+
+/// Free what libgak put into the group entry `x`, and zero it (NULL, or a
+/// struct cleared before, is harmless).
+///
+/// # Safety
+/// `x` is NULL or a `gak_group_entry` libgak filled and nobody cleared since.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gak_group_entry_clear(x: *mut gak_group_entry) {
+    // SAFETY: made by libgak, per the caller's promise.
+    clearing(x, |x| unsafe { x.free() });
+}
+
+/// Free what libgak put into the group page `x`, and zero it (NULL, or a
+/// struct cleared before, is harmless).
+///
+/// # Safety
+/// `x` is NULL or a `gak_group_page` libgak filled and nobody cleared since.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gak_group_page_clear(x: *mut gak_group_page) {
     // SAFETY: made by libgak, per the caller's promise.
     clearing(x, |x| unsafe { x.free() });
 }

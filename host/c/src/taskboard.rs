@@ -4,8 +4,8 @@ use crate::error::gak_error;
 use crate::kernel::{gak_kernel, kernel};
 use crate::limits::Scale;
 use crate::records::{
-    gak_completion, gak_completion_result, gak_group_info, gak_task, gak_task_page, gak_task_seed,
-    gak_task_state, task_state,
+    gak_completion, gak_completion_result, gak_group_info, gak_group_page, gak_task, gak_task_page,
+    gak_task_seed, gak_task_state, task_state,
 };
 
 /// Load `tasks[0..len]` onto the board (idempotent; re-seeding a task
@@ -410,6 +410,64 @@ pub unsafe extern "C" fn gak_taskboard_get_group(
             )
         };
         out.put(k.taskboard().get_group(group)?.into());
+        Ok(())
+    })
+}
+
+/// One page of the groups the board knows (a limit, a claim or a ready
+/// task) into `*out` (clear it with `gak_group_page_clear`): by name, after
+/// the name `after` (NULL `ptr`: from the start), at most `limit` (1–1000),
+/// each with its limit (`has_limit`) and exact live claims.
+///
+/// # Safety
+/// `k` is a live kernel; `after` valid for reading; `out` for writing.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gak_taskboard_list_groups(
+    k: *const gak_kernel,
+    after: gak_str,
+    limit: u32,
+    out: *mut gak_group_page,
+) -> *mut gak_error {
+    guard(|| {
+        Scale::call().str(after, "after")?;
+        // SAFETY: the caller's promises, per the header.
+        let (k, after, out) = unsafe {
+            (
+                kernel(k)?,
+                after.opt_text("after")?,
+                Out::new(out, "list_groups")?,
+            )
+        };
+        out.put(k.taskboard().list_groups(after, limit)?.into());
+        Ok(())
+    })
+}
+
+/// One page of the tasks waiting for their `not-before` into `*out` (clear
+/// it with `gak_task_page_clear`): by due time then seed order, after the
+/// cursor `after` (a previous page's `next`; NULL `ptr`: from the start), at
+/// most `limit` (1–1000). Never a token.
+///
+/// # Safety
+/// `k` is a live kernel; `after` valid for reading; `out` for writing.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gak_taskboard_list_delayed(
+    k: *const gak_kernel,
+    after: gak_str,
+    limit: u32,
+    out: *mut gak_task_page,
+) -> *mut gak_error {
+    guard(|| {
+        Scale::call().str(after, "after")?;
+        // SAFETY: the caller's promises, per the header.
+        let (k, after, out) = unsafe {
+            (
+                kernel(k)?,
+                after.opt_text("after")?,
+                Out::new(out, "list_delayed")?,
+            )
+        };
+        out.put(k.taskboard().list_delayed(after, limit)?.into());
         Ok(())
     })
 }

@@ -276,6 +276,27 @@ static void queue(const gak_kernel *k, gak_clock *clock) {
   REFUSED(gak_taskboard_claim(k, S("j2"), S("x"), 1000, &refused_task), "group-full");
   REFUSED(gak_taskboard_claim(k, S("j4"), S("x"), 1000, &refused_task), "not-due");
 
+  /* The console's reads: the groups, the delayed tasks by due time. */
+  gak_group_page groups = {0};
+  REFUSED(gak_taskboard_list_groups(k, NONE, 0, &groups), "invalid-input");
+  OK(gak_taskboard_list_groups(k, NONE, 10, &groups));
+  CHECK(groups.len == 1 && eq(groups.items[0].name, "g") && groups.items[0].has_limit && groups.items[0].limit == 1 && groups.items[0].live == 1 && groups.next.ptr == NULL);
+  if (groups.len == 1) {
+    /* An entry taken out of the page is the caller's to clear. */
+    gak_group_entry taken = groups.items[0];
+    groups.items[0] = (gak_group_entry){0};
+    gak_group_entry_clear(&taken);
+    CHECK(taken.name.ptr == NULL);
+  }
+  gak_group_page_clear(&groups);
+  gak_group_page_clear(&groups);
+  CHECK(groups.items == NULL && groups.len == 0);
+  gak_task_page delayed = {0};
+  REFUSED(gak_taskboard_list_delayed(k, S("not-a-cursor"), 10, &delayed), "invalid-input");
+  OK(gak_taskboard_list_delayed(k, NONE, 10, &delayed));
+  CHECK(delayed.len == 1 && eq(delayed.items[0].id, "j4") && delayed.items[0].has_not_before && delayed.items[0].not_before == base + 100000 && delayed.next.ptr == NULL);
+  gak_task_page_clear(&delayed);
+
   gak_completion items[3] = {{j3.id, j3.token}, {S("j1"), S("forged")}, {S("nope"), S("forged")}};
   gak_completion_result_list answers = {0};
   REFUSED(gak_taskboard_complete_batch(k, NULL, 0, &answers), "invalid-input");

@@ -483,10 +483,30 @@ export interface GroupInfo {
 
 /**
  * One page of a listing: `next` is the cursor for the following page
- * (the last item's id), absent when no more items follow.
+ * (`list`: the last item's id; `list-delayed`: an opaque position),
+ * absent when no more items follow.
  */
 export interface TaskPage {
   items: Task[];
+  next?: string;
+}
+
+/**
+ * A group as `list-groups` shows it: its limit (none: no limit) and its
+ * live claims (claimed tasks of the group with `now < until`), exact.
+ */
+export interface GroupEntry {
+  name: string;
+  limit?: number;
+  live: number;
+}
+
+/**
+ * One page of `list-groups`: `next` is the last item's name, absent when
+ * no more groups follow.
+ */
+export interface GroupPage {
+  items: GroupEntry[];
   next?: string;
 }
 
@@ -615,6 +635,25 @@ export interface Taskboard {
    * without a limit.
    */
   getGroup(group: string): GroupInfo;
+
+  /**
+   * One page of the groups the board knows, by name (byte order), starting
+   * strictly after `after`, at most `limit` (1-1000): every group with a
+   * limit, a claim or a ready task (a group whose tasks are all delayed,
+   * done or dead, with no limit, has no record and is not shown). Reads
+   * O(limit) records.
+   */
+  listGroups(after: string | undefined, limit: number): GroupPage;
+
+  /**
+   * One page of the tasks waiting for their `not-before` (delayed when
+   * seeded, or backing off after `fail`), by due time then seed order,
+   * starting after the cursor `after` (a previous page's `next`; a
+   * malformed cursor is `invalid-input`), at most `limit` (1-1000), never a
+   * token. A task whose time has come shows here until a claimer next moves
+   * it back into the claim order. Reads O(limit) entries and their tasks.
+   */
+  listDelayed(after: string | undefined, limit: number): TaskPage;
 }
 
 // retention

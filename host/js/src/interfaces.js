@@ -383,6 +383,31 @@ export class Taskboard {
     const a = [v.str('group', group)];
     return this.kernel._call(a, (x) => x.taskboard.getGroup(...a));
   }
+
+  /**
+   * One page of the groups the board knows, by name (byte order), starting
+   * strictly after `after`, at most `limit` (1-1000): every group with a
+   * limit, a claim or a ready task (a group whose tasks are all delayed,
+   * done or dead, with no limit, has no record and is not shown). Reads
+   * O(limit) records.
+   */
+  listGroups(after, limit) {
+    const a = [v.optStr('after', after), v.u32('limit', limit)];
+    return this.kernel._call(a, (x) => x.taskboard.listGroups(...a));
+  }
+
+  /**
+   * One page of the tasks waiting for their `not-before` (delayed when
+   * seeded, or backing off after `fail`), by due time then seed order,
+   * starting after the cursor `after` (a previous page's `next`; a
+   * malformed cursor is `invalid-input`), at most `limit` (1-1000), never a
+   * token. A task whose time has come shows here until a claimer next moves
+   * it back into the claim order. Reads O(limit) entries and their tasks.
+   */
+  listDelayed(after, limit) {
+    const a = [v.optStr('after', after), v.u32('limit', limit)];
+    return this.kernel._call(a, (x) => x.taskboard.listDelayed(...a));
+  }
 }
 
 /**

@@ -3,9 +3,9 @@
 //! `.taskboard()`, `.retention()`. Each call is one transaction; the WIT
 //! files (`wit/*.wit`) hold the normative text each method summarises.
 use gak_rules::{
-    Acquired, Action, Completion, CompletionResult, Error, GroupInfo, KeyInfo, KeyPage, KeyState,
-    Lease, Outcome, Plan, Pruned, ReconcileClaim, Resolution, Resolved, Snapshot, StepDef, Task,
-    TaskPage, TaskSeed, TaskState,
+    Acquired, Action, Completion, CompletionResult, Error, GroupInfo, GroupPage, KeyInfo, KeyPage,
+    KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim, Resolution, Resolved, Snapshot,
+    StepDef, Task, TaskPage, TaskSeed, TaskState,
 };
 
 use std::sync::{Arc, Mutex};
@@ -745,6 +745,48 @@ impl Taskboard<'_> {
             [group],
             |k, s| k.gak_kernel_taskboard().call_get_group(s, &group),
             c::group_info_out
+        )
+    }
+
+    /// One page of the groups the board knows (a limit, a claim or a ready
+    /// task), by name, after `after`, at most `limit` (1-1000), each with
+    /// its limit and exact live claims.
+    ///
+    /// # Errors
+    /// `invalid-input` or `storage`.
+    pub async fn list_groups(&self, after: Option<&str>, limit: u32) -> Result<GroupPage, Error> {
+        crate::limits::fits(&[&after])?;
+        let after = after.map(str::to_owned);
+        let info = CallInfo::new("taskboard.list-groups", None);
+        export!(
+            self.0,
+            info,
+            [],
+            |k, s| k
+                .gak_kernel_taskboard()
+                .call_list_groups(s, after.as_deref(), limit),
+            c::group_page_out
+        )
+    }
+
+    /// One page of the tasks waiting for their `not-before`, by due time
+    /// then seed order, after the cursor `after` (a previous page's
+    /// `next`), at most `limit` (1-1000), without tokens.
+    ///
+    /// # Errors
+    /// `invalid-input` (a malformed cursor, a bad limit) or `storage`.
+    pub async fn list_delayed(&self, after: Option<&str>, limit: u32) -> Result<TaskPage, Error> {
+        crate::limits::fits(&[&after])?;
+        let after = after.map(str::to_owned);
+        let info = CallInfo::new("taskboard.list-delayed", None);
+        export!(
+            self.0,
+            info,
+            [],
+            |k, s| k
+                .gak_kernel_taskboard()
+                .call_list_delayed(s, after.as_deref(), limit),
+            c::task_page_out
         )
     }
 

@@ -358,3 +358,20 @@ pub fn task_page_out(x: taskboard::TaskPage) -> rules::TaskPage {
         next: x.next,
     }
 }
+
+/// WIT `taskboard.group-entry`, out of the component.
+pub fn group_entry_out(x: taskboard::GroupEntry) -> rules::GroupEntry {
+    rules::GroupEntry {
+        name: x.name,
+        limit: x.limit,
+        live: x.live,
+    }
+}
+
+/// WIT `taskboard.group-page`, out of the component.
+pub fn group_page_out(x: taskboard::GroupPage) -> rules::GroupPage {
+    rules::GroupPage {
+        items: x.items.into_iter().map(group_entry_out).collect(),
+        next: x.next,
+    }
+}

@@ -62,9 +62,10 @@ pub use committer::Committer;
 pub use downstream::Downstream;
 pub use engine::COMPONENT_WASM;
 pub use gak_rules::{
-    Acquired, Action, Completion, CompletionAnswer, CompletionResult, Error, GroupInfo, KeyInfo,
-    KeyPage, KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim, Resolution, Resolved,
-    RetrySafety, Snapshot, Status, StepDef, StorageError, Task, TaskPage, TaskSeed, TaskState,
+    Acquired, Action, Completion, CompletionAnswer, CompletionResult, Error, GroupEntry, GroupInfo,
+    GroupPage, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim,
+    Resolution, Resolved, RetrySafety, Snapshot, Status, StepDef, StorageError, Task, TaskPage,
+    TaskSeed, TaskState,
 };
 pub use kernel::Kernel;
 pub use protocol::Retry;

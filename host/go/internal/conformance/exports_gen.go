@@ -50,6 +50,8 @@ var exports = map[string]func(context.Context, *gak.Kernel, any) (any, error, er
 	"taskboard.revive":             taskboardRevive,
 	"taskboard.set-group-limit":    taskboardSetGroupLimit,
 	"taskboard.get-group":          taskboardGetGroup,
+	"taskboard.list-groups":        taskboardListGroups,
+	"taskboard.list-delayed":       taskboardListDelayed,
 	"retention.prune":              retentionPrune,
 }
 
@@ -436,6 +438,27 @@ func writeGroupInfo(x gak.GroupInfo) obj {
 func writeTaskPage(x gak.TaskPage) obj {
 	o := obj{}
 	o["items"] = writeList(x.Items, writeTask)
+	if x.Next != "" {
+		o["next"] = x.Next
+	}
+	return o
+}
+
+// writeGroupEntry writes the group-entry x as the vectors' JSON (absent options omitted).
+func writeGroupEntry(x gak.GroupEntry) obj {
+	o := obj{}
+	o["name"] = x.Name
+	if x.Limit != nil {
+		o["limit"] = num(uint64(*x.Limit))
+	}
+	o["live"] = num(uint64(x.Live))
+	return o
+}
+
+// writeGroupPage writes the group-page x as the vectors' JSON (absent options omitted).
+func writeGroupPage(x gak.GroupPage) obj {
+	o := obj{}
+	o["items"] = writeList(x.Items, writeGroupEntry)
 	if x.Next != "" {
 		o["next"] = x.Next
 	}
@@ -976,6 +999,42 @@ func taskboardGetGroup(ctx context.Context, k *gak.Kernel, a any) (any, error, e
 		return nil, err, nil
 	}
 	return writeGroupInfo(r), nil, nil
+}
+
+// taskboardListGroups is taskboard.list-groups.
+func taskboardListGroups(ctx context.Context, k *gak.Kernel, a any) (any, error, error) {
+	after, err := readOptID(arg(a, "after"), "after")
+	if err != nil {
+		return nil, nil, err
+	}
+	limit, err := readCount(arg(a, "limit"), "limit")
+	if err != nil {
+		return nil, nil, err
+	}
+	var r gak.GroupPage
+	r, err = k.Taskboard().ListGroups(ctx, after, limit)
+	if err != nil {
+		return nil, err, nil
+	}
+	return writeGroupPage(r), nil, nil
+}
+
+// taskboardListDelayed is taskboard.list-delayed.
+func taskboardListDelayed(ctx context.Context, k *gak.Kernel, a any) (any, error, error) {
+	after, err := readOptID(arg(a, "after"), "after")
+	if err != nil {
+		return nil, nil, err
+	}
+	limit, err := readCount(arg(a, "limit"), "limit")
+	if err != nil {
+		return nil, nil, err
+	}
+	var r gak.TaskPage
+	r, err = k.Taskboard().ListDelayed(ctx, after, limit)
+	if err != nil {
+		return nil, err, nil
+	}
+	return writeTaskPage(r), nil, nil
 }
 
 // retentionPrune is retention.prune.

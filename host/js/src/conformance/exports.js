@@ -282,6 +282,25 @@ export function writeTaskPage(x) {
   return o;
 }
 
+/** `group-entry` answers as the vectors' JSON (absent options left out). */
+export function writeGroupEntry(x) {
+  const o = {
+    name: x.name,
+  };
+  if (x.limit !== undefined) o.limit = x.limit;
+  o.live = x.live;
+  return o;
+}
+
+/** `group-page` answers as the vectors' JSON (absent options left out). */
+export function writeGroupPage(x) {
+  const o = {
+    items: x.items.map(writeGroupEntry),
+  };
+  if (x.next !== undefined) o.next = x.next;
+  return o;
+}
+
 // retention
 
 /** `pruned` answers as the vectors' JSON (absent options left out). */
@@ -493,6 +512,18 @@ export const CALLS = {
   'taskboard.get-group'(k, a) {
     const group = json.string(json.field(a, 'group'), 'group');
     return writeGroupInfo(k.taskboard.getGroup(group));
+  },
+
+  'taskboard.list-groups'(k, a) {
+    const after = json.option(json.field(a, 'after'), 'after', json.string);
+    const limit = json.u32(json.field(a, 'limit'), 'limit');
+    return writeGroupPage(k.taskboard.listGroups(after, limit));
+  },
+
+  'taskboard.list-delayed'(k, a) {
+    const after = json.option(json.field(a, 'after'), 'after', json.string);
+    const limit = json.u32(json.field(a, 'limit'), 'limit');
+    return writeTaskPage(k.taskboard.listDelayed(after, limit));
   },
 
   'retention.prune'(k, a) {

@@ -173,6 +173,8 @@ export type CompletionAnswer = Assert<Same<api.CompletionAnswer, taskboardWit.Co
 export type CompletionResult = Assert<Same<api.CompletionResult, taskboardWit.CompletionResult>>;
 export type GroupInfo = Assert<Same<api.GroupInfo, taskboardWit.GroupInfo>>;
 export type TaskPage = Assert<Same<api.TaskPage, taskboardWit.TaskPage>>;
+export type GroupEntry = Assert<Same<api.GroupEntry, taskboardWit.GroupEntry>>;
+export type GroupPage = Assert<Same<api.GroupPage, taskboardWit.GroupPage>>;
 export type TaskboardMethods = Assert<Same<keyof api.Taskboard, keyof typeof taskboardWit>>;
 export type TaskboardSeedTakes = Assert<
   Accepts<Parameters<api.Taskboard['seed']>, Parameters<typeof taskboardWit.seed>>
@@ -257,6 +259,18 @@ export type TaskboardGetGroupTakes = Assert<
 >;
 export type TaskboardGetGroupAnswers = Assert<
   Same<ReturnType<api.Taskboard['getGroup']>, ReturnType<typeof taskboardWit.getGroup>>
+>;
+export type TaskboardListGroupsTakes = Assert<
+  Accepts<Parameters<api.Taskboard['listGroups']>, Parameters<typeof taskboardWit.listGroups>>
+>;
+export type TaskboardListGroupsAnswers = Assert<
+  Same<ReturnType<api.Taskboard['listGroups']>, ReturnType<typeof taskboardWit.listGroups>>
+>;
+export type TaskboardListDelayedTakes = Assert<
+  Accepts<Parameters<api.Taskboard['listDelayed']>, Parameters<typeof taskboardWit.listDelayed>>
+>;
+export type TaskboardListDelayedAnswers = Assert<
+  Same<ReturnType<api.Taskboard['listDelayed']>, ReturnType<typeof taskboardWit.listDelayed>>
 >;
 
 // retention

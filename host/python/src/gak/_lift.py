@@ -24,7 +24,9 @@ from ._new import (
     new_completion_result,
     new_contended,
     new_granted,
+    new_group_entry,
     new_group_info,
+    new_group_page,
     new_in_flight,
     new_key_info,
     new_key_page,
@@ -756,6 +758,50 @@ def _result_group_info_error_val(at: int) -> Any:
     return value
 
 
+#: A ``group-page`` record's entries: each one's payload.
+_GROUP_PAGE_FIELDS = struct.Struct("<24xQQ8x24xQ16x").unpack_from
+
+
+#: A ``group-entry`` record's entries: each one's payload.
+_GROUP_ENTRY_FIELDS = struct.Struct("<24xQQ8x24xQ16x24xI20x").unpack_from
+
+
+def _result_group_page_error_val(at: int) -> Any:
+    """The ``result<group-page, error>`` of the ``Val`` at ``at``."""
+    value_ok, value_at = _RESULT_PAYLOAD(MEM, at + 8)
+    if value_ok:
+        items_n, items_at, next_box = _GROUP_PAGE_FIELDS(MEM, MEMQ[(value_at >> 3) + 2])
+        items = []
+        if items_n == 1:
+            name_n, name_at, limit_box, live = _GROUP_ENTRY_FIELDS(MEM, MEMQ[(items_at >> 3) + 2])
+            if limit_box:
+                limit, = _U32_PAYLOAD(MEM, limit_box + 8)
+                limit2 = limit
+            else:
+                limit2 = None
+            item = new_group_entry(TX[name_n](MEM, name_at)[0].decode(), limit2, live)
+            items.append(item)
+        elif items_n:
+            for item_at in words(items_n)(MEM, items_at):
+                name_n2, name_at2, limit_box2, live2 = _GROUP_ENTRY_FIELDS(MEM, item_at)
+                if limit_box2:
+                    limit3, = _U32_PAYLOAD(MEM, limit_box2 + 8)
+                    limit4 = limit3
+                else:
+                    limit4 = None
+                item2 = new_group_entry(TX[name_n2](MEM, name_at2)[0].decode(), limit4, live2)
+                items.append(item2)
+        ok = new_group_page(
+            items,
+            (TX[MEMQ[(next_box >> 3) + 1]](MEM, MEMQ[(next_box >> 3) + 2])[0].decode() if next_box else None),
+        )
+        value = (True, ok)
+    else:
+        err_n, err_name, err_at = _VARIANT_PAYLOAD(MEM, value_at + 8)
+        value = (False, _error(err_n, err_name, err_at))
+    return value
+
+
 #: A ``pruned`` record's entries: each one's payload.
 _PRUNED_FIELDS = struct.Struct("<24xI20x24xI20x24xI20x24x?23x").unpack_from
 
@@ -808,5 +854,7 @@ LIFT: dict[str, Callable[[int], Any]] = {
     "taskboard#revive": _result_task_error_val,
     "taskboard#set-group-limit": _result_none_error_val,
     "taskboard#get-group": _result_group_info_error_val,
+    "taskboard#list-groups": _result_group_page_error_val,
+    "taskboard#list-delayed": _result_task_page_error_val,
     "retention#prune": _result_pruned_error_val,
 }

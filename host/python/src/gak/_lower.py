@@ -302,6 +302,14 @@ _PUT_TASKBOARD_SET_GROUP_LIMIT_ARGS = struct.Struct("<B7xQQ8xB7xQ16x").pack_into
 _PUT_TASKBOARD_GET_GROUP_ARGS = struct.Struct("<B7xQQ8x").pack_into
 
 
+#: ``taskboard.list-groups``'s argument ``Val``s.
+_PUT_TASKBOARD_LIST_GROUPS_ARGS = struct.Struct("<B7xQ16xB7xI20x").pack_into
+
+
+#: ``taskboard.list-delayed``'s argument ``Val``s.
+_PUT_TASKBOARD_LIST_DELAYED_ARGS = struct.Struct("<B7xQ16xB7xI20x").pack_into
+
+
 #: ``retention.prune``'s argument ``Val``s.
 _PUT_RETENTION_PRUNE_ARGS = struct.Struct("<B7xQ16xB7xI20x").pack_into
 
@@ -2650,6 +2658,74 @@ def _taskboard_get_group(args: Sequence[Any], arena: Arena) -> Optional[bool]:
     return True
 
 
+def _taskboard_list_groups(args: Sequence[Any], arena: Arena) -> Optional[bool]:
+    """``taskboard.list-groups``'s arguments (``after``, ``limit``) into ``arena``'s parameter slots."""
+    if len(args) != 2:
+        return None
+    after, limit = args
+    if after is None:
+        after_box = 0
+    else:
+        if type(after) is not str:
+            return None
+        after_obj = id(after)
+        if ZERO_COPY and MEM[after_obj + 32] & 0x60 == 0x60:
+            after_n = len(after)
+            after_data = after_obj + 48
+        else:
+            after_obj = encoded(after)
+            if after_obj is None:
+                return None
+            after_n = len(after_obj)
+            after_data = arena.hold(after_obj)
+        if after_n > MAX_VALUE:
+            return None
+        after_box = arena.pos
+        if after_box + 32 > arena.end:
+            after_box = arena.alloc(32)
+        else:
+            arena.pos = after_box + 32
+        _PUT_PAIR_VAL(MEM, after_box, 12, after_n, after_data)
+    if type(limit) is not int or not 0 <= limit < 4294967296:
+        return None
+    _PUT_TASKBOARD_LIST_GROUPS_ARGS(MEM, arena.slots + 32, 18, after_box, 6, limit)
+    return True
+
+
+def _taskboard_list_delayed(args: Sequence[Any], arena: Arena) -> Optional[bool]:
+    """``taskboard.list-delayed``'s arguments (``after``, ``limit``) into ``arena``'s parameter slots."""
+    if len(args) != 2:
+        return None
+    after, limit = args
+    if after is None:
+        after_box = 0
+    else:
+        if type(after) is not str:
+            return None
+        after_obj = id(after)
+        if ZERO_COPY and MEM[after_obj + 32] & 0x60 == 0x60:
+            after_n = len(after)
+            after_data = after_obj + 48
+        else:
+            after_obj = encoded(after)
+            if after_obj is None:
+                return None
+            after_n = len(after_obj)
+            after_data = arena.hold(after_obj)
+        if after_n > MAX_VALUE:
+            return None
+        after_box = arena.pos
+        if after_box + 32 > arena.end:
+            after_box = arena.alloc(32)
+        else:
+            arena.pos = after_box + 32
+        _PUT_PAIR_VAL(MEM, after_box, 12, after_n, after_data)
+    if type(limit) is not int or not 0 <= limit < 4294967296:
+        return None
+    _PUT_TASKBOARD_LIST_DELAYED_ARGS(MEM, arena.slots + 32, 18, after_box, 6, limit)
+    return True
+
+
 def _retention_prune(args: Sequence[Any], arena: Arena) -> Optional[bool]:
     """``retention.prune``'s arguments (``before``, ``limit``) into ``arena``'s parameter slots."""
     if len(args) != 2:
@@ -2697,5 +2773,7 @@ LOWER: dict[str, tuple[Callable[[Sequence[Any], Arena], Optional[bool]], Optiona
     "taskboard#revive": (_taskboard_revive, 1),
     "taskboard#set-group-limit": (_taskboard_set_group_limit, 1),
     "taskboard#get-group": (_taskboard_get_group, 1),
+    "taskboard#list-groups": (_taskboard_list_groups, 1),
+    "taskboard#list-delayed": (_taskboard_list_delayed, 1),
     "retention#prune": (_retention_prune, 0),
 }

@@ -15,7 +15,9 @@ from .types import (
     CompletionResult,
     Contended,
     Granted,
+    GroupEntry,
     GroupInfo,
+    GroupPage,
     InFlight,
     KeyInfo,
     KeyPage,
@@ -211,6 +213,25 @@ def new_group_info(limit: Any, live: Any) -> GroupInfo:
 def new_task_page(items: Any, next: Any) -> TaskPage:
     """A :class:`~gak.types.TaskPage` from its fields in the WIT's order."""
     o = new(TaskPage)
+    d = o.__dict__
+    d["items"] = items
+    d["next"] = next
+    return o
+
+
+def new_group_entry(name: Any, limit: Any, live: Any) -> GroupEntry:
+    """A :class:`~gak.types.GroupEntry` from its fields in the WIT's order."""
+    o = new(GroupEntry)
+    d = o.__dict__
+    d["name"] = name
+    d["limit"] = limit
+    d["live"] = live
+    return o
+
+
+def new_group_page(items: Any, next: Any) -> GroupPage:
+    """A :class:`~gak.types.GroupPage` from its fields in the WIT's order."""
+    o = new(GroupPage)
     d = o.__dict__
     d["items"] = items
     d["next"] = next

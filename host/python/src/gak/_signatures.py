@@ -364,6 +364,30 @@ SIGNATURES: dict[str, str] = {
         "taken, deps-pending, lease-lost, invalid-input(string), storage(string), "
         "not-due, group-full, not-dead}>"
     ),
+    "taskboard#list-groups": (
+        "func(after: option<string>, "
+        "limit: u32) -> result<record {items: list<record {name: string, "
+        "limit: option<u32>, live: u32}>, next: option<string>}, variant {not-found, "
+        "stale-seq, terminal, invalid-plan(string), fence-stale, already-committed, "
+        "not-holder, resource-mismatch, lease-expired, reconcile-taken, not-uncertain, "
+        "unsafe-not-retryable, key-reused, write-failed, taken, deps-pending, "
+        "lease-lost, invalid-input(string), storage(string), not-due, group-full, "
+        "not-dead}>"
+    ),
+    "taskboard#list-delayed": (
+        "func(after: option<string>, "
+        "limit: u32) -> result<record {items: list<record {id: string, title: string, "
+        "deps: list<string>, state: enum {open, claimed, done, failed, dead}, "
+        "owner: option<string>, token: option<string>, until: option<u64>, fence: u64, "
+        "priority: s32, not-before: option<u64>, max-attempts: option<u32>, "
+        "group: option<string>, attempts: u32, last-error: option<string>}>, "
+        "next: option<string>}, variant {not-found, stale-seq, terminal, "
+        "invalid-plan(string), fence-stale, already-committed, not-holder, "
+        "resource-mismatch, lease-expired, reconcile-taken, not-uncertain, "
+        "unsafe-not-retryable, key-reused, write-failed, taken, deps-pending, "
+        "lease-lost, invalid-input(string), storage(string), not-due, group-full, "
+        "not-dead}>"
+    ),
     "retention#prune": (
         "func(before: u64, limit: u32) -> result<record {removed-keys: u32, "
         "removed-tasks: u32, removed-runs: u32, more: bool}, variant {not-found, "

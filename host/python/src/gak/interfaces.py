@@ -30,6 +30,7 @@ from .types import (
     Completion,
     CompletionResult,
     GroupInfo,
+    GroupPage,
     KeyInfo,
     KeyPage,
     KeyState,
@@ -358,6 +359,25 @@ class Taskboard(_Interface):
         """The group's limit and exact live claims, or ``not-found`` for a group
         without a limit."""
         answer: GroupInfo = self._kernel._call("taskboard#get-group", group)
+        return answer
+
+    def list_groups(self, after: Optional[str], limit: int) -> GroupPage:
+        """One page of the groups the board knows, by name (byte order), starting
+        strictly after ``after``, at most ``limit`` (1-1000): every group with a
+        limit, a claim or a ready task (a group whose tasks are all delayed,
+        done or dead, with no limit, has no record and is not shown). Reads
+        O(limit) records."""
+        answer: GroupPage = self._kernel._call("taskboard#list-groups", after, limit)
+        return answer
+
+    def list_delayed(self, after: Optional[str], limit: int) -> TaskPage:
+        """One page of the tasks waiting for their ``not-before`` (delayed when
+        seeded, or backing off after ``fail``), by due time then seed order,
+        starting after the cursor ``after`` (a previous page's ``next``; a
+        malformed cursor is ``invalid-input``), at most ``limit`` (1-1000), never a
+        token. A task whose time has come shows here until a claimer next moves
+        it back into the claim order. Reads O(limit) entries and their tasks."""
+        answer: TaskPage = self._kernel._call("taskboard#list-delayed", after, limit)
         return answer
 
 

@@ -325,9 +325,29 @@ class GroupInfo:
 @dataclass(frozen=True)
 class TaskPage:
     """One page of a listing: ``next`` is the cursor for the following page
-    (the last item's id), absent when no more items follow."""
+    (``list``: the last item's id; ``list-delayed``: an opaque position),
+    absent when no more items follow."""
 
     items: list[Task]
+    next: Optional[str]
+
+
+@dataclass(frozen=True)
+class GroupEntry:
+    """A group as ``list-groups`` shows it: its limit (none: no limit) and its
+    live claims (claimed tasks of the group with ``now < until``), exact."""
+
+    name: str
+    limit: Optional[int]
+    live: int
+
+
+@dataclass(frozen=True)
+class GroupPage:
+    """One page of ``list-groups``: ``next`` is the last item's name, absent when
+    no more groups follow."""
+
+    items: list[GroupEntry]
     next: Optional[str]
 
 

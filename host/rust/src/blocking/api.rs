@@ -4,9 +4,9 @@
 use std::sync::{Arc, Mutex};
 
 use gak_rules::{
-    Acquired, Action, Completion, CompletionResult, Error, GroupInfo, KeyInfo, KeyPage, KeyState,
-    Lease, Outcome, Plan, Pruned, ReconcileClaim, Resolution, Resolved, Snapshot, StepDef, Task,
-    TaskPage, TaskSeed, TaskState,
+    Acquired, Action, Completion, CompletionResult, Error, GroupInfo, GroupPage, KeyInfo, KeyPage,
+    KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim, Resolution, Resolved, Snapshot,
+    StepDef, Task, TaskPage, TaskSeed, TaskState,
 };
 
 use super::run;
@@ -112,6 +112,10 @@ mirror!(Taskboard, taskboard {
     fn set_group_limit(&self, group: &str, limit: Option<u32>) -> ();
     /// A group's limit and exact live claims.
     fn get_group(&self, group: &str) -> GroupInfo;
+    /// One page of the groups the board knows, by name.
+    fn list_groups(&self, after: Option<&str>, limit: u32) -> GroupPage;
+    /// One page of the delayed tasks, by due time.
+    fn list_delayed(&self, after: Option<&str>, limit: u32) -> TaskPage;
     /// Return a claimed task to open.
     fn release(&self, id: &str, token: &str) -> ();
     /// Mark a claimed task done.

@@ -23,7 +23,9 @@ from ..types import (
     CompletionResult,
     Contended,
     Granted,
+    GroupEntry,
     GroupInfo,
+    GroupPage,
     InFlight,
     KeyInfo,
     KeyPage,
@@ -308,6 +310,23 @@ def task_page_json(v: TaskPage) -> dict[str, Any]:
     return out
 
 
+def group_entry_json(v: GroupEntry) -> dict[str, Any]:
+    """A ``group-entry`` as the vectors' JSON (absent options omitted)."""
+    out: dict[str, Any] = {"name": v.name}
+    if v.limit is not None:
+        out["limit"] = v.limit
+    out["live"] = v.live
+    return out
+
+
+def group_page_json(v: GroupPage) -> dict[str, Any]:
+    """A ``group-page`` as the vectors' JSON (absent options omitted)."""
+    out: dict[str, Any] = {"items": [group_entry_json(x0) for x0 in v.items]}
+    if v.next is not None:
+        out["next"] = v.next
+    return out
+
+
 # --- retention ------------------------------------------------------------
 
 
@@ -567,6 +586,24 @@ def taskboard_get_group(k: Kernel, a: Any) -> Any:
     return group_info_json(r)
 
 
+def taskboard_list_groups(k: Kernel, a: Any) -> Any:
+    """``taskboard.list-groups``."""
+    r = k.taskboard.list_groups(
+        opt(string, field(a, "after"), "after"),
+        u32(field(a, "limit"), "limit"),
+    )
+    return group_page_json(r)
+
+
+def taskboard_list_delayed(k: Kernel, a: Any) -> Any:
+    """``taskboard.list-delayed``."""
+    r = k.taskboard.list_delayed(
+        opt(string, field(a, "after"), "after"),
+        u32(field(a, "limit"), "limit"),
+    )
+    return task_page_json(r)
+
+
 def retention_prune(k: Kernel, a: Any) -> Any:
     """``retention.prune``."""
     r = k.retention.prune(u64(field(a, "before"), "before"), u32(field(a, "limit"), "limit"))
@@ -606,5 +643,7 @@ CALLS: dict[str, Callable[[Kernel, Any], Any]] = {
     "taskboard.revive": taskboard_revive,
     "taskboard.set-group-limit": taskboard_set_group_limit,
     "taskboard.get-group": taskboard_get_group,
+    "taskboard.list-groups": taskboard_list_groups,
+    "taskboard.list-delayed": taskboard_list_delayed,
     "retention.prune": retention_prune,
 }

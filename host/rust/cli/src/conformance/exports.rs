@@ -5,9 +5,10 @@
 use serde_json::{Map, Value};
 
 use gak::{
-    Acquired, Action, Completion, CompletionAnswer, CompletionResult, Error, GroupInfo, Kernel,
-    KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim, Resolution, Resolved,
-    RetrySafety, Snapshot, Status, StepDef, Task, TaskPage, TaskSeed, TaskState,
+    Acquired, Action, Completion, CompletionAnswer, CompletionResult, Error, GroupEntry, GroupInfo,
+    GroupPage, Kernel, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim,
+    Resolution, Resolved, RetrySafety, Snapshot, Status, StepDef, Task, TaskPage, TaskSeed,
+    TaskState,
 };
 
 /// A problem with the args themselves.
@@ -507,6 +508,28 @@ pub(super) fn write_task_page(x: TaskPage) -> Value {
     Value::Object(o)
 }
 
+pub(super) fn write_group_entry(x: GroupEntry) -> Value {
+    let mut o = Map::new();
+    o.insert("name".into(), Value::from(x.name));
+    if let Some(v) = x.limit {
+        o.insert("limit".into(), Value::from(v));
+    }
+    o.insert("live".into(), Value::from(x.live));
+    Value::Object(o)
+}
+
+pub(super) fn write_group_page(x: GroupPage) -> Value {
+    let mut o = Map::new();
+    o.insert(
+        "items".into(),
+        Value::Array(x.items.into_iter().map(write_group_entry).collect()),
+    );
+    if let Some(v) = x.next {
+        o.insert("next".into(), Value::from(v));
+    }
+    Value::Object(o)
+}
+
 /// Run the exported function `name` with the vector's `args`; `None`
 /// when the contract exports no such function.
 pub(super) async fn call(
@@ -768,6 +791,24 @@ pub(super) async fn call(
                 .get_group(&group)
                 .await
                 .map(write_group_info)
+        }
+        "taskboard.list-groups" => {
+            let after = read_option(field(args, "after"), "after", read_string)?;
+            let limit = read_u32(field(args, "limit"), "limit")?;
+            kernel
+                .taskboard()
+                .list_groups(after.as_deref(), limit)
+                .await
+                .map(write_group_page)
+        }
+        "taskboard.list-delayed" => {
+            let after = read_option(field(args, "after"), "after", read_string)?;
+            let limit = read_u32(field(args, "limit"), "limit")?;
+            kernel
+                .taskboard()
+                .list_delayed(after.as_deref(), limit)
+                .await
+                .map(write_task_page)
         }
         "retention.prune" => {
             let before = read_u64(field(args, "before"), "before")?;
