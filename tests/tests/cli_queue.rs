@@ -398,3 +398,51 @@ fn groups_show_limit_and_remove() {
         assert_eq!(ran.code, 2, "gak {}: {}", args.join(" "), ran.all());
     }
 }
+
+#[test]
+fn groups_list_and_delayed_tasks_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut op = Operator::new(&sqlite(dir.path()), dir.path());
+    let far = 4_000_000_000_000u64;
+    let board = format!(
+        r#"[{{"id": "m1", "group": "mail"}}, {{"id": "s1", "group": "sms"}},
+            {{"id": "later", "not-before": {far}}}, {{"id": "sooner", "not-before": {}}}]"#,
+        far - 1
+    );
+    op.run_with(&["tasks", "seed", "-"], &[], Some(&board))
+        .expect_code(0);
+    op.json(&["groups", "limit", "mail", "2"]);
+    op.json(&["tasks", "claim", "s1", "--agent", "w", "--ttl", "1m"]);
+
+    let page = op.json(&["groups", "list"]);
+    assert_fields("groups list", &page, doc::PAGE);
+    for item in page["items"].as_array().unwrap() {
+        assert_fields("groups list items", item, doc::GROUP);
+    }
+    assert_eq!(
+        page,
+        json!({"items": [
+            {"group": "mail", "limit": 2, "live": 0},
+            {"group": "sms", "limit": null, "live": 1}
+        ], "next": null})
+    );
+    let first = op.json(&["groups", "list", "--limit", "1"]);
+    assert_eq!(first["next"], "mail");
+    let rest = op.json(&["groups", "list", "--after", "mail"]);
+    assert_eq!(rest["items"][0]["group"], "sms");
+    let table = words(&op.run(&["groups", "list"]));
+    assert_eq!(table[0], ["GROUP", "LIMIT", "LIVE"]);
+    assert_eq!(table[1], ["mail", "2", "0"]);
+    assert_eq!(table[2], ["sms", "-", "1"]);
+
+    let delayed = op.json(&["tasks", "delayed", "--limit", "1"]);
+    assert_fields("tasks delayed", &delayed, doc::PAGE);
+    assert_eq!(ids(&delayed), ["sooner"]);
+    let next = delayed["next"].as_str().unwrap().to_owned();
+    let rest = op.json(&["tasks", "delayed", "--after", &next]);
+    assert_eq!(ids(&rest), ["later"]);
+    assert!(rest["next"].is_null());
+    let bad = op.run(&["tasks", "delayed", "--after", "m1", "--json"]);
+    bad.expect_code(1);
+    assert_error(&bad, "invalid-input");
+}

@@ -74,6 +74,9 @@ pub enum Command {
     /// Drain N trivial jobs with W threads and print jobs/s: gak's rows in bench/peers/run.mjs.
     #[command(hide = true)]
     Drain(DrainArgs),
+    /// The operator console in a browser: the board, dead tasks, groups, keys, runs and retention, with their actions.
+    #[command(long_about = SERVE_HELP)]
+    Serve(ServeArgs),
 }
 
 /// The store an operator command acts on, and how to print.
@@ -135,6 +138,17 @@ pub enum Tasks {
         limit: u32,
         /// Start after this id (the `next` cursor of the previous page).
         #[arg(long, value_name = "ID")]
+        after: Option<String>,
+    },
+    /// One page of the tasks waiting for their not-before (delayed, or backing off after a failure), by due time; never a token.
+    Delayed {
+        #[command(flatten)]
+        target: Target,
+        /// At most this many tasks (1-1000).
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// Start after this cursor (the `next` of the previous page).
+        #[arg(long, value_name = "CURSOR")]
         after: Option<String>,
     },
     /// One task by id, without its token.
@@ -218,6 +232,17 @@ pub enum Groups {
     },
     /// Allow at most LIMIT live claims in a group (1-100000), or remove its limit; revokes no claim.
     Limit(GroupLimitArgs),
+    /// One page of the groups the board knows (a limit, a claim or a ready task), by name, with their limits and live claims.
+    List {
+        #[command(flatten)]
+        target: Target,
+        /// At most this many groups (1-1000).
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        /// Start after this group (the `next` cursor of the previous page).
+        #[arg(long, value_name = "GROUP")]
+        after: Option<String>,
+    },
 }
 
 /// `gak groups limit`: exactly one of LIMIT and `--remove`.
@@ -547,4 +572,39 @@ pub struct DrainArgs {
     /// Print one JSON object (the peers harness's row) instead of a sentence.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `gak serve --help`.
+const SERVE_HELP: &str = "\
+The operator console in a browser: the board by state (paged), a task's page, dead tasks and
+their revive, groups and their limits, side-effect keys (in flight, uncertain) and their
+resolution, a run's snapshot and resume plan, and a prune with its dry run. Every read and
+every action goes through the kernel component, as the CLI's commands do; /api/... answers the
+CLI's --json shapes.
+
+Safe by default: it listens on 127.0.0.1:7475 and refuses an address other than loopback
+without --token or --token-file (then every request needs the token: an Authorization: Bearer
+header, or the cookie the /login form sets). Every action is a POST carrying the page's CSRF
+token; no task token, lease holder, reconcile claim or store password is ever shown.";
+
+/// `gak serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The store: memory:, sqlite:PATH, postgres://USER@HOST:PORT/DB?schema=NAME.
+    #[arg(long, env = "GAK_STORE", hide_env_values = true, value_name = "URL")]
+    pub store: String,
+    /// Address and port to listen on (port 0: any free port; the first line printed names it).
+    #[arg(long, default_value = "127.0.0.1:7475", value_name = "ADDR")]
+    pub listen: String,
+    /// A bearer token every request must carry (required off loopback).
+    #[arg(
+        long,
+        env = "GAK_SERVE_TOKEN",
+        hide_env_values = true,
+        conflicts_with = "token_file"
+    )]
+    pub token: Option<String>,
+    /// A file holding the bearer token (its first line).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
 }

@@ -1,5 +1,5 @@
 //! `gak groups …`: per-group limits on live claims, through the component's
-//! `set-group-limit` and `get-group` calls.
+//! `set-group-limit`, `get-group` and `list-groups` calls.
 use super::args::{GroupLimitArgs, Groups};
 use super::failure::{Failure, Outcome};
 use super::output::{self, Style};
@@ -16,6 +16,24 @@ pub fn run(command: Groups) -> Outcome {
                 .get_group(&group)
                 .map_err(Failure::on(&kernel, format!("group {group}")))?;
             show(&style, &group, Some(info.limit), Some(info.live));
+            Ok(())
+        }
+        Groups::List {
+            target,
+            limit,
+            after,
+        } => {
+            let style = Style::detect(target.json);
+            let kernel = store::open(&target.store, Create::Refused)?;
+            let page = kernel
+                .taskboard()
+                .list_groups(after.as_deref(), limit)
+                .map_err(Failure::on(&kernel, "the groups"))?;
+            style.print_page(
+                || output::group_page_json(&page),
+                || output::group_rows(&page.items),
+                page.next.as_deref(),
+            );
             Ok(())
         }
         Groups::Limit(GroupLimitArgs {

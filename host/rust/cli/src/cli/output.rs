@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 
 use serde_json::{Value, json};
 
-use gak::{KeyInfo, KeyPage, Outcome, Snapshot, Task, TaskPage};
+use gak::{GroupEntry, GroupPage, KeyInfo, KeyPage, Outcome, Snapshot, Task, TaskPage};
 
 use super::time;
 
@@ -344,6 +344,32 @@ pub fn group_fields(group: &str, limit: Option<u32>, live: Option<u32>) -> Strin
         ("limit", num(limit)),
         ("live", num(live)),
     ])
+}
+
+/// A page of groups as JSON: `{items: [{group, limit, live}], next}`, each
+/// item in `group_json`'s shape.
+pub fn group_page_json(page: &GroupPage) -> Value {
+    let items: Vec<Value> = page
+        .items
+        .iter()
+        .map(|g| group_json(&g.name, g.limit, Some(g.live)))
+        .collect();
+    json!({ "items": items, "next": page.next })
+}
+
+/// A page of groups as a table: GROUP, LIMIT (`-`: none), LIVE.
+pub fn group_rows(groups: &[GroupEntry]) -> String {
+    let rows: Vec<Vec<Cell>> = groups
+        .iter()
+        .map(|g| {
+            vec![
+                Cell::new(&g.name),
+                Cell::new(g.limit.map_or("-".into(), |n| n.to_string())),
+                Cell::new(g.live.to_string()),
+            ]
+        })
+        .collect();
+    table(&["GROUP", "LIMIT", "LIVE"], &rows)
 }
 
 /// A key as JSON (key-info never carries a holder or claim).

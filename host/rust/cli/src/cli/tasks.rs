@@ -36,6 +36,24 @@ pub fn run(command: Tasks) -> Outcome {
             );
             Ok(())
         }
+        Tasks::Delayed {
+            target,
+            limit,
+            after,
+        } => {
+            let style = Style::detect(target.json);
+            let kernel = store::open(&target.store, Create::Refused)?;
+            let page = kernel
+                .taskboard()
+                .list_delayed(after.as_deref(), limit)
+                .map_err(Failure::on(&kernel, "the delayed tasks"))?;
+            style.print_page(
+                || output::task_page_json(&page),
+                || output::task_rows(&style, &page.items, time::now_ms()),
+                page.next.as_deref(),
+            );
+            Ok(())
+        }
         Tasks::Show { target, id } => {
             let style = Style::detect(target.json);
             let kernel = store::open(&target.store, Create::Refused)?;
