@@ -10,6 +10,7 @@ use gak_cli::conformance::{self, Report, Target};
 pub mod broken;
 pub mod cenv;
 pub mod cli;
+pub mod console;
 pub mod counting;
 pub mod faulty;
 pub mod goenv;

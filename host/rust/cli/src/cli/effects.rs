@@ -128,7 +128,7 @@ fn key_info(kernel: &Kernel, key: &str) -> Result<KeyInfo, Failure> {
 
 /// The action as the key recorded it. The kernel decides on the key alone
 /// (and the recorded retry safety), so the operator need not retype it.
-fn action_of(info: &KeyInfo) -> Action {
+pub(super) fn action_of(info: &KeyInfo) -> Action {
     Action {
         key: info.key.clone(),
         resource: info.resource.clone(),

@@ -18,6 +18,7 @@ mod output;
 mod progress;
 mod prune;
 mod runs;
+mod serve;
 mod store;
 mod tasks;
 mod time;
@@ -55,6 +56,7 @@ pub fn main() -> ExitCode {
         Command::Component(a) => component::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Drain(a) => drain::run_drain(a),
+        Command::Serve(a) => serve::run(a),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -90,6 +92,7 @@ fn wants_json(command: &Command) -> bool {
     match command {
         Command::Tasks(
             Tasks::List { target, .. }
+            | Tasks::Delayed { target, .. }
             | Tasks::Show { target, .. }
             | Tasks::Seed { target, .. }
             | Tasks::Claim { target, .. }
@@ -99,7 +102,7 @@ fn wants_json(command: &Command) -> bool {
             | Tasks::Renew { target, .. }
             | Tasks::Revive { target, .. },
         )
-        | Command::Groups(Groups::Show { target, .. })
+        | Command::Groups(Groups::Show { target, .. } | Groups::List { target, .. })
         | Command::Effects(
             Effects::List { target, .. }
             | Effects::Show { target, .. }
@@ -110,6 +113,7 @@ fn wants_json(command: &Command) -> bool {
         Command::Groups(Groups::Limit(a)) => a.target.json,
         Command::Prune(a) => a.target.json,
         Command::Drain(a) => a.json,
+        Command::Serve(_) => false,
         Command::Demo(_) | Command::Conformance(_) | Command::Component(_) | Command::Bench(_) => {
             false
         }
@@ -128,5 +132,6 @@ fn command_name(command: &Command) -> &'static str {
         Command::Component(_) => "component",
         Command::Bench(_) => "bench",
         Command::Drain(_) => "drain",
+        Command::Serve(_) => "serve",
     }
 }

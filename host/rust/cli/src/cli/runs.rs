@@ -142,7 +142,7 @@ fn list(items: &[String]) -> String {
 /// which records are untrusted; this only names, for each, the step file's
 /// facts behind it: an id the step file does not declare, or dependencies
 /// that are not in the trusted (skipped) set.
-fn explain_untrusted(plan: &Plan, steps: &[StepDef]) -> Vec<(String, String)> {
+pub(super) fn explain_untrusted(plan: &Plan, steps: &[StepDef]) -> Vec<(String, String)> {
     let trusted: BTreeSet<&str> = plan.skip.iter().map(String::as_str).collect();
     plan.untrusted
         .iter()
@@ -169,6 +169,12 @@ fn explain_untrusted(plan: &Plan, steps: &[StepDef]) -> Vec<(String, String)> {
 }
 
 fn read_steps(file: &std::path::Path) -> Result<Vec<StepDef>, Failure> {
+    let (name, text) = read_input(file)?;
+    parse_steps(&name, &text)
+}
+
+/// A step list: a JSON array of `{id, depends-on?}` in declaration order.
+pub(super) fn parse_steps(name: &str, text: &str) -> Result<Vec<StepDef>, Failure> {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields, rename_all = "kebab-case")]
     struct Entry {
@@ -176,8 +182,7 @@ fn read_steps(file: &std::path::Path) -> Result<Vec<StepDef>, Failure> {
         #[serde(default)]
         depends_on: Vec<String>,
     }
-    let (name, text) = read_input(file)?;
-    let entries: Vec<Entry> = serde_json::from_str(&text).map_err(|e| {
+    let entries: Vec<Entry> = serde_json::from_str(text).map_err(|e| {
         Failure::Usage(format!(
             "{name} is not a JSON array of {{id, depends-on?}}: {e}"
         ))
