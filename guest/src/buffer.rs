@@ -16,7 +16,7 @@ use crate::{StoreFault, Table, Txn};
 
 /// The store crossing's records (WIT `store.range`, `reads`, `answers`,
 /// `change`), generated from the WIT.
-pub use crate::contract::store::{Answers, Change, Range, Reads};
+pub use crate::contract::store::{Answers, Change, Probe, Range, Reads};
 
 /// What the store import offers one call.
 pub trait Store {
@@ -24,6 +24,17 @@ pub trait Store {
     fn read(&mut self, reads: Reads) -> Result<Answers, StoreFault>;
     /// The call's write set (every key once), in one crossing.
     fn write(&mut self, changes: Vec<Change>) -> Result<(), StoreFault>;
+    /// Point reads that pass over keys an overlapping transaction holds
+    /// (WIT `store.try-read`), in one crossing. By default every key is
+    /// read as [`Store::read`] reads it: a store whose transactions exclude
+    /// each other never holds one.
+    fn try_read(&mut self, keys: Vec<(Table, String)>) -> Result<Vec<Probe>, StoreFault> {
+        let answers = self.read(Reads {
+            keys,
+            ..Reads::default()
+        })?;
+        Ok(answers.values.into_iter().map(Probe::Found).collect())
+    }
 }
 
 impl<S: Store + ?Sized> Store for &mut S {
@@ -32,6 +43,9 @@ impl<S: Store + ?Sized> Store for &mut S {
     }
     fn write(&mut self, changes: Vec<Change>) -> Result<(), StoreFault> {
         (**self).write(changes)
+    }
+    fn try_read(&mut self, keys: Vec<(Table, String)>) -> Result<Vec<Probe>, StoreFault> {
+        (**self).try_read(keys)
     }
 }
 
@@ -267,6 +281,54 @@ impl<S: Store> Txn for Buffered<S> {
         scans: &[crate::txn::Scan<'_>],
     ) -> Result<Vec<Vec<(String, String)>>, StoreFault> {
         Ok(Txn::read(self, &[], scans)?.1)
+    }
+
+    fn try_get_many(
+        &mut self,
+        keys: &[(Table, &str)],
+    ) -> Result<Vec<Option<Option<String>>>, StoreFault> {
+        if self.now.is_none() || self.want_entropy > 0 {
+            // The clock and the entropy come with a call's first read, which
+            // a probe does not bring: read (and wait) instead.
+            return Ok(Txn::read(self, keys, &[])?
+                .0
+                .into_iter()
+                .map(Some)
+                .collect());
+        }
+        // Keys this call wrote are its own; the others are probed.
+        let mut found: Vec<Option<Option<String>>> = keys
+            .iter()
+            .map(|(t, k)| self.writes.get(*t, k).map(|v| Some(v.map(str::to_owned))))
+            .map(|own| own.unwrap_or(None))
+            .collect();
+        let probed: Vec<usize> = keys
+            .iter()
+            .enumerate()
+            .filter(|(_, (t, k))| self.writes.get(*t, k).is_none())
+            .map(|(i, _)| i)
+            .collect();
+        if probed.is_empty() {
+            return Ok(found);
+        }
+        let wanted: Vec<(Table, String)> = probed
+            .iter()
+            .map(|&i| (keys[i].0, keys[i].1.to_owned()))
+            .collect();
+        self.crossings += 1;
+        let probes = self.store.try_read(wanted)?;
+        if probes.len() != probed.len() {
+            return Err(StoreFault::Failure(
+                "the store answered a different number of probes than asked".into(),
+            ));
+        }
+        for (i, probe) in probed.into_iter().zip(probes) {
+            found[i] = match probe {
+                Probe::Held => None,
+                Probe::Found(value) => Some(value),
+            };
+        }
+        Ok(found)
     }
 
     fn read(

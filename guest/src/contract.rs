@@ -258,6 +258,16 @@ pub(crate) mod store {
         pub entropy: Vec<u8>,
     }
 
+    /// What `try-read` found at one key.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub enum Probe {
+        /// An overlapping transaction holds the key at this moment: it was
+        /// neither read nor locked, and the call passes over it (SPEC 10).
+        Held,
+        /// The key, locked as `read` locks it, and its value (none: no row).
+        Found(Option<String>),
+    }
+
     /// One entry of a write set: `some(value)` inserts or overwrites the key,
     /// `none` removes it if present.
     #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

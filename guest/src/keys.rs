@@ -223,17 +223,6 @@ pub fn parse_held<'a>(prefix: &str, key: &'a str) -> Option<(u64, &'a str)> {
 /// The board-wide record in `meta`.
 pub const BOARD: &str = "taskboard";
 
-/// The claimers' turn in `meta`: never written, only read by key, so the
-/// store serializes every `claim-next` / `claim-batch` walk against the
-/// others (one walker at a time; completions, releases and the rest do
-/// not take it). On a store whose range reads are snapshots taken when
-/// they run (PostgreSQL under READ COMMITTED), the walk's first pages are
-/// read after the turn is granted, so they include everything the
-/// previous walker committed: without it, a walker that waited on a task
-/// record another walker had just moved could judge a stale page and pass
-/// over tasks nobody held.
-pub const CLAIMERS: &str = "claimers";
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -32,7 +32,7 @@ pub mod taskboard;
 pub mod testing;
 mod txn;
 
-pub use contract::store::{StoreFault, Table};
+pub use contract::store::{Probe, StoreFault, Table};
 pub use contract::*;
 pub use error::StorageError;
 pub use txn::{Scan, Txn};

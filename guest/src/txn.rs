@@ -66,6 +66,17 @@ pub trait Txn {
         let values = read_many(self, keys)?;
         Ok((values, self.scan_many(ranges)?))
     }
+    /// Point reads that pass over keys an overlapping transaction holds at
+    /// this moment (SPEC 10's skip-locked claiming): `None` for such a key
+    /// (not read, not locked), else its value, read and locked as
+    /// [`Txn::get_many`] does. A store whose transactions exclude each
+    /// other never holds one (the default).
+    fn try_get_many(
+        &mut self,
+        keys: &[(Table, &str)],
+    ) -> Result<Vec<Option<Option<String>>>, StoreFault> {
+        Ok(read_many(self, keys)?.into_iter().map(Some).collect())
+    }
     /// Milliseconds since the Unix epoch, judged by the store side's clock:
     /// one instant per call, read after the call's first reads.
     fn now(&mut self) -> Result<u64, StoreFault>;

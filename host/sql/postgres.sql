@@ -1,4 +1,4 @@
--- gak's PostgreSQL schema and its two functions, shared by every host that
+-- gak's PostgreSQL schema and its three functions, shared by every host that
 -- binds PostgreSQL (Rust `host/rust/src/store/postgres`, Python
 -- `host/python/src/gak/stores/postgres.py`; see `host/HOSTS.md`).
 --
@@ -67,6 +67,43 @@ BEGIN
     found := found || ((extract(epoch FROM clock_timestamp()) * 1000)::int8)::text;
   END IF;
   RETURN found;
+END
+$fn$;
+
+-- Probe keys of any tables, in one statement (store.try-read, SPEC 10's
+-- skip-locked claiming): for each key, try its advisory lock (the same id
+-- gak_read_v1 locks) without waiting; a key whose lock another transaction
+-- holds is answered held (and neither read nor locked), the others are
+-- locked and read as gak_read_v1 reads them. A lock this transaction holds
+-- already is granted again. Answers one element per key in each array, in
+-- order (vals: NULL for no row, or for a held key).
+CREATE OR REPLACE FUNCTION "@schema@".gak_try_read_v1(tables text[], keys text[], OUT held boolean[], OUT vals text[])
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+  v text;
+BEGIN
+  held := '{}';
+  vals := '{}';
+  FOR i IN 1 .. coalesce(array_length(keys, 1), 0) LOOP
+    IF NOT pg_try_advisory_xact_lock(hashtextextended('@schema@/' || tables[i] || '/' || keys[i], 0)) THEN
+      held := held || true;
+      vals := vals || NULL::text;
+      CONTINUE;
+    END IF;
+    CASE tables[i]
+      WHEN 'snapshots' THEN SELECT value::text INTO v FROM "@schema@"."snapshots" WHERE key = keys[i];
+      WHEN 'outcomes' THEN SELECT value::text INTO v FROM "@schema@"."outcomes" WHERE key = keys[i];
+      WHEN 'actions' THEN SELECT value::text INTO v FROM "@schema@"."actions" WHERE key = keys[i];
+      WHEN 'resources' THEN SELECT value::text INTO v FROM "@schema@"."resources" WHERE key = keys[i];
+      WHEN 'sinks' THEN SELECT value::text INTO v FROM "@schema@"."sinks" WHERE key = keys[i];
+      WHEN 'tasks' THEN SELECT value::text INTO v FROM "@schema@"."tasks" WHERE key = keys[i];
+      WHEN 'indexes' THEN SELECT value::text INTO v FROM "@schema@"."indexes" WHERE key = keys[i];
+      WHEN 'meta' THEN SELECT value::text INTO v FROM "@schema@"."meta" WHERE key = keys[i];
+      WHEN 'downstream' THEN SELECT value INTO v FROM "@schema@"."downstream" WHERE key = keys[i];
+    END CASE;
+    held := held || false;
+    vals := vals || v;
+  END LOOP;
 END
 $fn$;
 

@@ -307,6 +307,14 @@ pub fn answers_in(x: store::Answers) -> rules::buffer::Answers {
     }
 }
 
+/// WIT `store.probe`, into the component.
+pub fn probe_in(x: store::Probe) -> rules::Probe {
+    match x {
+        store::Probe::Held => rules::Probe::Held,
+        store::Probe::Found(p) => rules::Probe::Found(p),
+    }
+}
+
 /// WIT `store.change`, out of the component.
 pub fn change_out(x: rules::buffer::Change) -> store::Change {
     store::Change {

@@ -38,6 +38,19 @@ impl Store for Host {
         let changes: Vec<store::Change> = changes.into_iter().map(convert::change_out).collect();
         store::write(&changes).map_err(convert::store_error_in)
     }
+
+    fn try_read(
+        &mut self,
+        keys: Vec<(rules::Table, String)>,
+    ) -> Result<Vec<rules::buffer::Probe>, rules::StoreFault> {
+        let keys: Vec<(store::Table, String)> = keys
+            .into_iter()
+            .map(|(t, k)| (convert::table_out(t), k))
+            .collect();
+        store::try_read(&keys)
+            .map(|probes| probes.into_iter().map(convert::probe_in).collect())
+            .map_err(convert::store_error_in)
+    }
 }
 
 /// Run one exported call that mints `tokens` capabilities: the rules, then

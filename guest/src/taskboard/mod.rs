@@ -465,12 +465,12 @@ pub fn claim_batch(
     input::ttl(ttl)?;
     input::limit(limit)?;
     let page = (limit + 8).min(input::MAX_PAGE);
-    // One crossing: the claimers' turn (read by key: the store holds it
-    // until the call ends, and answers the pages after it is granted),
-    // then the expired claims, the due delays and the head of every claim
-    // queue, with the clock read after the turn.
+    // One crossing: the expired claims, the due delays and the head of
+    // every claim queue, with the clock. Walks do not wait for each other:
+    // each reads its candidates with probes that pass over the tasks an
+    // overlapping call holds (SPEC 10's skip-locked claiming).
     let (_, mut first) = tx.read(
-        &[(Table::Meta, keys::CLAIMERS)],
+        &[],
         &[
             Scan {
                 table: Table::Indexes,
@@ -542,22 +542,35 @@ pub fn claim_batch(
                 .into_iter()
                 .filter(|(_, e)| e.claimable(now))
                 .collect();
-            // Read the candidates' records only as many at a time as the
+            // Probe the candidates' records only as many at a time as the
             // call still needs: a record read by key is locked (or
             // conflict-checked) by the store, and a claimer must not hold
-            // tasks it will not take.
+            // tasks it will not take. A record an overlapping call holds is
+            // passed over, not waited for (SPEC 10): that call is taking it,
+            // putting it back, or rolling back.
             let mut at = 0;
             while at < candidates.len() {
                 let need = limit as usize - granted.len();
-                let chunk = &candidates[at..candidates.len().min(at + need)];
+                // A grouped candidate ends its chunk: granting it (or
+                // finding it moved) walks again from the first queue, and
+                // the candidates probed after it would stay held, untaken.
+                let end = candidates[at..]
+                    .iter()
+                    .take(need)
+                    .position(|(_, e)| e.group.is_some())
+                    .map_or(need, |i| i + 1);
+                let chunk = &candidates[at..candidates.len().min(at + end)];
                 at += chunk.len();
                 let wanted: Vec<(Table, &str)> = chunk
                     .iter()
                     .map(|(_, e)| (Table::Tasks, e.id.as_str()))
                     .collect();
-                let records = read_many(tx, &wanted)?;
+                let records = tx.try_get_many(&wanted)?;
                 for ((key, entry), value) in chunk.iter().zip(records) {
                     after = Some(key.clone());
+                    let Some(value) = value else {
+                        continue; // held by an overlapping call: passed over
+                    };
                     let Some(record) = value.as_deref().map(decode_task).transpose()? else {
                         continue;
                     };
@@ -725,6 +738,12 @@ fn requeue(
                     None => *key == keys::claimed(record.until.unwrap_or(0), record.seq),
                 };
             if !current {
+                // Moved by a call that held it while this one waited (a
+                // concurrent walk put it back, or claimed it): the pages
+                // read before are older than that call's commit. Read the
+                // claim order afresh, so what it put back is not passed
+                // over.
+                moved = true;
                 continue;
             }
             // Its place in the claim order; a claim stays as it is

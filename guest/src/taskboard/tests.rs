@@ -1088,11 +1088,11 @@ impl<F: FnMut(&mut MemTxn)> Txn for Interleaved<'_, F> {
     }
 }
 
-/// A claim walk begins with the claimers' turn, read by key in the same
-/// crossing as (and so before) its first pages: the store serializes the
-/// walks, and a page is never older than the walk before it.
+/// A claim walk waits for no other walk: its first crossing reads no key
+/// (only the expired claims, the due delays and the queues' heads), and it
+/// reads its candidates with probes that pass over held tasks.
 #[test]
-fn a_claim_walk_takes_the_claimers_turn_with_its_first_pages() {
+fn a_claim_walk_reads_no_key_with_its_first_pages() {
     let mut tx = MemTxn::default();
     seed(&mut tx, &[TaskSeed::new("a")]).unwrap();
     let mut walk = Interleaved {
@@ -1103,7 +1103,7 @@ fn a_claim_walk_takes_the_claimers_turn_with_its_first_pages() {
     };
     assert_eq!(ids(&claim_batch(&mut walk, "w", 10, 5).unwrap()), ["a"]);
     let (keys, ranges) = &walk.reads[0];
-    assert_eq!(keys, &[(Table::Meta, keys::CLAIMERS.to_owned())]);
+    assert!(keys.is_empty(), "{keys:?}");
     assert_eq!(
         ranges,
         &[
@@ -1114,16 +1114,117 @@ fn a_claim_walk_takes_the_claimers_turn_with_its_first_pages() {
             keys::LOWER
         ]
     );
-    // `claim-next` is the same walk.
-    seed(&mut tx, &[TaskSeed::new("b")]).unwrap();
-    let mut walk = Interleaved {
+}
+
+/// A store that answers some tasks held by an overlapping call.
+struct Holding<'a> {
+    tx: &'a mut MemTxn,
+    held: Vec<&'static str>,
+    probed: Vec<String>,
+}
+
+impl Txn for Holding<'_> {
+    fn get(&mut self, t: Table, k: &str) -> Result<Option<String>, crate::StoreFault> {
+        assert!(
+            t != Table::Tasks || !self.held.contains(&k),
+            "waited for held task {k}"
+        );
+        self.tx.get(t, k)
+    }
+    fn try_get_many(
+        &mut self,
+        keys: &[(Table, &str)],
+    ) -> Result<Vec<Option<Option<String>>>, crate::StoreFault> {
+        keys.iter()
+            .map(|(t, k)| {
+                self.probed.push((*k).to_owned());
+                if *t == Table::Tasks && self.held.contains(k) {
+                    Ok(None)
+                } else {
+                    self.tx.get(*t, k).map(Some)
+                }
+            })
+            .collect()
+    }
+    fn put(&mut self, t: Table, k: &str, v: &str) -> Result<(), crate::StoreFault> {
+        self.tx.put(t, k, v)
+    }
+    fn delete(&mut self, t: Table, k: &str) -> Result<(), crate::StoreFault> {
+        self.tx.delete(t, k)
+    }
+    fn scan(
+        &mut self,
+        t: Table,
+        p: &str,
+        a: Option<&str>,
+        l: u32,
+    ) -> Result<Vec<(String, String)>, crate::StoreFault> {
+        self.tx.scan(t, p, a, l)
+    }
+    fn now(&mut self) -> Result<u64, crate::StoreFault> {
+        self.tx.now()
+    }
+    fn random128(&mut self) -> Result<u128, crate::StoreFault> {
+        self.tx.random128()
+    }
+}
+
+/// SPEC 10's skip-locked claiming: a task an overlapping call holds is
+/// passed over, never waited for, and keeps its place; the walk takes the
+/// free tasks after it in claim order, as many as asked.
+#[test]
+fn a_walk_passes_over_held_tasks_and_keeps_their_places() {
+    let mut tx = MemTxn::default();
+    let seeds: Vec<TaskSeed> = ["a", "b", "c", "d"].map(TaskSeed::new).to_vec();
+    seed(&mut tx, &seeds).unwrap();
+    let mut walk = Holding {
         tx: &mut tx,
-        meanwhile: None::<fn(&mut MemTxn)>,
-        first_queue_reads: 0,
-        reads: Vec::new(),
+        held: vec!["a", "c"],
+        probed: Vec::new(),
     };
-    claim_next(&mut walk, "w", 10).unwrap().unwrap();
-    assert_eq!(walk.reads[0].0, [(Table::Meta, keys::CLAIMERS.to_owned())]);
+    assert_eq!(
+        ids(&claim_batch(&mut walk, "w", 10, 2).unwrap()),
+        ["b", "d"]
+    );
+    assert_eq!(walk.probed, ["a", "b", "c", "d"]);
+    let mut walk = Holding {
+        tx: &mut tx,
+        held: vec!["a", "c"],
+        probed: Vec::new(),
+    };
+    // Every ready task held: none, though `a` and `c` stand ready.
+    assert_eq!(claim_next(&mut walk, "w", 10).unwrap(), None);
+    walk.held = vec![];
+    // Free again: taken in claim order, the held ones first.
+    assert_eq!(
+        ids(&claim_batch(&mut walk, "w", 10, 5).unwrap()),
+        ["a", "c"]
+    );
+    assert_indexes_exact(&tx);
+}
+
+/// A walk never holds a task it will not take: a grouped candidate is
+/// probed alone (its grant walks again from the first queue), so the
+/// candidates after it are not locked and left untaken — an overlapping
+/// walk would have to pass over them.
+#[test]
+fn a_walk_probes_no_candidate_past_a_grouped_one() {
+    let mut tx = MemTxn::default();
+    let mut a = TaskSeed::new("a");
+    a.group = Some("g".into());
+    let mut b = TaskSeed::new("b");
+    b.group = Some("g".into());
+    seed(&mut tx, &[a, b, TaskSeed::new("c")]).unwrap();
+    let mut walk = Holding {
+        tx: &mut tx,
+        held: vec![],
+        probed: Vec::new(),
+    };
+    assert_eq!(
+        ids(&claim_batch(&mut walk, "w", 10, 2).unwrap()),
+        ["a", "b"]
+    );
+    assert_eq!(walk.probed, ["a", "b"]);
 }
 
 /// A task a walk meets late (a group's slot freed by a completion that

@@ -145,6 +145,29 @@ function readImport(host) {
   };
 }
 
+/**
+ * `store.try-read`: point reads that pass over held keys (SPEC 10). A
+ * binding without `tryRead` never holds a key: each is read as `read` does.
+ */
+function tryReadImport(host) {
+  return (keys) => {
+    crossings.read++;
+    const txn = host.txn;
+    if (!txn) return host.fault(new Error('no open transaction (a pure call touched the store)'));
+    try {
+      if (keys.length === 0) return [];
+      if (typeof txn.tryRead === 'function') {
+        return txn.tryRead(keys).map((p) => (p.held ? HELD : { tag: 'found', val: p.value ?? undefined }));
+      }
+      return txn.read(keys, NOTHING).values.map((value) => ({ tag: 'found', val: value ?? undefined }));
+    } catch (e) {
+      return host.fault(e);
+    }
+  };
+}
+
+const HELD = Object.freeze({ tag: 'held' });
+
 /** `store.write`: the call's whole write set, applied in its transaction. */
 function writeImport(host) {
   return (changes) => {
@@ -162,7 +185,7 @@ function writeImport(host) {
 
 function importObject(component, host) {
   const own = {
-    'gak:kernel/store': { read: readImport(host), write: writeImport(host) },
+    'gak:kernel/store': { read: readImport(host), tryRead: tryReadImport(host), write: writeImport(host) },
     ...wasiImports,
   };
   const imports = {};

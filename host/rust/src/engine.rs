@@ -381,6 +381,30 @@ impl store::Host for HostState {
         })
     }
 
+    async fn try_read(
+        &mut self,
+        keys: Vec<(store::Table, String)>,
+    ) -> Result<Vec<store::Probe>, store::StoreError> {
+        self.store_crossings += 1;
+        let keys: Vec<(&'static str, &str)> = keys
+            .iter()
+            .map(|(t, k)| (table_out(*t).name(), k.as_str()))
+            .collect();
+        let rows = if keys.is_empty() {
+            Ok(Vec::new())
+        } else {
+            self.session.try_get_many(&keys).await
+        };
+        let rows = self.fault(rows)?;
+        Ok(rows
+            .into_iter()
+            .map(|row| match row {
+                None => store::Probe::Held,
+                Some(value) => store::Probe::Found(value),
+            })
+            .collect())
+    }
+
     async fn write(&mut self, changes: Vec<store::Change>) -> Result<(), store::StoreError> {
         self.store_crossings += 1;
         let writes: Vec<Write<'_>> = changes

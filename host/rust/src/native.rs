@@ -10,8 +10,8 @@
 //! imports do.
 use std::sync::Arc;
 
-use gak_rules::buffer::{Answers, Buffered, Change, Reads, Store};
-use gak_rules::{Error, StoreFault};
+use gak_rules::buffer::{Answers, Buffered, Change, Probe, Reads, Store};
+use gak_rules::{Error, StoreFault, Table};
 
 use crate::clock::Clock;
 use crate::drive::run;
@@ -145,6 +145,17 @@ impl Store for NativeStore<'_> {
             now,
             entropy,
         })
+    }
+
+    fn try_read(&mut self, keys: Vec<(Table, String)>) -> Result<Vec<Probe>, StoreFault> {
+        let keys: Vec<(&'static str, &str)> =
+            keys.iter().map(|(t, k)| (t.name(), k.as_str())).collect();
+        let rows = run(self.session.try_get_many(&keys));
+        Ok(self
+            .track(rows)?
+            .into_iter()
+            .map(|row| row.map_or(Probe::Held, Probe::Found))
+            .collect())
     }
 
     fn write(&mut self, changes: Vec<Change>) -> Result<(), StoreFault> {

@@ -87,6 +87,7 @@ fn pass_over(e: &Event, held: &BTreeSet<String>) -> Option<PassOver> {
         (Op::ClaimNext { .. } | Op::ClaimBatch { .. }, Out::Tasks(ts)) => Some(PassOver {
             held: held.clone(),
             granted: ts.iter().map(|t| t.id.clone()).collect(),
+            kill_held: false,
         }),
         _ => None,
     }
@@ -141,29 +142,38 @@ fn dfs(
         if *steps > SEARCH_BUDGET {
             return Err("search budget exhausted".into());
         }
-        let mut next = st.clone();
-        next.model.pass_over = pass_over(e, &held[i]);
-        let want = next
-            .model
-            .apply(&instantiate(&e.op, &next.refs[e.thread], &FORGED_H));
-        next.model.pass_over = None;
-        if compare(&want, &e.out, &mut next.binder).is_err() {
-            continue;
+        let guide = pass_over(e, &held[i]);
+        // A claim that passed over held tasks may have met a used-up one
+        // unread or read it and turned it dead: both are tried.
+        let kills: &[bool] = match &guide {
+            Some(p) if !p.held.is_empty() => &[false, true],
+            _ => &[false],
+        };
+        for &kill_held in kills {
+            let mut next = st.clone();
+            next.model.pass_over = guide.clone().map(|p| PassOver { kill_held, ..p });
+            let want = next
+                .model
+                .apply(&instantiate(&e.op, &next.refs[e.thread], &FORGED_H));
+            next.model.pass_over = None;
+            if compare(&want, &e.out, &mut next.binder).is_err() {
+                continue;
+            }
+            next.refs[e.thread].absorb(&e.op, &want);
+            order.push(i);
+            if dfs(
+                &next,
+                events,
+                held,
+                finals,
+                remaining & !(1 << i),
+                order,
+                steps,
+            )? {
+                return Ok(true);
+            }
+            order.pop();
         }
-        next.refs[e.thread].absorb(&e.op, &want);
-        order.push(i);
-        if dfs(
-            &next,
-            events,
-            held,
-            finals,
-            remaining & !(1 << i),
-            order,
-            steps,
-        )? {
-            return Ok(true);
-        }
-        order.pop();
     }
     Ok(false)
 }

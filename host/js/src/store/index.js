@@ -15,6 +15,12 @@
 //                          limit} -> one [[key, value], ...] page each, in
 //                          UTF-8 byte order of the keys. Sees the
 //                          transaction's own writes.
+//   txn.tryRead(keys)      (WIT `store.try-read`, optional) -> one
+//                          {held: true} or {held: false, value} per key:
+//                          keys another transaction holds are passed over,
+//                          not waited for. A binding without it (memory,
+//                          SQLite: transactions exclude each other) has
+//                          every key read as `read` reads it.
 //   txn.write(changes)     (WIT `store.write`) the call's write set,
 //                          {table, key, value} with value undefined (or
 //                          null) for a delete, applied in the transaction.

@@ -248,6 +248,7 @@ function statementsOf(schema) {
   }
   return {
     read: { name: 'gak_read', text: `SELECT "${schema}".gak_read_v1($1::text[], $2::text[], $3)` },
+    tryRead: { name: 'gak_try_read', text: `SELECT held, vals FROM "${schema}".gak_try_read_v1($1::text[], $2::text[])` },
     write: { name: 'gak_write', text: `SELECT "${schema}".gak_write_v1($1::text[], $2::text[], $3::text[])` },
     range,
   };
@@ -515,6 +516,26 @@ class PostgresTxn {
     }
     const pages = results.slice(point ? 1 : 0).map((r) => r.rows);
     return { values, pages, now };
+  }
+
+  /**
+   * One `store.try-read`: point reads that pass over the keys another
+   * transaction holds (SPEC 10's skip-locked claiming); `{held: true}` for
+   * such a key, `{held: false, value}` for the others, read and locked as
+   * `read` does.
+   */
+  tryRead(keys) {
+    if (keys.length === 0) return [];
+    const [result] = this.#send([
+      { ...this.session.sql.tryRead, values: [keys.map(([t]) => checkedTable(t)), keys.map(([, k]) => k)] },
+    ]);
+    const row = result.rows[0] ?? [];
+    const held = [...(row[0] ?? [])];
+    const vals = [...(row[1] ?? [])];
+    if (held.length !== keys.length || vals.length !== keys.length) {
+      throw new StoreFailure(`gak_try_read_v1 answered ${vals.length} values for ${keys.length} keys`);
+    }
+    return held.map((h, i) => (h ? { held: true } : { held: false, value: vals[i] ?? undefined }));
   }
 
   write(changes) {

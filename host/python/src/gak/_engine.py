@@ -380,8 +380,19 @@ def _write(ctx: int, changes: list[tuple[str, str, Optional[str]]]) -> Any:
         return _failed(worker, e)
 
 
+def _try_read(ctx: int, keys: list[tuple[str, str]]) -> Any:
+    """``store.try-read``: point reads that pass over held keys."""
+    worker = _WORKERS[ctx]()
+    try:
+        found = worker.session.try_read(keys)
+    except Exception as e:  # noqa: BLE001
+        return _failed(worker, e)
+    return (True, [_HELD if held else ("found", value) for held, value in found])
+
+
+_HELD = ("held", None)
 _OK = _abi.OK_NONE
-_STORE_FUNCS = {"read": _read, "write": _write}
+_STORE_FUNCS = {"read": _read, "try-read": _try_read, "write": _write}
 
 
 # --- wasi:random, from the operating system -------------------------------

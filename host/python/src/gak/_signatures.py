@@ -21,6 +21,11 @@ SIGNATURES: dict[str, str] = {
         "pages: list<list<tuple<string, string>>>, now: option<u64>, entropy: list<u8>}, "
         "variant {conflict(string), failure(string)}>"
     ),
+    "store#try-read": (
+        "func(keys: list<tuple<enum {snapshots, outcomes, actions, resources, sinks, "
+        "tasks, indexes, meta}, string>>) -> result<list<variant {held, "
+        "found(option<string>)}>, variant {conflict(string), failure(string)}>"
+    ),
     "store#write": (
         "func(changes: list<record {table: enum {snapshots, outcomes, actions, "
         "resources, sinks, tasks, indexes, meta}, key: string, "

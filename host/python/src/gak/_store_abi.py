@@ -94,6 +94,24 @@ def _reads_val(at: int) -> Any:
 _PAIR_PAYLOAD = struct.Struct("<QQ8x").unpack_from
 
 
+def _list_tuple_table_string_val(at: int) -> Any:
+    """The ``list<tuple<table, string>>`` of the ``Val`` at ``at``."""
+    value_n, value_at = _PAIR_PAYLOAD(MEM, at + 8)
+    value = []
+    if value_n == 1:
+        e0_n, e0_at, e1_n, e1_at = _TUPLE_TABLE_STRING_VALS(MEM, MEMQ[(value_at >> 3) + 2])
+        value.append((_TABLE[(e0_n << 8) | MEM[e0_at]], TX[e1_n](MEM, e1_at)[0].decode()))
+    elif value_n:
+        for value_item_at in words(value_n)(MEM, value_at):
+            e0_n2, e0_at2, e1_n2, e1_at2 = _TUPLE_TABLE_STRING_VALS(MEM, value_item_at)
+            value_item = (
+                _TABLE[(e0_n2 << 8) | MEM[e0_at2]],
+                TX[e1_n2](MEM, e1_at2)[0].decode(),
+            )
+            value.append(value_item)
+    return value
+
+
 #: A ``change`` record's entries: each one's payload.
 _CHANGE_FIELDS = struct.Struct("<24xQQ8x24xQQ8x24xQ16x").unpack_from
 
@@ -639,6 +657,7 @@ def prepare_block(at: int) -> None:
 #: The lift of each import function's one argument (``interface#function``).
 LIFT_ARGS: dict[str, Callable[[int], Any]] = {
     "store#read": _reads_val,
+    "store#try-read": _list_tuple_table_string_val,
     "store#write": _list_change_val,
 }
 

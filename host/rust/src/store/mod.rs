@@ -140,6 +140,18 @@ pub trait Session: Send + 'static {
         &'a mut self,
         keys: &'a [(&'static str, &'a str)],
     ) -> StoreFuture<'a, Vec<Option<String>>>;
+    /// Point reads that pass over keys an overlapping transaction holds at
+    /// this moment (WIT `store.try-read`, SPEC 10's skip-locked claiming):
+    /// `None` for such a key (neither read nor locked, answered without
+    /// waiting), else its value, read and locked as [`Session::get_many`]
+    /// does. A binding whose transactions exclude each other (memory,
+    /// SQLite) never holds one: the default reads every key.
+    fn try_get_many<'a>(
+        &'a mut self,
+        keys: &'a [(&'static str, &'a str)],
+    ) -> StoreFuture<'a, Vec<Option<Option<String>>>> {
+        Box::pin(async move { Ok(self.get_many(keys).await?.into_iter().map(Some).collect()) })
+    }
     /// Apply a write set (every key at most once) inside the transaction,
     /// taking the locks a read of its keys would. A binding MAY defer the
     /// statements until the next read or the commit (PostgreSQL sends them

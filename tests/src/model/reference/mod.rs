@@ -58,6 +58,11 @@ pub enum Mutant {
 pub struct PassOver {
     pub held: std::collections::BTreeSet<String>,
     pub granted: Vec<String>,
+    /// A held task whose attempts are used up: read and turned dead (the
+    /// overlapping call had committed when this one met it), or passed
+    /// over unread (it held the task then). The answer does not tell
+    /// which: the checker tries both.
+    pub kill_held: bool,
 }
 
 #[derive(Clone, Debug)]

@@ -201,6 +201,21 @@ impl Model {
             if !self.ready(t) {
                 continue;
             }
+            // Held: the task itself, or — a grouped task's place in the
+            // claim order being its group's, changed only under the group's
+            // lock — a task of its group.
+            let held = self.pass_over.as_ref().is_some_and(|p| {
+                let group = &t.group;
+                let group_held = group.is_some()
+                    && p.held
+                        .iter()
+                        .any(|h| self.tasks.get(h).is_some_and(|o| o.group == *group));
+                p.held.contains(&id) || group_held || self.mutant == Some(Mutant::PassOverUnheld)
+            });
+            let kill_held = self.pass_over.as_ref().is_some_and(|p| p.kill_held);
+            if Self::exhausted(t) && held && !kill_held {
+                continue; // passed over unread
+            }
             if Self::exhausted(t) && self.mutant != Some(Mutant::BatchSkipsAttemptsBound) {
                 let t = self.tasks.get_mut(&id).expect("listed");
                 t.state = TaskState::Dead;
@@ -211,21 +226,11 @@ impl Model {
                 t.failed_by = None;
                 continue;
             }
-            if let Some(p) = &self.pass_over {
-                // Held: the task itself, or — a grouped task's place in the
-                // claim order being its group's, changed only under the
-                // group's lock — a task of its group.
-                let group = self.tasks[&id].group.clone();
-                let group_held = group.is_some()
-                    && p.held
-                        .iter()
-                        .any(|h| self.tasks.get(h).is_some_and(|o| o.group == group));
-                let held = p.held.contains(&id)
-                    || group_held
-                    || self.mutant == Some(Mutant::PassOverUnheld);
-                if held && !p.granted.contains(&id) {
-                    continue;
-                }
+            if let Some(p) = &self.pass_over
+                && held
+                && !p.granted.contains(&id)
+            {
+                continue;
             }
             let Out::Task(t) = self.grant(&id, agent, ttl) else {
                 unreachable!("a grant")

@@ -75,6 +75,15 @@ class Session(Protocol):
         ``clock``, the database's clock read after them, when the binding
         has one (else ``None``: the kernel's clock counts)."""
 
+    def try_read(self, keys: Sequence[Key]) -> list[tuple[bool, Optional[str]]]:
+        """Point reads that pass over keys an overlapping transaction holds
+        at this moment (WIT ``store.try-read``, SPEC 10's skip-locked
+        claiming): ``(True, None)`` for such a key (neither read nor
+        locked, answered without waiting), else ``(False, value)``, read
+        and locked as :meth:`read` does. A binding whose transactions
+        exclude each other (memory, SQLite) never holds one
+        (:meth:`Helpers.try_read`)."""
+
     def write(self, changes: Sequence[Change]) -> None:
         """Apply a write set (every key at most once) inside the
         transaction, taking the locks a read of its keys would. A binding
@@ -125,6 +134,11 @@ class Helpers:
 
     def write(self, changes: Sequence[Change]) -> None:
         raise NotImplementedError
+
+    def try_read(self, keys: Sequence[Key]) -> list[tuple[bool, Optional[str]]]:
+        """Every key read (and locked) as :meth:`read` reads it: a binding
+        whose transactions exclude each other never meets a held key."""
+        return [(False, v) for v in self.read(keys, ())[0]]
 
     def get(self, table: str, key: str) -> Optional[str]:
         """Read a key."""

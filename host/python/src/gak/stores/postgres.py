@@ -230,6 +230,7 @@ class PostgresSession(Helpers):
         self.round_trips = 0
         s = backend.schema
         self._read_sql = f'SELECT "{s}".gak_read_v1(%s::text[], %s::text[], %s)'
+        self._try_read_sql = f'SELECT held, vals FROM "{s}".gak_try_read_v1(%s::text[], %s::text[])'
         self._write_sql = f'SELECT "{s}".gak_write_v1(%s::text[], %s::text[], %s::text[])'
         upper = {True: 'AND key COLLATE "C" < %s', False: ""}
         self._range = {
@@ -386,6 +387,22 @@ class PostgresSession(Helpers):
         if len(values) != len(keys):
             raise StoreFailure(f"gak_read_v1 answered {len(values)} values for {len(keys)} keys")
         return values, pages, now
+
+    def try_read(self, keys: Sequence[Key]) -> list[tuple[bool, Optional[str]]]:
+        self._connection()
+        if not keys:
+            return []
+        tables = [checked_table(t) for t, _ in keys]
+        try:
+            cursors = self._send([(self._try_read_sql, (tables, [k for _, k in keys]))])
+            answer = cursors[0].fetchone()
+        except psycopg.Error as e:
+            raise self._check(e) from e
+        held = list(answer[0] or []) if answer is not None else []
+        vals = list(answer[1] or []) if answer is not None else []
+        if len(held) != len(keys) or len(vals) != len(keys):
+            raise StoreFailure(f"gak_try_read_v1 answered {len(vals)} values for {len(keys)} keys")
+        return [(bool(h), None if h else v) for h, v in zip(held, vals)]
 
     def write(self, changes: Sequence[Change]) -> None:
         self._connection()

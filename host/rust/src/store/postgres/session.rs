@@ -69,6 +69,8 @@ pub struct PostgresSession {
     xact: Option<i64>,
     /// A body's statement ended the transaction (another id after it).
     lost: bool,
+    /// The last probe's answer: which of its keys were held.
+    held: Vec<bool>,
 }
 
 /// The transaction's id; reading it assigns one (the call writes anyway).
@@ -83,6 +85,10 @@ enum Then<'a> {
     Read {
         keys: &'a [(&'static str, &'a str)],
         spans: &'a [Span<'a>],
+    },
+    /// Probe the keys (`gak_try_read_v1`): the held ones are passed over.
+    Probe {
+        keys: &'a [(&'static str, &'a str)],
     },
 }
 
@@ -148,6 +154,7 @@ impl PostgresSession {
             lent: false,
             xact: None,
             lost: false,
+            held: Vec::new(),
         }
     }
 
@@ -382,12 +389,20 @@ impl PostgresSession {
         };
         let (keys, spans): (&[(&'static str, &str)], &[Span<'_>]) = match &then {
             Then::Read { keys, spans } => (keys, spans),
+            Then::Probe { keys } => (keys, &[]),
             _ => (&[], &[]),
         };
+        let probe = matches!(then, Then::Probe { .. });
         let point = if keys.is_empty() {
             None
         } else {
-            let sql = format!("SELECT \"{schema}\".gak_read_v1($1::text[], $2::text[], false)");
+            let sql = if probe {
+                format!(
+                    "SELECT held, vals FROM \"{schema}\".gak_try_read_v1($1::text[], $2::text[])"
+                )
+            } else {
+                format!("SELECT \"{schema}\".gak_read_v1($1::text[], $2::text[], false)")
+            };
             let tables: Vec<&str> = keys.iter().map(|(t, _)| *t).collect();
             let names: Vec<&str> = keys.iter().map(|(_, k)| *k).collect();
             Some((self.prepared(&sql).await?, tables, names))
@@ -419,11 +434,18 @@ impl PostgresSession {
             Ok::<_, tokio_postgres::Error>(())
         };
         let read = async {
-            let values: Vec<Option<String>> = match &point {
-                Some((st, tables, names)) => client.query_one(st, &[tables, names]).await?.get(0),
-                None => Vec::new(),
+            let (held, values): (Vec<bool>, Vec<Option<String>>) = match &point {
+                Some((st, tables, names)) if probe => {
+                    let row = client.query_one(st, &[tables, names]).await?;
+                    (row.get(0), row.get(1))
+                }
+                Some((st, tables, names)) => (
+                    Vec::new(),
+                    client.query_one(st, &[tables, names]).await?.get(0),
+                ),
+                None => (Vec::new(), Vec::new()),
             };
-            Ok::<_, tokio_postgres::Error>(values)
+            Ok::<_, tokio_postgres::Error>((held, values))
         };
         let xact = async {
             Ok::<_, tokio_postgres::Error>(if identify {
@@ -509,18 +531,36 @@ impl PostgresSession {
         if write.is_some() {
             self.sent_writes = true;
         }
-        let (values, xact, pages) = self.check(r)?;
+        let ((held, values), xact, pages) = self.check(r)?;
         if xact.is_some() {
             self.xact = xact;
         }
-        if values.len() != keys.len() {
+        if values.len() != keys.len() || (probe && held.len() != keys.len()) {
             return Err(StoreFault::Failure(format!(
-                "gak_read_v1 answered {} values for {} keys",
+                "the store answered {} values for {} keys",
                 values.len(),
                 keys.len()
             )));
         }
+        self.held = held;
         Ok((values, pages))
+    }
+
+    /// Point reads that pass over held keys (`store.try-read`).
+    async fn probe_batch(
+        &mut self,
+        keys: &[(&'static str, &str)],
+    ) -> Result<Vec<Option<Option<String>>>, StoreFault> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (values, _) = self.batch(Then::Probe { keys }).await?;
+        let held = std::mem::take(&mut self.held);
+        Ok(values
+            .into_iter()
+            .zip(held)
+            .map(|(value, held)| (!held).then_some(value))
+            .collect())
     }
 
     async fn read_batch(
@@ -612,6 +652,14 @@ impl Session for PostgresSession {
     ) -> StoreFuture<'a, Vec<Option<String>>> {
         let driver = self.driver();
         Box::pin(async move { Ok(driver.drive(self.read_batch(keys, &[])).await?.0) })
+    }
+
+    fn try_get_many<'a>(
+        &'a mut self,
+        keys: &'a [(&'static str, &'a str)],
+    ) -> StoreFuture<'a, Vec<Option<Option<String>>>> {
+        let driver = self.driver();
+        Box::pin(async move { driver.drive(self.probe_batch(keys)).await })
     }
 
     fn write<'a>(&'a mut self, writes: &'a [Write<'a>]) -> StoreFuture<'a, ()> {
