@@ -63,21 +63,23 @@ const PATCHES = [
     // interface (its imports and exports), not its code, so a rebuilt 0.4.0
     // component keeps it. 0.3.0 had 227; 0.4.0's six taskboard exports
     // (claim-batch, complete-batch, fail, revive, set-group-limit,
-    // get-group) add 18, and list-groups and list-delayed 6 more.
-    count: 251,
+    // get-group) add 18, list-groups and list-delayed 6 more, and the
+    // store's try-read import 3.
+    count: 254,
   },
   {
     why:
       'jco 1.35 runs every import call through its async task machinery, even a sync-lowered ' +
       'import of a sync function: _lowerImportBackwardsCompat creates a subtask, the trampoline ' +
       'a task, and both go through resolve/exit bookkeeping; a profile put ~40 % of a memory ' +
-      'claim there. Our own imports (store.read, store.write) and wasi:random take no resources ' +
+      'claim there. Our own imports (store.read, try-read, write) and wasi:random take no resources ' +
       'and never block, so their trampolines call the host function directly (see rewriteTrampoline).',
     find: /const (_trampoline\d+) = function\(([^)]*)\) \{\n([\s\S]*?)\n {2}\}\n {2}\1\.fnName = '((?:gak:kernel\/|wasi:random\/)[^']*)';/g,
     replace: rewriteTrampoline,
-    // gak:kernel@0.4.0 (as 0.3.0): store.read, store.write, and the one wasi:random
-    // function the component imports (insecure-seed; std's hash seeds).
-    count: 3,
+    // gak:kernel@0.4.0: store.read, store.try-read, store.write, and the one
+    // wasi:random function the component imports (insecure-seed; std's hash
+    // seeds).
+    count: 4,
   },
   {
     why:
@@ -108,15 +110,16 @@ function _trackHostOperation(operation) {`,
     why: 'Lower the rewritten trampolines as they are, without the subtask wrapper.',
     find: /let (trampoline\d+) = (_trampoline\d+)\.manuallyAsync \?/g,
     replace: 'let $1 = $2.gakDirect ? $2 : $2.manuallyAsync ?',
-    // Every lowered import: the 3 direct ones and 13 of WASI.
-    count: 16,
+    // Every lowered import: the 4 direct ones and 13 of WASI.
+    count: 17,
   },
 ];
 // Names the patch set in the cache key and meta.json: p3 was the 0.2.0
 // glue (store get/get-many/put/delete/scan, clock, wasi:random), p4 the
 // 0.3.0 glue (store read/write, wasi:random; the memory view kept), p5 the
-// 0.4.0 glue (the same imports; six more taskboard exports).
-const PATCH_SET = 'p5';
+// 0.4.0 glue (the same imports; six more taskboard exports), p6 the 0.4.0
+// glue with the store's try-read import.
+const PATCH_SET = 'p6';
 
 // Inside one trampoline of a sync import: each edit must apply exactly once.
 const TRAMPOLINE_EDITS = [

@@ -164,6 +164,7 @@ async function spied(spy, clock = new ManualClock(1000n)) {
       const real = imports['gak:kernel/store'];
       const store = {
         read: (reads) => (spy.read ? spy.read(reads, real.read) : real.read(reads)),
+        tryRead: (keys) => real.tryRead(keys),
         write: (changes) => (spy.write ? spy.write(changes, real.write) : real.write(changes)),
       };
       const out = { ...imports };

@@ -40,7 +40,7 @@ test('the schema is the shared file: the Rust and Python hosts\' tables and func
     "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 ORDER BY 1",
     [schema],
   );
-  assert.deepEqual(functions.map((r) => r.proname), ['gak_read_v1', 'gak_write_v1']);
+  assert.deepEqual(functions.map((r) => r.proname), ['gak_read_v1', 'gak_try_read_v1', 'gak_write_v1']);
 });
 
 test('a blocking kernel and a kernel of promises share one schema: one wins, the other sees taken', needsPostgres, async (t) => {

@@ -83,9 +83,21 @@ def test_our_codec_keeps_results_tagged() -> None:
         assert _round_trip(codec, value) == value
 
 
-def test_the_store_imports_are_read_and_write_only() -> None:
+def test_the_store_imports_are_read_try_read_and_write_only() -> None:
     types = _store_types()
-    assert {n for n, t in types.items() if isinstance(t, wt.FuncType)} == {"read", "write"}
+    assert {n for n, t in types.items() if isinstance(t, wt.FuncType)} == {"read", "try-read", "write"}
+
+
+def test_try_read_answers_round_trip() -> None:
+    """``result<list<probe>, store-error>``: what the host's ``try-read``
+    answers (held keys and found ones, absent or not) reads back as sent."""
+    codec = _codecs.codec_of(_store_types()["try-read"].result)  # type: ignore[attr-defined]
+    for value in [
+        (True, []),
+        (True, [("held", None), ("found", "{}"), ("found", None), ("found", "é" * 300)]),
+        (False, ("conflict", "busy")),
+    ]:
+        assert _round_trip(codec, value) == value
 
 
 def test_read_answers_round_trip() -> None:
