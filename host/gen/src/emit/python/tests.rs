@@ -93,7 +93,9 @@ fn the_store_imports_layouts_are_computed_from_the_wit() {
     assert!(store.contains("        now_box = b + 512\n"));
     assert!(store.contains("BLOCK_SIZE = 544 + 32 * MAX_ENTROPY\n"));
     assert!(
-        store.contains("    \"store#read\": _reads_val,\n    \"store#write\": _list_change_val,\n")
+        store.contains(
+            "    \"store#read\": _reads_val,\n    \"store#try-read\": _list_tuple_table_string_val,\n    \"store#write\": _list_change_val,\n"
+        )
     );
 
     let mut c = contract();
