@@ -69,8 +69,6 @@ pub struct PostgresSession {
     xact: Option<i64>,
     /// A body's statement ended the transaction (another id after it).
     lost: bool,
-    /// The last probe's answer: which of its keys were held.
-    held: Vec<bool>,
 }
 
 /// The transaction's id; reading it assigns one (the call writes anyway).
@@ -154,7 +152,6 @@ impl PostgresSession {
             lent: false,
             xact: None,
             lost: false,
-            held: Vec::new(),
         }
     }
 
@@ -370,6 +367,12 @@ impl PostgresSession {
     /// Send `BEGIN` (if still pending), the deferred writes and `then` as
     /// one batch (one round trip), answering what `then` read.
     async fn batch(&mut self, then: Then<'_>) -> Result<Read, StoreFault> {
+        self.exchange(then).await.map(|(_, read)| read)
+    }
+
+    /// [`Self::batch`], with which of a probe's keys were held (empty for
+    /// any other `then`).
+    async fn exchange(&mut self, then: Then<'_>) -> Result<(Vec<bool>, Read), StoreFault> {
         // Prepare everything first (a round trip only the first time a
         // connection sees a statement).
         let schema = self.backend.schema.clone();
@@ -542,8 +545,7 @@ impl PostgresSession {
                 keys.len()
             )));
         }
-        self.held = held;
-        Ok((values, pages))
+        Ok((held, (values, pages)))
     }
 
     /// Point reads that pass over held keys (`store.try-read`).
@@ -554,8 +556,7 @@ impl PostgresSession {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let (values, _) = self.batch(Then::Probe { keys }).await?;
-        let held = std::mem::take(&mut self.held);
+        let (held, (values, _)) = self.exchange(Then::Probe { keys }).await?;
         Ok(values
             .into_iter()
             .zip(held)
