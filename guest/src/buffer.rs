@@ -51,10 +51,11 @@ impl<S: Store + ?Sized> Store for &mut S {
 
 /// Pending writes of a transaction, by table and key (`None`: deleted).
 /// Sorted, so a write set comes out in one stable order (which is also the
-/// order PostgreSQL takes its locks in).
+/// order PostgreSQL takes its locks in). A map per table, so a lookup by
+/// key borrows the key instead of allocating one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Overlay<T: Ord + Copy = Table> {
-    entries: BTreeMap<(T, String), Option<String>>,
+    entries: BTreeMap<T, BTreeMap<String, Option<String>>>,
 }
 
 impl<T: Ord + Copy> Default for Overlay<T> {
@@ -68,20 +69,24 @@ impl<T: Ord + Copy> Default for Overlay<T> {
 impl<T: Ord + Copy> Overlay<T> {
     /// Nothing pending?
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries.values().all(BTreeMap::is_empty)
     }
 
     /// Record a put (`Some`) or a delete (`None`); the last write of a key wins.
     pub fn set(&mut self, table: T, key: &str, value: Option<&str>) {
-        self.entries
-            .insert((table, key.to_owned()), value.map(str::to_owned));
+        let value = value.map(str::to_owned);
+        let keys = self.entries.entry(table).or_default();
+        match keys.get_mut(key) {
+            Some(pending) => *pending = value,
+            None => {
+                keys.insert(key.to_owned(), value);
+            }
+        }
     }
 
     /// `Some(pending)` when the key was written (`Some(None)`: deleted).
     pub fn get(&self, table: T, key: &str) -> Option<Option<&str>> {
-        self.entries
-            .get(&(table, key.to_owned()))
-            .map(Option::as_deref)
+        self.entries.get(&table)?.get(key).map(Option::as_deref)
     }
 
     /// The pending writes inside a range, in key order.
@@ -89,16 +94,18 @@ impl<T: Ord + Copy> Overlay<T> {
         &'a self,
         table: T,
         prefix: &'a str,
-        after: Option<&str>,
+        after: Option<&'a str>,
     ) -> impl Iterator<Item = (&'a str, Option<&'a str>)> + 'a {
         let start = match after {
-            Some(a) if a >= prefix => Bound::Excluded((table, a.to_owned())),
-            _ => Bound::Included((table, prefix.to_owned())),
+            Some(a) if a >= prefix => Bound::Excluded(a),
+            _ => Bound::Included(prefix),
         };
         self.entries
-            .range((start, Bound::Unbounded))
-            .take_while(move |((t, k), _)| *t == table && k.starts_with(prefix))
-            .map(|((_, k), v)| (k.as_str(), v.as_deref()))
+            .get(&table)
+            .into_iter()
+            .flat_map(move |keys| keys.range::<str, _>((start, Bound::Unbounded)))
+            .take_while(move |(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.as_str(), v.as_deref()))
     }
 
     /// How many deletes are pending inside a range: how many more entries
@@ -120,9 +127,17 @@ impl<T: Ord + Copy> Overlay<T> {
         committed: Vec<(String, String)>,
         limit: u32,
     ) -> Vec<(String, String)> {
+        let mut pending = self.range(table, prefix, after).peekable();
+        if pending.peek().is_none() && committed.windows(2).all(|w| w[0].0 < w[1].0) {
+            // Nothing written in the range (and the page in key order, as
+            // every store answers): the committed page as it is.
+            let mut committed = committed;
+            committed.truncate(limit as usize);
+            return committed;
+        }
         let mut merged: BTreeMap<String, Option<String>> =
             committed.into_iter().map(|(k, v)| (k, Some(v))).collect();
-        for (k, v) in self.range(table, prefix, after) {
+        for (k, v) in pending {
             merged.insert(k.to_owned(), v.map(str::to_owned));
         }
         merged
@@ -134,7 +149,9 @@ impl<T: Ord + Copy> Overlay<T> {
 
     /// Every pending write, in (table, key) order.
     pub fn drain(self) -> impl Iterator<Item = (T, String, Option<String>)> {
-        self.entries.into_iter().map(|((t, k), v)| (t, k, v))
+        self.entries
+            .into_iter()
+            .flat_map(|(t, keys)| keys.into_iter().map(move |(k, v)| (t, k, v)))
     }
 }
 

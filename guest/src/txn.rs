@@ -158,9 +158,11 @@ pub(crate) fn store<T: Serialize>(
 /// A fresh 128-bit capability as 32 lowercase hex digits, and the digest
 /// that is all the store keeps of it.
 pub(crate) fn mint(tx: &mut impl Txn) -> Result<(String, String), StoreFault> {
-    let capability = crate::format::hex128(tx.random128()?);
-    let digest = crate::format::digest(&capability);
-    Ok((capability, digest))
+    let bytes = tx.random128()?.to_be_bytes();
+    Ok((
+        crate::format::hex128(u128::from_be_bytes(bytes)),
+        crate::format::digest_bytes(&bytes),
+    ))
 }
 
 /// Capabilities derived from one 256-bit seed (SPEC 10: a call that mints
@@ -190,9 +192,10 @@ impl Minter {
         let out = hasher.finalize();
         let mut bytes = [0u8; 16];
         bytes.copy_from_slice(&out[..16]);
-        let capability = crate::format::hex128(u128::from_be_bytes(bytes));
-        let digest = crate::format::digest(&capability);
-        (capability, digest)
+        (
+            crate::format::hex128(u128::from_be_bytes(bytes)),
+            crate::format::digest_bytes(&bytes),
+        )
     }
 }
 

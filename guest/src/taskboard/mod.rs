@@ -853,14 +853,17 @@ pub fn complete_batch(
         .iter()
         .map(|i| (Table::Tasks, i.id.as_str()))
         .collect();
-    let found = read_many(tx, &wanted)?;
+    let found = read_many(tx, &wanted)?
+        .iter()
+        .map(|v| v.as_deref().map(decode_task).transpose())
+        .collect::<Result<Vec<_>, _>>()?;
+    // Each token's digest, once: a SHA-256 per item.
+    let digests: Vec<String> = items.iter().map(|i| digest(&i.token)).collect();
     // The items that will complete: their dependents and held entries in
     // one crossing, not two per item.
     let mut prefixes = Vec::new();
-    for (item, value) in items.iter().zip(&found) {
-        if let Some(v) = value
-            && holds(&decode_task(v)?, &digest(&item.token))
-        {
+    for ((item, record), sha) in items.iter().zip(&found).zip(&digests) {
+        if record.as_ref().is_some_and(|r| holds(r, sha)) {
             prefixes.push(keys::dependents(&item.id));
             prefixes.push(keys::held_by(&item.id));
         }
@@ -869,32 +872,27 @@ pub fn complete_batch(
     let mut groups = Groups::new(tx.now()?);
     let mut stale: HashSet<String> = HashSet::new();
     let mut answers = Vec::with_capacity(items.len());
-    for (item, value) in items.iter().zip(found) {
+    for ((item, record), sha) in items.iter().zip(found).zip(&digests) {
         // An earlier item may have rewritten this task (a dependent that
         // became ready): read it again.
-        let value = if stale.contains(&item.id) {
+        let record = if stale.contains(&item.id) {
             tx.get(Table::Tasks, &item.id)?
+                .as_deref()
+                .map(decode_task)
+                .transpose()?
         } else {
-            value
+            record
         };
-        let answer = match value {
+        let answer = match record {
             None => CompletionAnswer::NotFound,
-            Some(value) => {
-                match finish(
-                    tx,
-                    &mut groups,
-                    decode_task(&value)?,
-                    &digest(&item.token),
-                    &ahead,
-                ) {
-                    Ok(rewritten) => {
-                        stale.extend(rewritten);
-                        CompletionAnswer::Completed
-                    }
-                    Err(Error::LeaseLost) => CompletionAnswer::LeaseLost,
-                    Err(other) => return Err(other),
+            Some(record) => match finish(tx, &mut groups, record, sha, &ahead) {
+                Ok(rewritten) => {
+                    stale.extend(rewritten);
+                    CompletionAnswer::Completed
                 }
-            }
+                Err(Error::LeaseLost) => CompletionAnswer::LeaseLost,
+                Err(other) => return Err(other),
+            },
         };
         answers.push(CompletionResult {
             id: item.id.clone(),
