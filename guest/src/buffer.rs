@@ -9,6 +9,7 @@
 //! [`Store::write`]. The component runs every exported call through it;
 //! `gak bench`'s native path does too, so `kernel / native` still measures
 //! only the WebAssembly boundary.
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -51,11 +52,50 @@ impl<S: Store + ?Sized> Store for &mut S {
 
 /// Pending writes of a transaction, by table and key (`None`: deleted).
 /// Sorted, so a write set comes out in one stable order (which is also the
-/// order PostgreSQL takes its locks in). A map per table, so a lookup by
-/// key borrows the key instead of allocating one.
+/// order PostgreSQL takes its locks in): a map per table, keyed by
+/// [`Key`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Overlay<T: Ord + Copy = Table> {
-    entries: BTreeMap<T, BTreeMap<String, Option<String>>>,
+    entries: BTreeMap<T, BTreeMap<Key, Option<String>>>,
+}
+
+/// A key that sorts by its UTF-8 bytes, as `String` does, comparing eight
+/// bytes at a time. In the component `memcmp` is a loop over single bytes,
+/// and the keys of one write set share long prefixes (`ts/claimed/job-…`):
+/// measured, it was a fifth of a batch drain's time in WebAssembly.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Key(String);
+
+impl Ord for Key {
+    fn cmp(&self, other: &Self) -> Ordering {
+        bytewise(self.0.as_bytes(), other.0.as_bytes())
+    }
+}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// `a.cmp(b)` for byte strings, a word at a time: two words compare as
+/// big-endian integers exactly as their bytes compare in order.
+fn bytewise(a: &[u8], b: &[u8]) -> Ordering {
+    let (mut a, mut b) = (a, b);
+    while let (Some((x, rest_a)), Some((y, rest_b))) =
+        (a.split_first_chunk::<8>(), b.split_first_chunk::<8>())
+    {
+        if x != y {
+            return u64::from_be_bytes(*x).cmp(&u64::from_be_bytes(*y));
+        }
+        (a, b) = (rest_a, rest_b);
+    }
+    for (x, y) in a.iter().zip(b) {
+        if x != y {
+            return x.cmp(y);
+        }
+    }
+    a.len().cmp(&b.len())
 }
 
 impl<T: Ord + Copy> Default for Overlay<T> {
@@ -74,19 +114,18 @@ impl<T: Ord + Copy> Overlay<T> {
 
     /// Record a put (`Some`) or a delete (`None`); the last write of a key wins.
     pub fn set(&mut self, table: T, key: &str, value: Option<&str>) {
-        let value = value.map(str::to_owned);
-        let keys = self.entries.entry(table).or_default();
-        match keys.get_mut(key) {
-            Some(pending) => *pending = value,
-            None => {
-                keys.insert(key.to_owned(), value);
-            }
-        }
+        self.entries
+            .entry(table)
+            .or_default()
+            .insert(Key(key.to_owned()), value.map(str::to_owned));
     }
 
     /// `Some(pending)` when the key was written (`Some(None)`: deleted).
     pub fn get(&self, table: T, key: &str) -> Option<Option<&str>> {
-        self.entries.get(&table)?.get(key).map(Option::as_deref)
+        self.entries
+            .get(&table)?
+            .get(&Key(key.to_owned()))
+            .map(Option::as_deref)
     }
 
     /// The pending writes inside a range, in key order.
@@ -97,15 +136,15 @@ impl<T: Ord + Copy> Overlay<T> {
         after: Option<&'a str>,
     ) -> impl Iterator<Item = (&'a str, Option<&'a str>)> + 'a {
         let start = match after {
-            Some(a) if a >= prefix => Bound::Excluded(a),
-            _ => Bound::Included(prefix),
+            Some(a) if a >= prefix => Bound::Excluded(Key(a.to_owned())),
+            _ => Bound::Included(Key(prefix.to_owned())),
         };
         self.entries
             .get(&table)
             .into_iter()
-            .flat_map(move |keys| keys.range::<str, _>((start, Bound::Unbounded)))
-            .take_while(move |(k, _)| k.starts_with(prefix))
-            .map(|(k, v)| (k.as_str(), v.as_deref()))
+            .flat_map(move |keys| keys.range((start.clone(), Bound::Unbounded)))
+            .take_while(move |(k, _)| k.0.starts_with(prefix))
+            .map(|(k, v)| (k.0.as_str(), v.as_deref()))
     }
 
     /// How many deletes are pending inside a range: how many more entries
@@ -151,7 +190,7 @@ impl<T: Ord + Copy> Overlay<T> {
     pub fn drain(self) -> impl Iterator<Item = (T, String, Option<String>)> {
         self.entries
             .into_iter()
-            .flat_map(|(t, keys)| keys.into_iter().map(move |(k, v)| (t, k, v)))
+            .flat_map(|(t, keys)| keys.into_iter().map(move |(k, v)| (t, k.0, v)))
     }
 }
 

@@ -271,3 +271,51 @@ fn buffered_and_direct_runs_store_the_same_data() {
     let strip = |m: &MemTxn| -> Vec<(Table, String)> { m.data.keys().cloned().collect() };
     assert_eq!(strip(&direct), strip(&store.inner));
 }
+
+/// The overlay's key order is the bytes' order, for keys that differ
+/// anywhere: inside the first word, past it, in a tail shorter than a
+/// word, by length alone, and in bytes above 0x7f.
+#[test]
+fn keys_sort_as_their_bytes() {
+    let mut keys: Vec<String> = vec![String::new()];
+    for stem in [
+        "",
+        "a",
+        "ts/claimed/job-000000",
+        "ts/claimed/job-0000001",
+        "q/é",
+        "q/\u{ff}",
+    ] {
+        for tail in [
+            "",
+            "0",
+            "1",
+            "01234567",
+            "012345670",
+            "01234568",
+            "\u{80}",
+            "z",
+        ] {
+            keys.push(format!("{stem}{tail}"));
+            keys.push(format!("{tail}{stem}"));
+        }
+    }
+    for a in &keys {
+        for b in &keys {
+            assert_eq!(
+                super::bytewise(a.as_bytes(), b.as_bytes()),
+                a.as_bytes().cmp(b.as_bytes()),
+                "{a:?} vs {b:?}"
+            );
+        }
+    }
+    let mut overlay: Overlay<u8> = Overlay::default();
+    for k in &keys {
+        overlay.set(0, k, Some(k));
+    }
+    let mut sorted = keys.clone();
+    sorted.sort();
+    sorted.dedup();
+    let drained: Vec<String> = overlay.drain().map(|(_, k, _)| k).collect();
+    assert_eq!(drained, sorted);
+}
