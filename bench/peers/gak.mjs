@@ -64,8 +64,21 @@ function run(bin, args) {
   });
 }
 
+/**
+ * The DSN the peers connect with, for gak: the same transport. node-postgres
+ * speaks plain TCP unless the DSN names an sslmode, where gak's default is
+ * `prefer` (TLS when the server offers it, as this machine's does): without
+ * an sslmode, gak is told `disable`, so no row of the table pays for TLS
+ * alone.
+ */
+export function sameTransport(dsn) {
+  const url = new URL(dsn);
+  if (!url.searchParams.has('sslmode')) url.searchParams.set('sslmode', 'disable');
+  return url.toString();
+}
+
 async function drain({ dsn, jobs, workers, batch, admin, gakBin }) {
-  const args = ['drain', '--store', dsn, '--jobs', String(jobs), '--workers', String(workers), '--batch', String(batch), '--json'];
+  const args = ['drain', '--store', sameTransport(dsn), '--jobs', String(jobs), '--workers', String(workers), '--batch', String(batch), '--json'];
   const row = await run(gakBin, args);
   if (row.jobs !== jobs || row.completed !== jobs) {
     throw new Error(`gak drain completed ${row.completed} of ${jobs} jobs: ${JSON.stringify(row)}`);
