@@ -13,12 +13,20 @@ const LOCAL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
 /// The DSN to test against if the server answers, else why not. Use it
 /// through [`crate::suite::Suite::needs`] with [`crate::suite::POSTGRES`].
+/// It makes a schema of this process's own (the whole set-up a test's
+/// schema gets) and drops it: the probe leaves nothing behind.
 pub fn probe() -> Result<String, String> {
     let dsn = std::env::var("GAK_PG_DSN").unwrap_or_else(|_| LOCAL.to_owned());
     PostgresBackend::parse(&dsn)
         .map_err(|e| e.to_string())
-        .and_then(|b| b.with_schema("gak_probe").map_err(|e| e.to_string()))
-        .and_then(|b| run(b.ensure_schema()).map_err(|e| e.to_string()))
+        .and_then(|b| {
+            b.with_schema(&format!("gak_probe_{}", std::process::id()))
+                .map_err(|e| e.to_string())
+        })
+        .and_then(|b| {
+            run(b.ensure_schema()).map_err(|e| e.to_string())?;
+            run(b.drop_schema()).map_err(|e| e.to_string())
+        })
         .map(|()| dsn.clone())
         .map_err(|why| format!("unreachable at {dsn}: {why}"))
 }
