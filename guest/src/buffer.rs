@@ -214,6 +214,52 @@ pub struct Buffered<S> {
     entropy: Vec<u8>,
     /// Crossings made (reads and the write), for tests and tools.
     crossings: u32,
+    /// The count record the call adds its task changes to
+    /// ([`Buffered::counting`]), read with the first crossing.
+    count: Option<CountRecord>,
+}
+
+/// The count record a call was given, and its value once read.
+struct CountRecord {
+    shard: u64,
+    key: String,
+    value: Option<Option<String>>,
+}
+
+thread_local! {
+    /// Where the next call's count record is drawn from: stepped by every
+    /// draw, and stirred by every answer's clock and entropy, so callers
+    /// in different processes spread over the records instead of walking
+    /// them in step.
+    static SHARD_STATE: std::cell::Cell<u64> = const { std::cell::Cell::new(0x9e37_79b9_7f4a_7c15) };
+}
+
+/// SplitMix64's step: a well-spread 64-bit value from a counter.
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn next_shard() -> u64 {
+    SHARD_STATE.with(|s| {
+        let x = splitmix(s.get());
+        s.set(x);
+        x % crate::keys::COUNT_SHARDS
+    })
+}
+
+fn stir(answers: &Answers) {
+    SHARD_STATE.with(|s| {
+        let mut x = s.get() ^ answers.now.unwrap_or(0);
+        for chunk in answers.entropy.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            x = splitmix(x ^ u64::from_le_bytes(word));
+        }
+        s.set(x);
+    });
 }
 
 impl<S: Store> Buffered<S> {
@@ -226,6 +272,32 @@ impl<S: Store> Buffered<S> {
             want_entropy: 0,
             entropy: Vec::new(),
             crossings: 0,
+            count: None,
+        }
+    }
+
+    /// The call may change tasks: the count record it will add its changes
+    /// to (one of [`crate::keys::COUNT_SHARDS`], drawn at random per call)
+    /// is read with its first crossing, so the counts cost no crossing.
+    pub fn counting(mut self) -> Self {
+        let shard = next_shard();
+        self.count = Some(CountRecord {
+            shard,
+            key: crate::keys::count_shard(shard),
+            value: None,
+        });
+        self
+    }
+
+    /// What this call already knows of a key without crossing: its own
+    /// write, or the count record read with the first crossing.
+    fn known(&self, table: Table, key: &str) -> Option<Option<String>> {
+        if let Some(own) = self.writes.get(table, key) {
+            return Some(own.map(str::to_owned));
+        }
+        match &self.count {
+            Some(c) if table == Table::Meta && c.key == key => c.value.clone(),
+            _ => None,
         }
     }
 
@@ -276,9 +348,16 @@ impl<S: Store> Buffered<S> {
     fn cross(&mut self, mut reads: Reads) -> Result<Answers, StoreFault> {
         reads.clock = self.now.is_none();
         reads.entropy = std::mem::take(&mut self.want_entropy);
+        let count = match &self.count {
+            Some(c) if c.value.is_none() => {
+                reads.keys.push((Table::Meta, c.key.clone()));
+                true
+            }
+            _ => false,
+        };
         let wanted = (reads.keys.len(), reads.ranges.len(), reads.entropy);
         self.crossings += 1;
-        let answers = self.store.read(reads)?;
+        let mut answers = self.store.read(reads)?;
         if answers.values.len() != wanted.0
             || answers.pages.len() != wanted.1
             || answers.entropy.len() != wanted.2 as usize
@@ -293,6 +372,13 @@ impl<S: Store> Buffered<S> {
             })?);
         }
         self.entropy.extend_from_slice(&answers.entropy);
+        stir(&answers);
+        if count {
+            let value = answers.values.pop().flatten();
+            if let Some(c) = &mut self.count {
+                c.value = Some(value);
+            }
+        }
         Ok(answers)
     }
 }
@@ -392,10 +478,8 @@ impl<S: Store> Txn for Buffered<S> {
         keys: &[(Table, &str)],
         scans: &[crate::txn::Scan<'_>],
     ) -> Result<crate::txn::Pages, StoreFault> {
-        let mut found: Vec<Option<Option<String>>> = keys
-            .iter()
-            .map(|(t, k)| self.writes.get(*t, k).map(|v| v.map(str::to_owned)))
-            .collect();
+        let mut found: Vec<Option<Option<String>>> =
+            keys.iter().map(|(t, k)| self.known(*t, k)).collect();
         let missing: Vec<(Table, String)> = keys
             .iter()
             .zip(&found)
@@ -445,6 +529,10 @@ impl<S: Store> Txn for Buffered<S> {
         }
         self.now
             .ok_or_else(|| StoreFault::Failure("the store answered no clock reading".into()))
+    }
+
+    fn count_shard(&self) -> Option<u64> {
+        self.count.as_ref().map(|c| c.shard)
     }
 
     fn random128(&mut self) -> Result<u128, StoreFault> {

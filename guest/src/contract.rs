@@ -794,6 +794,30 @@ mod taskboard {
         pub live: u32,
     }
 
+    /// How many tasks the board holds in each stored state. `claimed`
+    /// counts every claimed task, an expired claim too (until a claimer takes
+    /// it over or it is released); delayed and backing-off tasks count as
+    /// `open` or `failed`. Kept by every call that changes a task, in the same
+    /// transaction, so the sums are exact: `exact` is false only on a board a
+    /// format-1 kernel (0.2, 0.3) wrote, whose tasks are counted once a call
+    /// next changes them or `recount` visits them.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub struct TaskCounts {
+        /// WIT `task-counts.open`.
+        pub open: u64,
+        /// WIT `task-counts.claimed`.
+        pub claimed: u64,
+        /// WIT `task-counts.done`.
+        pub done: u64,
+        /// WIT `task-counts.failed`.
+        pub failed: u64,
+        /// WIT `task-counts.dead`.
+        pub dead: u64,
+        /// WIT `task-counts.exact`.
+        pub exact: bool,
+    }
+
     /// One page of a listing: `next` is the cursor for the following page
     /// (`list`: the last item's id; `list-delayed`: an opaque position),
     /// absent when no more items follow.

@@ -42,9 +42,38 @@ impl Serialize for V {
 
 impl<'de> Deserialize<'de> for V {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<V, D::Error> {
+        Version::deserialize(d).map(|_| V)
+    }
+}
+
+/// The `v` field of a record whose version matters once read (a task:
+/// only tasks a format-2 kernel wrote are in the board's counts). Reads
+/// like [`V`], keeps the version it read, and serializes as [`FORMAT`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Version(pub u32);
+
+impl Version {
+    /// The version this kernel writes.
+    pub const CURRENT: Version = Version(FORMAT);
+}
+
+impl Default for Version {
+    fn default() -> Self {
+        Version::CURRENT
+    }
+}
+
+impl Serialize for Version {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(FORMAT)
+    }
+}
+
+impl<'de> Deserialize<'de> for Version {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Version, D::Error> {
         let v = u64::deserialize(d)?;
         if (u64::from(OLDEST)..=u64::from(FORMAT)).contains(&v) {
-            Ok(V)
+            Ok(Version(v as u32))
         } else {
             Err(de::Error::custom(format_args!(
                 "stored format {v}; this kernel reads formats {OLDEST} to {FORMAT}"

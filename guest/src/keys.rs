@@ -223,6 +223,24 @@ pub fn parse_held<'a>(prefix: &str, key: &'a str) -> Option<(u64, &'a str)> {
 /// The board-wide record in `meta`.
 pub const BOARD: &str = "taskboard";
 
+/// The board's task counts by state, kept in [`COUNT_SHARDS`] records
+/// (`meta`, `count/<shard as 2 hex digits>`) so concurrent calls rarely
+/// write the same one; the counts are their sums (0.4).
+pub const COUNTS: &str = "count/";
+
+/// How many count records there are.
+pub const COUNT_SHARDS: u64 = 64;
+
+/// One count record.
+pub fn count_shard(shard: u64) -> String {
+    format!("{COUNTS}{:02x}", shard % COUNT_SHARDS)
+}
+
+/// Whether the counts cover every task (`meta`): written when the board
+/// is created, or when `recount` has visited the tasks of a board a
+/// format-1 kernel wrote (0.4).
+pub const COUNTED: &str = "counted";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -77,6 +77,12 @@ pub trait Txn {
     ) -> Result<Vec<Option<Option<String>>>, StoreFault> {
         Ok(read_many(self, keys)?.into_iter().map(Some).collect())
     }
+    /// The count record this call was given to add its task changes to
+    /// (read with its first crossing), if any; else the counts go to the
+    /// record of the first changed task's place in the seed order.
+    fn count_shard(&self) -> Option<u64> {
+        None
+    }
     /// Milliseconds since the Unix epoch, judged by the store side's clock:
     /// one instant per call, read after the call's first reads.
     fn now(&mut self) -> Result<u64, StoreFault>;

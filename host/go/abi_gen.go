@@ -618,6 +618,18 @@ func goGroupInfo(c *C.gak_group_info) GroupInfo {
 	return x
 }
 
+// goTaskCounts copies the task-counts libgak filled into Go values.
+func goTaskCounts(c *C.gak_task_counts) TaskCounts {
+	var x TaskCounts
+	x.Open = uint64(c.open)
+	x.Claimed = uint64(c.claimed)
+	x.Done = uint64(c.done)
+	x.Failed = uint64(c.failed)
+	x.Dead = uint64(c.dead)
+	x.Exact = bool(c.exact)
+	return x
+}
+
 // goTaskPage copies the task-page libgak filled into Go values.
 func goTaskPage(c *C.gak_task_page) TaskPage {
 	var x TaskPage

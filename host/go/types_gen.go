@@ -348,6 +348,24 @@ type GroupInfo struct {
 	Live  uint32
 }
 
+// TaskCounts is the contract's task-counts (taskboard.task-counts).
+//
+// How many tasks the board holds in each stored state. `claimed`
+// counts every claimed task, an expired claim too (until a claimer takes
+// it over or it is released); delayed and backing-off tasks count as
+// `open` or `failed`. Kept by every call that changes a task, in the same
+// transaction, so the sums are exact: `exact` is false only on a board a
+// format-1 kernel (0.2, 0.3) wrote, whose tasks are counted once a call
+// next changes them or `recount` visits them.
+type TaskCounts struct {
+	Open    uint64
+	Claimed uint64
+	Done    uint64
+	Failed  uint64
+	Dead    uint64
+	Exact   bool
+}
+
 // TaskPage is the contract's task-page (taskboard.task-page).
 //
 // One page of a listing: `next` is the cursor for the following page

@@ -10,7 +10,7 @@ fn check(report: gak_cli::conformance::Report) {
 }
 
 /// The vector files, each run on every binding as its own named test.
-const FILES: [(&str, &str); 16] = [
+const FILES: [(&str, &str); 17] = [
     ("checkpoint", "checkpoint.json"),
     ("plan", "plan.json"),
     ("commitgate", "commitgate.json"),
@@ -27,6 +27,7 @@ const FILES: [(&str, &str); 16] = [
     ("reconcile_claims", "reconcile-claims.json"),
     ("taskboard_jobs", "taskboard-jobs.json"),
     ("board_reads", "board-reads.json"),
+    ("board_counts", "board-counts.json"),
 ];
 
 fn main() {

@@ -413,6 +413,18 @@ pub fn group_info_out(x: rules::GroupInfo) -> taskboard::GroupInfo {
     }
 }
 
+/// WIT `taskboard.task-counts`, out of the component.
+pub fn task_counts_out(x: rules::TaskCounts) -> taskboard::TaskCounts {
+    taskboard::TaskCounts {
+        open: x.open,
+        claimed: x.claimed,
+        done: x.done,
+        failed: x.failed,
+        dead: x.dead,
+        exact: x.exact,
+    }
+}
+
 /// WIT `taskboard.task-page`, out of the component.
 pub fn task_page_out(x: rules::TaskPage) -> taskboard::TaskPage {
     taskboard::TaskPage {

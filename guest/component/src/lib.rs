@@ -65,6 +65,19 @@ fn call_minting<T>(
         .map_err(convert::error_out)
 }
 
+/// Run one exported call that may change tasks (and mints `tokens`
+/// capabilities): its count record comes with the first read.
+fn call_counting<T>(
+    tokens: u8,
+    f: impl FnOnce(&mut Buffered<Host>) -> Result<T, rules::Error>,
+) -> Result<T, Error> {
+    Buffered::new(Host)
+        .minting(tokens)
+        .counting()
+        .decide(f)
+        .map_err(convert::error_out)
+}
+
 /// Run one exported call that mints nothing.
 fn call<T>(f: impl FnOnce(&mut Buffered<Host>) -> Result<T, rules::Error>) -> Result<T, Error> {
     call_minting(0, f)
@@ -187,7 +200,7 @@ impl sideeffect::Guest for Component {
 impl taskboard::Guest for Component {
     fn seed(tasks: Vec<taskboard::TaskSeed>) -> Result<(), Error> {
         let tasks: Vec<rules::TaskSeed> = tasks.into_iter().map(convert::task_seed_in).collect();
-        call(|tx| rules::taskboard::seed(tx, &tasks))
+        call_counting(0, |tx| rules::taskboard::seed(tx, &tasks))
     }
     fn list(
         state: Option<taskboard::State>,
@@ -203,23 +216,23 @@ impl taskboard::Guest for Component {
     }
     fn claim_next(agent: String, ttl: u64) -> Result<Option<taskboard::Task>, Error> {
         // A seed of 32 bytes (SPEC 10), drawn with the first read.
-        call_minting(2, |tx| rules::taskboard::claim_next(tx, &agent, ttl))
+        call_counting(2, |tx| rules::taskboard::claim_next(tx, &agent, ttl))
             .map(|t| t.map(convert::task_out))
     }
     fn claim_batch(agent: String, ttl: u64, limit: u32) -> Result<Vec<taskboard::Task>, Error> {
-        call_minting(2, |tx| {
+        call_counting(2, |tx| {
             rules::taskboard::claim_batch(tx, &agent, ttl, limit)
         })
         .map(|tasks| tasks.into_iter().map(convert::task_out).collect())
     }
     fn claim(id: String, agent: String, ttl: u64) -> Result<taskboard::Task, Error> {
-        call_minting(1, |tx| rules::taskboard::claim(tx, &id, &agent, ttl)).map(convert::task_out)
+        call_counting(1, |tx| rules::taskboard::claim(tx, &id, &agent, ttl)).map(convert::task_out)
     }
     fn release(id: String, token: String) -> Result<(), Error> {
-        call(|tx| rules::taskboard::release(tx, &id, &token))
+        call_counting(0, |tx| rules::taskboard::release(tx, &id, &token))
     }
     fn complete(id: String, token: String) -> Result<(), Error> {
-        call(|tx| rules::taskboard::complete(tx, &id, &token))
+        call_counting(0, |tx| rules::taskboard::complete(tx, &id, &token))
     }
     fn renew(id: String, token: String, ttl: u64) -> Result<taskboard::Task, Error> {
         call(|tx| rules::taskboard::renew(tx, &id, &token, ttl)).map(convert::task_out)
@@ -228,7 +241,7 @@ impl taskboard::Guest for Component {
         items: Vec<taskboard::Completion>,
     ) -> Result<Vec<taskboard::CompletionResult>, Error> {
         let items: Vec<rules::Completion> = items.into_iter().map(convert::completion_in).collect();
-        call(|tx| rules::taskboard::complete_batch(tx, &items)).map(|answers| {
+        call_counting(0, |tx| rules::taskboard::complete_batch(tx, &items)).map(|answers| {
             answers
                 .into_iter()
                 .map(convert::completion_result_out)
@@ -241,11 +254,13 @@ impl taskboard::Guest for Component {
         reason: String,
         retry_after: Option<u64>,
     ) -> Result<taskboard::Task, Error> {
-        call(|tx| rules::taskboard::fail(tx, &id, &token, &reason, retry_after))
-            .map(convert::task_out)
+        call_counting(0, |tx| {
+            rules::taskboard::fail(tx, &id, &token, &reason, retry_after)
+        })
+        .map(convert::task_out)
     }
     fn revive(id: String) -> Result<taskboard::Task, Error> {
-        call(|tx| rules::taskboard::revive(tx, &id)).map(convert::task_out)
+        call_counting(0, |tx| rules::taskboard::revive(tx, &id)).map(convert::task_out)
     }
     fn set_group_limit(group: String, limit: Option<u32>) -> Result<(), Error> {
         call(|tx| rules::taskboard::set_group_limit(tx, &group, limit))
@@ -261,10 +276,16 @@ impl taskboard::Guest for Component {
         call(|tx| rules::taskboard::list_delayed(tx, after.as_deref(), limit))
             .map(convert::task_page_out)
     }
+    fn count() -> Result<taskboard::TaskCounts, Error> {
+        call(rules::taskboard::count).map(convert::task_counts_out)
+    }
+    fn recount(limit: u32) -> Result<bool, Error> {
+        call_counting(0, |tx| rules::taskboard::recount(tx, limit))
+    }
 }
 
 impl retention::Guest for Component {
     fn prune(before: u64, limit: u32) -> Result<retention::Pruned, Error> {
-        call(|tx| rules::retention::prune(tx, before, limit)).map(convert::pruned_out)
+        call_counting(0, |tx| rules::retention::prune(tx, before, limit)).map(convert::pruned_out)
     }
 }

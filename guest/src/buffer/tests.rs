@@ -222,7 +222,8 @@ fn a_claim_and_an_acquire_cross_twice_on_any_board() {
             .collect();
         taskboard::seed(&mut store.inner, &seeds).unwrap();
         let before = store.crossings();
-        let mut tx = Buffered::new(&mut store).minting(1);
+        // As the component runs a claim: its count record comes along.
+        let mut tx = Buffered::new(&mut store).minting(1).counting();
         let task = taskboard::claim(&mut tx, &format!("t{}", board / 2), "w", 1000).unwrap();
         assert_eq!(tx.finish(true).unwrap(), 2, "claim on a board of {board}");
         assert_eq!(task.fence, 1);

@@ -8,7 +8,7 @@
 //! backwards, or a stale holder or writer could win again.
 use crate::keys::{self, Finished};
 use crate::sideeffect::{KeyRecord, Phase};
-use crate::taskboard::{Record as TaskRecord, decode_task, load_board};
+use crate::taskboard::{Record as TaskRecord, Tally, decode_task, load_board};
 use crate::txn::{mark, read_many, scan_all, store};
 use crate::{Error, KeyState, Pruned, Table, TaskState, Txn, input};
 
@@ -28,6 +28,7 @@ pub fn prune(tx: &mut impl Txn, before: u64, limit: u32) -> Result<Pruned, Error
     let mut removed = 0;
     let mut budget = limit + EXAMINE;
     let mut fence_floor = None;
+    let mut tally = Tally::default();
     let mut after: Option<String> = None;
     'scan: loop {
         // One entry past the budget tells whether anything is left.
@@ -66,6 +67,7 @@ pub fn prune(tx: &mut impl Txn, before: u64, limit: u32) -> Result<Pruned, Error
                 }
                 Removal::Task(task) => {
                     remove_task(tx, &task)?;
+                    tally.change(Some(&task), None);
                     let floor = fence_floor.get_or_insert(0);
                     *floor = task.fence.max(*floor);
                     pruned.removed_tasks += 1;
@@ -82,6 +84,7 @@ pub fn prune(tx: &mut impl Txn, before: u64, limit: u32) -> Result<Pruned, Error
         }
         after = page.last().map(|(k, _)| k.clone());
     }
+    tally.flush(tx)?;
     if let Some(floor) = fence_floor {
         let mut board = load_board(tx)?;
         if floor > board.fence_floor {

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::count::Tally;
 use super::record::QueueEntry;
 use crate::format::V;
 use crate::txn::{decode, store};
@@ -54,6 +55,8 @@ pub(crate) struct Groups {
     records: BTreeMap<String, GroupRecord>,
     stored: BTreeSet<String>,
     dirty: BTreeSet<String>,
+    /// The call's changes to the board's counts by state.
+    pub tally: Tally,
 }
 
 impl Groups {
@@ -63,6 +66,7 @@ impl Groups {
             records: BTreeMap::new(),
             stored: BTreeSet::new(),
             dirty: BTreeSet::new(),
+            tally: Tally::default(),
         }
     }
 
@@ -129,8 +133,10 @@ impl Groups {
     }
 
     /// End of the call: every changed group gets its head put right and its
-    /// record written (expired claims dropped; an empty record removed).
+    /// record written (expired claims dropped; an empty record removed), and
+    /// the counts by state take the call's changes.
     pub fn flush(&mut self, tx: &mut impl Txn) -> Result<(), Error> {
+        self.tally.flush(tx)?;
         for group in std::mem::take(&mut self.dirty) {
             self.refresh(tx, &group)?;
             let now = self.now;

@@ -4,17 +4,20 @@
 //! retries, dead tasks, priorities, delays and group limits (SPEC 10).
 use std::collections::{HashMap, HashSet};
 
-use crate::format::{V, digest};
+use crate::format::{Version, digest};
 use crate::txn::{Minter, Scan, decode, mint, read_many, scan_all, store};
 use crate::{
     Completion, CompletionAnswer, CompletionResult, Error, GroupEntry, GroupInfo, GroupPage, Table,
     Task, TaskPage, TaskSeed, TaskState, Txn, input, keys,
 };
 
+mod count;
 mod group;
 mod held;
 mod record;
 
+pub(crate) use count::Tally;
+pub use count::{count, recount};
 use group::{GroupRecord, Groups};
 pub(crate) use held::release_held;
 use record::{Board, QueueEntry, place, write};
@@ -72,7 +75,11 @@ pub fn seed(tx: &mut impl Txn, tasks: &[TaskSeed]) -> Result<(), Error> {
     let mut groups = Groups::new(now);
     let board_before: Board = match found.pop().flatten() {
         Some(v) => decode(Table::Meta, &v)?,
-        None => Board::default(),
+        None => {
+            // A new board: its counts cover every task from the start.
+            count::created(tx)?;
+            Board::default()
+        }
     };
     let old: Vec<Option<Record>> = found
         .iter()
@@ -95,7 +102,7 @@ pub fn seed(tx: &mut impl Txn, tasks: &[TaskSeed]) -> Result<(), Error> {
         let done_at =
             (state == TaskState::Done).then(|| old.as_ref().and_then(|o| o.done_at).unwrap_or(now));
         new.push(Record {
-            v: V,
+            v: Version::CURRENT,
             id: t.id.clone(),
             title: t.title.clone().unwrap_or_default(),
             deps: t.deps.clone(),

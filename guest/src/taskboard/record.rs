@@ -20,7 +20,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::group::Groups;
-use crate::format::V;
+use crate::format::{V, Version};
 use crate::txn::{decode, load, mark, store};
 use crate::{Error, Table, Task, TaskState, Txn, keys};
 
@@ -28,7 +28,8 @@ use crate::{Error, Table, Task, TaskState, Txn, keys};
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub(crate) struct Record {
-    pub v: V,
+    /// The format it was read in (format 1: not in the board's counts).
+    pub v: Version,
     pub id: String,
     pub title: String,
     pub deps: Vec<String>,
@@ -282,6 +283,8 @@ pub(crate) fn place(
             groups.touch(g);
         }
     }
+    groups.tally.change(old, Some(new));
+    new.v = Version::CURRENT;
     match (old.and_then(Record::finished_at), new.finished_at()) {
         (Some(a), Some(b)) if a == b => {}
         (before, after) => {

@@ -17,8 +17,8 @@
 use gak_host::{
     Acquired, Action, Completion, CompletionAnswer, CompletionResult, Error, GroupEntry, GroupInfo,
     GroupPage, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim,
-    Resolution, Resolved, RetrySafety, Snapshot, Status, StepDef, Task, TaskPage, TaskSeed,
-    TaskState,
+    Resolution, Resolved, RetrySafety, Snapshot, Status, StepDef, Task, TaskCounts, TaskPage,
+    TaskSeed, TaskState,
 };
 
 use crate::abi::{
@@ -31,7 +31,7 @@ use crate::limits::Scale;
 /// it changes whenever a record, a field or an enum's numbering does.
 /// `gak_abi_layout()` answers the linked library's; a program compiled
 /// against another header must not call it.
-pub const GAK_ABI_LAYOUT: u32 = 0x1f724810;
+pub const GAK_ABI_LAYOUT: u32 = 0x6c7172c1;
 
 /// One pair of a list of pairs (a snapshot's `fields`).
 #[repr(C)]
@@ -1484,6 +1484,47 @@ impl From<GroupInfo> for gak_group_info {
         gak_group_info {
             limit: x.limit,
             live: x.live,
+        }
+    }
+}
+
+// --- task-counts (taskboard) ----------------------------------------
+
+/// How many tasks the board holds in each stored state. `claimed`
+/// counts every claimed task, an expired claim too (until a claimer takes
+/// it over or it is released); delayed and backing-off tasks count as
+/// `open` or `failed`. Kept by every call that changes a task, in the same
+/// transaction, so the sums are exact: `exact` is false only on a board a
+/// format-1 kernel (0.2, 0.3) wrote, whose tasks are counted once a call
+/// next changes them or `recount` visits them.
+///
+/// An answer: clear what libgak put into it with `gak_task_counts_clear`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct gak_task_counts {
+    /// WIT `task-counts.open`.
+    pub open: u64,
+    /// WIT `task-counts.claimed`.
+    pub claimed: u64,
+    /// WIT `task-counts.done`.
+    pub done: u64,
+    /// WIT `task-counts.failed`.
+    pub failed: u64,
+    /// WIT `task-counts.dead`.
+    pub dead: u64,
+    /// WIT `task-counts.exact`.
+    pub exact: bool,
+}
+
+impl From<TaskCounts> for gak_task_counts {
+    fn from(x: TaskCounts) -> Self {
+        gak_task_counts {
+            open: x.open,
+            claimed: x.claimed,
+            done: x.done,
+            failed: x.failed,
+            dead: x.dead,
+            exact: x.exact,
         }
     }
 }

@@ -482,6 +482,24 @@ export interface GroupInfo {
 }
 
 /**
+ * How many tasks the board holds in each stored state. `claimed`
+ * counts every claimed task, an expired claim too (until a claimer takes
+ * it over or it is released); delayed and backing-off tasks count as
+ * `open` or `failed`. Kept by every call that changes a task, in the same
+ * transaction, so the sums are exact: `exact` is false only on a board a
+ * format-1 kernel (0.2, 0.3) wrote, whose tasks are counted once a call
+ * next changes them or `recount` visits them.
+ */
+export interface TaskCounts {
+  open: bigint;
+  claimed: bigint;
+  done: bigint;
+  failed: bigint;
+  dead: bigint;
+  exact: boolean;
+}
+
+/**
  * One page of a listing: `next` is the cursor for the following page
  * (`list`: the last item's id; `list-delayed`: an opaque position),
  * absent when no more items follow.
@@ -644,6 +662,23 @@ export interface Taskboard {
    * O(limit) records.
    */
   listGroups(after: string | undefined, limit: number): GroupPage;
+
+  /**
+   * The board's tasks by state. Reads a fixed number of records (64 count
+   * records and two markers), never the board: concurrent calls that change
+   * tasks spread their counts over the 64, so they rarely write the same one.
+   */
+  count(): TaskCounts;
+
+  /**
+   * Counts up to `limit` (1-1000) of the tasks `count` does not cover yet
+   * (tasks a format-1 kernel wrote that no call has changed since), in id
+   * order from where the previous `recount` stopped, and answers whether
+   * every task is counted now (then `count` is exact). On a board this
+   * kernel created it answers true and reads nothing else. Reads O(limit)
+   * tasks.
+   */
+  recount(limit: number): boolean;
 
   /**
    * One page of the tasks waiting for their `not-before` (delayed when

@@ -397,6 +397,29 @@ export class Taskboard {
   }
 
   /**
+   * The board's tasks by state. Reads a fixed number of records (64 count
+   * records and two markers), never the board: concurrent calls that change
+   * tasks spread their counts over the 64, so they rarely write the same one.
+   */
+  count() {
+    const a = [];
+    return this.kernel._call(a, (x) => x.taskboard.count(...a));
+  }
+
+  /**
+   * Counts up to `limit` (1-1000) of the tasks `count` does not cover yet
+   * (tasks a format-1 kernel wrote that no call has changed since), in id
+   * order from where the previous `recount` stopped, and answers whether
+   * every task is counted now (then `count` is exact). On a board this
+   * kernel created it answers true and reads nothing else. Reads O(limit)
+   * tasks.
+   */
+  recount(limit) {
+    const a = [v.u32('limit', limit)];
+    return this.kernel._call(a, (x) => x.taskboard.recount(...a));
+  }
+
+  /**
    * One page of the tasks waiting for their `not-before` (delayed when
    * seeded, or backing off after `fail`), by due time then seed order,
    * starting after the cursor `after` (a previous page's `next`; a

@@ -5,7 +5,7 @@
 use gak_rules::{
     Acquired, Action, Completion, CompletionResult, Error, GroupInfo, GroupPage, KeyInfo, KeyPage,
     KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim, Resolution, Resolved, Snapshot,
-    StepDef, Task, TaskPage, TaskSeed, TaskState,
+    StepDef, Task, TaskCounts, TaskPage, TaskSeed, TaskState,
 };
 
 use std::sync::{Arc, Mutex};
@@ -787,6 +787,41 @@ impl Taskboard<'_> {
                 .gak_kernel_taskboard()
                 .call_list_delayed(s, after.as_deref(), limit),
             c::task_page_out
+        )
+    }
+
+    /// How many tasks the board holds in each stored state (an expired
+    /// claim counts as `claimed`), from 64 count records, never the board;
+    /// `exact` is false on a board a format-1 kernel wrote until
+    /// [`Taskboard::recount`] has visited its tasks.
+    ///
+    /// # Errors
+    /// `storage`.
+    pub async fn count(&self) -> Result<TaskCounts, Error> {
+        let info = CallInfo::new("taskboard.count", None);
+        export!(
+            self.0,
+            info,
+            [],
+            |k, s| k.gak_kernel_taskboard().call_count(s),
+            c::task_counts_out
+        )
+    }
+
+    /// Count up to `limit` (1-1000) of the tasks a format-1 kernel wrote
+    /// that [`Taskboard::count`] does not cover yet; answers whether every
+    /// task is counted now.
+    ///
+    /// # Errors
+    /// `invalid-input` (a bad limit) or `storage`.
+    pub async fn recount(&self, limit: u32) -> Result<bool, Error> {
+        let info = CallInfo::new("taskboard.recount", None);
+        export!(
+            self.0,
+            info,
+            [],
+            |k, s| k.gak_kernel_taskboard().call_recount(s, limit),
+            |done| done
         )
     }
 

@@ -351,6 +351,18 @@ pub fn group_info_out(x: taskboard::GroupInfo) -> rules::GroupInfo {
     }
 }
 
+/// WIT `taskboard.task-counts`, out of the component.
+pub fn task_counts_out(x: taskboard::TaskCounts) -> rules::TaskCounts {
+    rules::TaskCounts {
+        open: x.open,
+        claimed: x.claimed,
+        done: x.done,
+        failed: x.failed,
+        dead: x.dead,
+        exact: x.exact,
+    }
+}
+
 /// WIT `taskboard.task-page`, out of the component.
 pub fn task_page_out(x: taskboard::TaskPage) -> rules::TaskPage {
     rules::TaskPage {

@@ -64,8 +64,8 @@ pub use engine::COMPONENT_WASM;
 pub use gak_rules::{
     Acquired, Action, Completion, CompletionAnswer, CompletionResult, Error, GroupEntry, GroupInfo,
     GroupPage, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim,
-    Resolution, Resolved, RetrySafety, Snapshot, Status, StepDef, StorageError, Task, TaskPage,
-    TaskSeed, TaskState,
+    Resolution, Resolved, RetrySafety, Snapshot, Status, StepDef, StorageError, Task, TaskCounts,
+    TaskPage, TaskSeed, TaskState,
 };
 pub use kernel::Kernel;
 pub use protocol::Retry;

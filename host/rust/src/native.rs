@@ -40,15 +40,17 @@ impl Caller {
         }
     }
 
-    /// Run `rule` (which mints `tokens` capabilities) as the kernel runs an
-    /// export: the same loop (`crate::protocol`), the rules over the same
-    /// [`Buffered`] transaction, minus the component.
+    /// Run `rule` (which mints `tokens` capabilities, and changes tasks when
+    /// `counting`: its count record comes with the first read) as the kernel
+    /// runs an export: the same loop (`crate::protocol`), the rules over the
+    /// same [`Buffered`] transaction, minus the component.
     ///
     /// # Errors
     /// The rule's refusal, or `storage`.
     pub fn call<T>(
         &mut self,
         tokens: u8,
+        counting: bool,
         mut rule: impl FnMut(&mut Buffered<NativeStore<'_>>) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let retry = self.retry;
@@ -58,9 +60,9 @@ impl Caller {
                 clock: &*me.clock,
                 conflict: &mut me.conflict,
             };
-            Ok::<_, std::convert::Infallible>(
-                Buffered::new(store).minting(tokens).decide(&mut rule),
-            )
+            let tx = Buffered::new(store).minting(tokens);
+            let tx = if counting { tx.counting() } else { tx };
+            Ok::<_, std::convert::Infallible>(tx.decide(&mut rule))
         };
         run(crate::protocol::attempts(
             self,

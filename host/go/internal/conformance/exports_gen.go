@@ -51,6 +51,8 @@ var exports = map[string]func(context.Context, *gak.Kernel, any) (any, error, er
 	"taskboard.set-group-limit":    taskboardSetGroupLimit,
 	"taskboard.get-group":          taskboardGetGroup,
 	"taskboard.list-groups":        taskboardListGroups,
+	"taskboard.count":              taskboardCount,
+	"taskboard.recount":            taskboardRecount,
 	"taskboard.list-delayed":       taskboardListDelayed,
 	"retention.prune":              retentionPrune,
 }
@@ -431,6 +433,18 @@ func writeGroupInfo(x gak.GroupInfo) obj {
 	o := obj{}
 	o["limit"] = num(uint64(x.Limit))
 	o["live"] = num(uint64(x.Live))
+	return o
+}
+
+// writeTaskCounts writes the task-counts x as the vectors' JSON (absent options omitted).
+func writeTaskCounts(x gak.TaskCounts) obj {
+	o := obj{}
+	o["open"] = num(x.Open)
+	o["claimed"] = num(x.Claimed)
+	o["done"] = num(x.Done)
+	o["failed"] = num(x.Failed)
+	o["dead"] = num(x.Dead)
+	o["exact"] = x.Exact
 	return o
 }
 
@@ -1017,6 +1031,31 @@ func taskboardListGroups(ctx context.Context, k *gak.Kernel, a any) (any, error,
 		return nil, err, nil
 	}
 	return writeGroupPage(r), nil, nil
+}
+
+// taskboardCount is taskboard.count.
+func taskboardCount(ctx context.Context, k *gak.Kernel, a any) (any, error, error) {
+	var err error
+	var r gak.TaskCounts
+	r, err = k.Taskboard().Count(ctx)
+	if err != nil {
+		return nil, err, nil
+	}
+	return writeTaskCounts(r), nil, nil
+}
+
+// taskboardRecount is taskboard.recount.
+func taskboardRecount(ctx context.Context, k *gak.Kernel, a any) (any, error, error) {
+	limit, err := readCount(arg(a, "limit"), "limit")
+	if err != nil {
+		return nil, nil, err
+	}
+	var r bool
+	r, err = k.Taskboard().Recount(ctx, limit)
+	if err != nil {
+		return nil, err, nil
+	}
+	return r, nil, nil
 }
 
 // taskboardListDelayed is taskboard.list-delayed.

@@ -273,6 +273,18 @@ export function writeGroupInfo(x) {
   };
 }
 
+/** `task-counts` answers as the vectors' JSON (absent options left out). */
+export function writeTaskCounts(x) {
+  return {
+    open: json.num(x.open),
+    claimed: json.num(x.claimed),
+    done: json.num(x.done),
+    failed: json.num(x.failed),
+    dead: json.num(x.dead),
+    exact: x.exact,
+  };
+}
+
 /** `task-page` answers as the vectors' JSON (absent options left out). */
 export function writeTaskPage(x) {
   const o = {
@@ -518,6 +530,15 @@ export const CALLS = {
     const after = json.option(json.field(a, 'after'), 'after', json.string);
     const limit = json.u32(json.field(a, 'limit'), 'limit');
     return writeGroupPage(k.taskboard.listGroups(after, limit));
+  },
+
+  'taskboard.count'(k, a) {
+    return writeTaskCounts(k.taskboard.count());
+  },
+
+  'taskboard.recount'(k, a) {
+    const limit = json.u32(json.field(a, 'limit'), 'limit');
+    return k.taskboard.recount(limit);
   },
 
   'taskboard.list-delayed'(k, a) {

@@ -172,6 +172,7 @@ export type CompletionTakes = Assert<Accepts<api.Completion, taskboardWit.Comple
 export type CompletionAnswer = Assert<Same<api.CompletionAnswer, taskboardWit.CompletionAnswer>>;
 export type CompletionResult = Assert<Same<api.CompletionResult, taskboardWit.CompletionResult>>;
 export type GroupInfo = Assert<Same<api.GroupInfo, taskboardWit.GroupInfo>>;
+export type TaskCounts = Assert<Same<api.TaskCounts, taskboardWit.TaskCounts>>;
 export type TaskPage = Assert<Same<api.TaskPage, taskboardWit.TaskPage>>;
 export type GroupEntry = Assert<Same<api.GroupEntry, taskboardWit.GroupEntry>>;
 export type GroupPage = Assert<Same<api.GroupPage, taskboardWit.GroupPage>>;
@@ -265,6 +266,18 @@ export type TaskboardListGroupsTakes = Assert<
 >;
 export type TaskboardListGroupsAnswers = Assert<
   Same<ReturnType<api.Taskboard['listGroups']>, ReturnType<typeof taskboardWit.listGroups>>
+>;
+export type TaskboardCountTakes = Assert<
+  Accepts<Parameters<api.Taskboard['count']>, Parameters<typeof taskboardWit.count>>
+>;
+export type TaskboardCountAnswers = Assert<
+  Same<ReturnType<api.Taskboard['count']>, ReturnType<typeof taskboardWit.count>>
+>;
+export type TaskboardRecountTakes = Assert<
+  Accepts<Parameters<api.Taskboard['recount']>, Parameters<typeof taskboardWit.recount>>
+>;
+export type TaskboardRecountAnswers = Assert<
+  Same<ReturnType<api.Taskboard['recount']>, ReturnType<typeof taskboardWit.recount>>
 >;
 export type TaskboardListDelayedTakes = Assert<
   Accepts<Parameters<api.Taskboard['listDelayed']>, Parameters<typeof taskboardWit.listDelayed>>

@@ -38,6 +38,7 @@ from ._new import (
     new_replayed,
     new_snapshot,
     new_task,
+    new_task_counts,
     new_task_page,
     new_uncertain,
 )
@@ -802,6 +803,36 @@ def _result_group_page_error_val(at: int) -> Any:
     return value
 
 
+#: A ``task-counts`` record's entries: each one's payload.
+_TASK_COUNTS_FIELDS = struct.Struct("<24xQ16x24xQ16x24xQ16x24xQ16x24xQ16x24x?23x").unpack_from
+
+
+def _result_task_counts_error_val(at: int) -> Any:
+    """The ``result<task-counts, error>`` of the ``Val`` at ``at``."""
+    value_ok, value_at = _RESULT_PAYLOAD(MEM, at + 8)
+    if value_ok:
+        (
+            open, claimed, done, failed, dead, exact,
+        ) = _TASK_COUNTS_FIELDS(MEM, MEMQ[(value_at >> 3) + 2])
+        ok = new_task_counts(open, claimed, done, failed, dead, exact)
+        value = (True, ok)
+    else:
+        err_n, err_name, err_at = _VARIANT_PAYLOAD(MEM, value_at + 8)
+        value = (False, _error(err_n, err_name, err_at))
+    return value
+
+
+def _result_bool_error_val(at: int) -> Any:
+    """The ``result<bool, error>`` of the ``Val`` at ``at``."""
+    value_ok, value_at = _RESULT_PAYLOAD(MEM, at + 8)
+    if value_ok:
+        value = (True, MEM[value_at + 8] != 0)
+    else:
+        err_n, err_name, err_at = _VARIANT_PAYLOAD(MEM, value_at + 8)
+        value = (False, _error(err_n, err_name, err_at))
+    return value
+
+
 #: A ``pruned`` record's entries: each one's payload.
 _PRUNED_FIELDS = struct.Struct("<24xI20x24xI20x24xI20x24x?23x").unpack_from
 
@@ -855,6 +886,8 @@ LIFT: dict[str, Callable[[int], Any]] = {
     "taskboard#set-group-limit": _result_none_error_val,
     "taskboard#get-group": _result_group_info_error_val,
     "taskboard#list-groups": _result_group_page_error_val,
+    "taskboard#count": _result_task_counts_error_val,
+    "taskboard#recount": _result_bool_error_val,
     "taskboard#list-delayed": _result_task_page_error_val,
     "retention#prune": _result_pruned_error_val,
 }

@@ -306,6 +306,10 @@ _PUT_TASKBOARD_GET_GROUP_ARGS = struct.Struct("<B7xQQ8x").pack_into
 _PUT_TASKBOARD_LIST_GROUPS_ARGS = struct.Struct("<B7xQ16xB7xI20x").pack_into
 
 
+#: ``taskboard.recount``'s argument ``Val``s.
+_PUT_TASKBOARD_RECOUNT_ARGS = struct.Struct("<B7xI20x").pack_into
+
+
 #: ``taskboard.list-delayed``'s argument ``Val``s.
 _PUT_TASKBOARD_LIST_DELAYED_ARGS = struct.Struct("<B7xQ16xB7xI20x").pack_into
 
@@ -2692,6 +2696,24 @@ def _taskboard_list_groups(args: Sequence[Any], arena: Arena) -> Optional[bool]:
     return True
 
 
+def _taskboard_count(args: Sequence[Any], arena: Arena) -> Optional[bool]:
+    """``taskboard.count``'s arguments () into ``arena``'s parameter slots."""
+    if len(args) != 0:
+        return None
+    return True
+
+
+def _taskboard_recount(args: Sequence[Any], arena: Arena) -> Optional[bool]:
+    """``taskboard.recount``'s arguments (``limit``) into ``arena``'s parameter slots."""
+    if len(args) != 1:
+        return None
+    limit, = args
+    if type(limit) is not int or not 0 <= limit < 4294967296:
+        return None
+    _PUT_TASKBOARD_RECOUNT_ARGS(MEM, arena.slots + 32, 6, limit)
+    return True
+
+
 def _taskboard_list_delayed(args: Sequence[Any], arena: Arena) -> Optional[bool]:
     """``taskboard.list-delayed``'s arguments (``after``, ``limit``) into ``arena``'s parameter slots."""
     if len(args) != 2:
@@ -2774,6 +2796,8 @@ LOWER: dict[str, tuple[Callable[[Sequence[Any], Arena], Optional[bool]], Optiona
     "taskboard#set-group-limit": (_taskboard_set_group_limit, 1),
     "taskboard#get-group": (_taskboard_get_group, 1),
     "taskboard#list-groups": (_taskboard_list_groups, 1),
+    "taskboard#count": (_taskboard_count, 0),
+    "taskboard#recount": (_taskboard_recount, 0),
     "taskboard#list-delayed": (_taskboard_list_delayed, 1),
     "retention#prune": (_retention_prune, 0),
 }

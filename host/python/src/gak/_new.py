@@ -29,6 +29,7 @@ from .types import (
     Replayed,
     Snapshot,
     Task,
+    TaskCounts,
     TaskPage,
     Uncertain,
 )
@@ -207,6 +208,19 @@ def new_group_info(limit: Any, live: Any) -> GroupInfo:
     d = o.__dict__
     d["limit"] = limit
     d["live"] = live
+    return o
+
+
+def new_task_counts(open: Any, claimed: Any, done: Any, failed: Any, dead: Any, exact: Any) -> TaskCounts:
+    """A :class:`~gak.types.TaskCounts` from its fields in the WIT's order."""
+    o = new(TaskCounts)
+    d = o.__dict__
+    d["open"] = open
+    d["claimed"] = claimed
+    d["done"] = done
+    d["failed"] = failed
+    d["dead"] = dead
+    d["exact"] = exact
     return o
 
 

@@ -379,6 +379,23 @@ SIGNATURES: dict[str, str] = {
         "lease-lost, invalid-input(string), storage(string), not-due, group-full, "
         "not-dead}>"
     ),
+    "taskboard#count": (
+        "func() -> result<record {open: u64, claimed: u64, done: u64, failed: u64, "
+        "dead: u64, exact: bool}, variant {not-found, stale-seq, terminal, "
+        "invalid-plan(string), fence-stale, already-committed, not-holder, "
+        "resource-mismatch, lease-expired, reconcile-taken, not-uncertain, "
+        "unsafe-not-retryable, key-reused, write-failed, taken, deps-pending, "
+        "lease-lost, invalid-input(string), storage(string), not-due, group-full, "
+        "not-dead}>"
+    ),
+    "taskboard#recount": (
+        "func(limit: u32) -> result<bool, variant {not-found, stale-seq, terminal, "
+        "invalid-plan(string), fence-stale, already-committed, not-holder, "
+        "resource-mismatch, lease-expired, reconcile-taken, not-uncertain, "
+        "unsafe-not-retryable, key-reused, write-failed, taken, deps-pending, "
+        "lease-lost, invalid-input(string), storage(string), not-due, group-full, "
+        "not-dead}>"
+    ),
     "taskboard#list-delayed": (
         "func(after: option<string>, "
         "limit: u32) -> result<record {items: list<record {id: string, title: string, "

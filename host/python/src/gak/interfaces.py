@@ -44,6 +44,7 @@ from .types import (
     Snapshot,
     StepDef,
     Task,
+    TaskCounts,
     TaskPage,
     TaskSeed,
     TaskState,
@@ -368,6 +369,23 @@ class Taskboard(_Interface):
         done or dead, with no limit, has no record and is not shown). Reads
         O(limit) records."""
         answer: GroupPage = self._kernel._call("taskboard#list-groups", after, limit)
+        return answer
+
+    def count(self) -> TaskCounts:
+        """The board's tasks by state. Reads a fixed number of records (64 count
+        records and two markers), never the board: concurrent calls that change
+        tasks spread their counts over the 64, so they rarely write the same one."""
+        answer: TaskCounts = self._kernel._call("taskboard#count")
+        return answer
+
+    def recount(self, limit: int) -> bool:
+        """Counts up to ``limit`` (1-1000) of the tasks ``count`` does not cover yet
+        (tasks a format-1 kernel wrote that no call has changed since), in id
+        order from where the previous ``recount`` stopped, and answers whether
+        every task is counted now (then ``count`` is exact). On a board this
+        kernel created it answers true and reads nothing else. Reads O(limit)
+        tasks."""
+        answer: bool = self._kernel._call("taskboard#recount", limit)
         return answer
 
     def list_delayed(self, after: Optional[str], limit: int) -> TaskPage:

@@ -323,6 +323,24 @@ class GroupInfo:
 
 
 @dataclass(frozen=True)
+class TaskCounts:
+    """How many tasks the board holds in each stored state. ``claimed``
+    counts every claimed task, an expired claim too (until a claimer takes
+    it over or it is released); delayed and backing-off tasks count as
+    ``open`` or ``failed``. Kept by every call that changes a task, in the same
+    transaction, so the sums are exact: ``exact`` is false only on a board a
+    format-1 kernel (0.2, 0.3) wrote, whose tasks are counted once a call
+    next changes them or ``recount`` visits them."""
+
+    open: int
+    claimed: int
+    done: int
+    failed: int
+    dead: int
+    exact: bool
+
+
+@dataclass(frozen=True)
 class TaskPage:
     """One page of a listing: ``next`` is the cursor for the following page
     (``list``: the last item's id; ``list-delayed``: an opaque position),

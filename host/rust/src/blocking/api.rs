@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use gak_rules::{
     Acquired, Action, Completion, CompletionResult, Error, GroupInfo, GroupPage, KeyInfo, KeyPage,
     KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim, Resolution, Resolved, Snapshot,
-    StepDef, Task, TaskPage, TaskSeed, TaskState,
+    StepDef, Task, TaskCounts, TaskPage, TaskSeed, TaskState,
 };
 
 use super::run;
@@ -116,6 +116,10 @@ mirror!(Taskboard, taskboard {
     fn list_groups(&self, after: Option<&str>, limit: u32) -> GroupPage;
     /// One page of the delayed tasks, by due time.
     fn list_delayed(&self, after: Option<&str>, limit: u32) -> TaskPage;
+    /// The board's tasks by state.
+    fn count(&self) -> TaskCounts;
+    /// Count up to `limit` tasks a format-1 kernel wrote; all counted now?
+    fn recount(&self, limit: u32) -> bool;
     /// Return a claimed task to open.
     fn release(&self, id: &str, token: &str) -> ();
     /// Mark a claimed task done.

@@ -43,6 +43,7 @@ from ..types import (
     Status,
     StepDef,
     Task,
+    TaskCounts,
     TaskPage,
     TaskSeed,
     TaskState,
@@ -300,6 +301,18 @@ def completion_result_json(v: CompletionResult) -> dict[str, Any]:
 def group_info_json(v: GroupInfo) -> dict[str, Any]:
     """A ``group-info`` as the vectors' JSON (absent options omitted)."""
     return {"limit": v.limit, "live": v.live}
+
+
+def task_counts_json(v: TaskCounts) -> dict[str, Any]:
+    """A ``task-counts`` as the vectors' JSON (absent options omitted)."""
+    return {
+        "open": v.open,
+        "claimed": v.claimed,
+        "done": v.done,
+        "failed": v.failed,
+        "dead": v.dead,
+        "exact": v.exact,
+    }
 
 
 def task_page_json(v: TaskPage) -> dict[str, Any]:
@@ -595,6 +608,17 @@ def taskboard_list_groups(k: Kernel, a: Any) -> Any:
     return group_page_json(r)
 
 
+def taskboard_count(k: Kernel, a: Any) -> Any:
+    """``taskboard.count``."""
+    r = k.taskboard.count()
+    return task_counts_json(r)
+
+
+def taskboard_recount(k: Kernel, a: Any) -> Any:
+    """``taskboard.recount``."""
+    return k.taskboard.recount(u32(field(a, "limit"), "limit"))
+
+
 def taskboard_list_delayed(k: Kernel, a: Any) -> Any:
     """``taskboard.list-delayed``."""
     r = k.taskboard.list_delayed(
@@ -644,6 +668,8 @@ CALLS: dict[str, Callable[[Kernel, Any], Any]] = {
     "taskboard.set-group-limit": taskboard_set_group_limit,
     "taskboard.get-group": taskboard_get_group,
     "taskboard.list-groups": taskboard_list_groups,
+    "taskboard.count": taskboard_count,
+    "taskboard.recount": taskboard_recount,
     "taskboard.list-delayed": taskboard_list_delayed,
     "retention.prune": retention_prune,
 }

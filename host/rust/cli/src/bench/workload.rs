@@ -210,7 +210,7 @@ impl Side {
             let seeds: Vec<TaskSeed> = chunk.iter().map(|id| TaskSeed::new(id)).collect();
             let r = match self {
                 Side::Kernel(k) => k.taskboard().seed(&seeds),
-                Side::Native(c) => c.call(0, |tx| gak_rules::taskboard::seed(tx, &seeds)),
+                Side::Native(c) => c.call(0, true, |tx| gak_rules::taskboard::seed(tx, &seeds)),
                 Side::Sql(conn, _) => conn.seed_tasks(chunk).map_err(Error::storage),
             };
             r.map_err(|e| format!("seeding tasks: {e}"))?;
@@ -222,8 +222,10 @@ impl Side {
         match self {
             Side::Kernel(k) => answer(k.taskboard().claim(id, AGENT, ttl).map(drop)),
             Side::Native(c) => answer(
-                c.call(1, |tx| gak_rules::taskboard::claim(tx, id, AGENT, ttl))
-                    .map(drop),
+                c.call(1, true, |tx| {
+                    gak_rules::taskboard::claim(tx, id, AGENT, ttl)
+                })
+                .map(drop),
             ),
             Side::Sql(conn, clock) => Ok(conn.claim(id, AGENT, ttl, clock.now())?.map(drop)),
         }
@@ -245,7 +247,9 @@ impl Side {
                 .map(|t| pairs(t.into_iter().collect())),
             Side::Kernel(k) => k.taskboard().claim_batch(AGENT, ttl, n).map(pairs),
             Side::Native(c) => c
-                .call(2, |tx| gak_rules::taskboard::claim_batch(tx, AGENT, ttl, n))
+                .call(2, true, |tx| {
+                    gak_rules::taskboard::claim_batch(tx, AGENT, ttl, n)
+                })
                 .map(pairs),
             Side::Sql(conn, clock) => {
                 let ids = conn.drain(n, AGENT, ttl, clock.now())?;
@@ -267,17 +271,17 @@ impl Side {
                 .iter()
                 .filter(|a| a.answer == CompletionAnswer::Completed)
                 .count(),
-            Side::Native(c) if done.len() == 1 => answer(c.call(0, |tx| {
+            Side::Native(c) if done.len() == 1 => answer(c.call(0, true, |tx| {
                 gak_rules::taskboard::complete(tx, &done[0].0, &done[0].1)
             }))?
             .is_ok() as usize,
-            Side::Native(c) => {
-                answer(c.call(0, |tx| gak_rules::taskboard::complete_batch(tx, &items)))?
-                    .map_err(|e| format!("complete-batch refused: {e}"))?
-                    .iter()
-                    .filter(|a| a.answer == CompletionAnswer::Completed)
-                    .count()
-            }
+            Side::Native(c) => answer(c.call(0, true, |tx| {
+                gak_rules::taskboard::complete_batch(tx, &items)
+            }))?
+            .map_err(|e| format!("complete-batch refused: {e}"))?
+            .iter()
+            .filter(|a| a.answer == CompletionAnswer::Completed)
+            .count(),
             Side::Sql(conn, _) => {
                 let ids: Vec<String> = done.iter().map(|(i, _)| i.clone()).collect();
                 conn.complete_drained(&ids)? as usize
@@ -297,9 +301,9 @@ impl Side {
     fn acquire(&mut self, action: &Action, ttl: u64) -> Result<Acquired, String> {
         let r = match self {
             Side::Kernel(k) => answer(k.sideeffect().acquire(action, ttl))?,
-            Side::Native(c) => {
-                answer(c.call(1, |tx| gak_rules::sideeffect::acquire(tx, action, ttl)))?
-            }
+            Side::Native(c) => answer(c.call(1, false, |tx| {
+                gak_rules::sideeffect::acquire(tx, action, ttl)
+            }))?,
             Side::Sql(conn, clock) => {
                 conn.acquire(&action.key, &action.resource, ttl, clock.now())?
             }
@@ -310,7 +314,7 @@ impl Side {
     fn complete(&mut self, action: &Action, lease: &Lease) -> Result<(), String> {
         let done = match self {
             Side::Kernel(k) => answer(k.sideeffect().complete(action, lease, b"ok"))?.is_ok(),
-            Side::Native(c) => answer(c.call(0, |tx| {
+            Side::Native(c) => answer(c.call(0, false, |tx| {
                 gak_rules::sideeffect::complete(tx, action, lease, b"ok")
             }))?
             .is_ok(),
@@ -448,7 +452,9 @@ impl Worker for Saves {
         let snap = &self.snap;
         let r = match &mut self.side {
             Side::Kernel(k) => k.checkpoint().save_if_newer(snap),
-            Side::Native(c) => c.call(0, |tx| gak_rules::checkpoint::save_if_newer(tx, snap)),
+            Side::Native(c) => c.call(0, false, |tx| {
+                gak_rules::checkpoint::save_if_newer(tx, snap)
+            }),
             Side::Sql(..) => return Err("save-if-newer has no sql baseline".into()),
         };
         r.map(|()| Done::Ok)

@@ -7,8 +7,8 @@ use serde_json::{Map, Value};
 use gak::{
     Acquired, Action, Completion, CompletionAnswer, CompletionResult, Error, GroupEntry, GroupInfo,
     GroupPage, Kernel, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim,
-    Resolution, Resolved, RetrySafety, Snapshot, Status, StepDef, Task, TaskPage, TaskSeed,
-    TaskState,
+    Resolution, Resolved, RetrySafety, Snapshot, Status, StepDef, Task, TaskCounts, TaskPage,
+    TaskSeed, TaskState,
 };
 
 /// A problem with the args themselves.
@@ -496,6 +496,17 @@ pub(super) fn write_group_info(x: GroupInfo) -> Value {
     Value::Object(o)
 }
 
+pub(super) fn write_task_counts(x: TaskCounts) -> Value {
+    let mut o = Map::new();
+    o.insert("open".into(), Value::from(x.open));
+    o.insert("claimed".into(), Value::from(x.claimed));
+    o.insert("done".into(), Value::from(x.done));
+    o.insert("failed".into(), Value::from(x.failed));
+    o.insert("dead".into(), Value::from(x.dead));
+    o.insert("exact".into(), Value::from(x.exact));
+    Value::Object(o)
+}
+
 pub(super) fn write_task_page(x: TaskPage) -> Value {
     let mut o = Map::new();
     o.insert(
@@ -800,6 +811,11 @@ pub(super) async fn call(
                 .list_groups(after.as_deref(), limit)
                 .await
                 .map(write_group_page)
+        }
+        "taskboard.count" => kernel.taskboard().count().await.map(write_task_counts),
+        "taskboard.recount" => {
+            let limit = read_u32(field(args, "limit"), "limit")?;
+            kernel.taskboard().recount(limit).await.map(Value::from)
         }
         "taskboard.list-delayed" => {
             let after = read_option(field(args, "after"), "after", read_string)?;
