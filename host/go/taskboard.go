@@ -356,3 +356,39 @@ func (t Taskboard) ListDelayed(ctx context.Context, after string, limit int) (Ta
 	defer C.gak_task_page_clear(&out)
 	return goTaskPage(&out), nil
 }
+
+// Count is how many tasks the board holds in each stored state (an expired
+// claim counts as claimed), read from 64 count records, never the board.
+// Exact is false on a board a format-1 kernel wrote until Recount has
+// visited its tasks.
+func (t Taskboard) Count(ctx context.Context) (TaskCounts, error) {
+	k, err := t.k.enter(ctx)
+	if err != nil {
+		return TaskCounts{}, err
+	}
+	defer t.k.leave()
+	var out C.gak_task_counts
+	if err := check(C.gak_taskboard_count(k, &out)); err != nil {
+		return TaskCounts{}, err
+	}
+	return goTaskCounts(&out), nil
+}
+
+// Recount counts up to limit (1–1000) of the tasks a format-1 kernel wrote
+// that Count does not cover yet, and says whether every task is counted now.
+func (t Taskboard) Recount(ctx context.Context, limit int) (bool, error) {
+	l, err := limit32(limit)
+	if err != nil {
+		return false, err
+	}
+	k, err := t.k.enter(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer t.k.leave()
+	var done C.bool
+	if err := check(C.gak_taskboard_recount(k, l, &done)); err != nil {
+		return false, err
+	}
+	return bool(done), nil
+}

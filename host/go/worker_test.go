@@ -15,7 +15,7 @@ import (
 func u32(n uint32) *uint32 { return &n }
 func i32(n int32) *int32   { return &n }
 
-// The six queue calls of 0.4.0, through libgak.
+// The queue calls of 0.4.0 and the board's counts, through libgak.
 func TestTheQueueCalls(t *testing.T) {
 	k, clock := withClock(t, 1000)
 	board := k.Taskboard()
@@ -80,6 +80,15 @@ func TestTheQueueCalls(t *testing.T) {
 	dead, err := board.Fail(ctx, "j1", batch[0].Token, "boom again", nil)
 	if err != nil || dead.State != gak.TaskDead || dead.LastError != "boom again" {
 		t.Fatalf("fail to death: %+v %v", dead, err)
+	}
+	counts, err := board.Count(ctx)
+	if err != nil || counts != (gak.TaskCounts{Open: 2, Done: 1, Dead: 1, Exact: true}) {
+		t.Fatalf("count: %+v %v", counts, err)
+	}
+	_, err = board.Recount(ctx, 0)
+	wantCode(t, err, gak.CodeInvalidInput)
+	if all, err := board.Recount(ctx, 10); err != nil || !all {
+		t.Fatalf("recount: %v %v", all, err)
 	}
 	_, err = board.Revive(ctx, "j3")
 	wantCode(t, err, gak.CodeNotDead)

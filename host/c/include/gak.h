@@ -52,15 +52,16 @@
 // fields, the error codes `not-due`, `group-full` and `not-dead` were
 // appended, and the calls `gak_taskboard_claim_batch`, `_complete_batch`,
 // `_fail`, `_revive`, `_set_group_limit` and `_get_group` were added;
-// later `_list_groups` and `_list_delayed` (added calls and structs: a
-// program built against the earlier header still links and runs).
+// later `_list_groups`, `_list_delayed`, `_count` and `_recount` (added
+// calls and structs: a program built against the earlier header still
+// links and runs).
 #define GAK_ABI_VERSION 2
 
 // A fingerprint of every struct and number below (libgak's layout):
 // it changes whenever a record, a field or an enum's numbering does.
 // `gak_abi_layout()` answers the linked library's; a program compiled
 // against another header must not call it.
-#define GAK_ABI_LAYOUT 527583248
+#define GAK_ABI_LAYOUT 1819374273
 
 // A clock that moves only when told to (for tests and conformance):
 // judge expiry by it with `gak_options.clock`. Thread-safe; a kernel keeps
@@ -515,7 +516,7 @@ typedef struct gak_step_def {
 
 // What one `prune` call removed.
 //
-// An answer: clear what libgak put into it with `gak_pruned_clear`.
+// An answer of plain values: nothing to clear.
 typedef struct gak_pruned {
   // Completed side-effect keys removed.
   uint32_t removed_keys;
@@ -639,13 +640,37 @@ typedef struct gak_completion_result_list {
 // A group's limit and its live claims (claimed tasks of the group with
 // `now < until`), counted exactly.
 //
-// An answer: clear what libgak put into it with `gak_group_info_clear`.
+// An answer of plain values: nothing to clear.
 typedef struct gak_group_info {
   // WIT `group-info.limit`.
   uint32_t limit;
   // WIT `group-info.live`.
   uint32_t live;
 } gak_group_info;
+
+// How many tasks the board holds in each stored state. `claimed`
+// counts every claimed task, an expired claim too (until a claimer takes
+// it over or it is released); delayed and backing-off tasks count as
+// `open` or `failed`. Kept by every call that changes a task, in the same
+// transaction, so the sums are exact: `exact` is false only on a board a
+// format-1 kernel (0.2, 0.3) wrote, whose tasks are counted once a call
+// next changes them or `recount` visits them.
+//
+// An answer of plain values: nothing to clear.
+typedef struct gak_task_counts {
+  // WIT `task-counts.open`.
+  uint64_t open;
+  // WIT `task-counts.claimed`.
+  uint64_t claimed;
+  // WIT `task-counts.done`.
+  uint64_t done;
+  // WIT `task-counts.failed`.
+  uint64_t failed;
+  // WIT `task-counts.dead`.
+  uint64_t dead;
+  // WIT `task-counts.exact`.
+  bool exact;
+} gak_task_counts;
 
 // None: absent.
 #define GAK_STATUS_NONE 0
@@ -1479,6 +1504,22 @@ struct gak_error *gak_taskboard_set_group_limit(const struct gak_kernel *k,
 struct gak_error *gak_taskboard_get_group(const struct gak_kernel *k,
                                           struct gak_str group,
                                           struct gak_group_info *out);
+
+// How many tasks the board holds in each stored state into `*out` (plain
+// values: nothing to clear). `exact` is false on a board a format-1 kernel
+// wrote until `gak_taskboard_recount` has visited its tasks.
+//
+// # Safety
+// `k` is a live kernel; `out` valid for writing.
+struct gak_error *gak_taskboard_count(const struct gak_kernel *k, struct gak_task_counts *out);
+
+// Count up to `limit` (1–1000) of the tasks a format-1 kernel wrote that
+// `gak_taskboard_count` does not cover yet; `*done` says whether every
+// task is counted now.
+//
+// # Safety
+// `k` is a live kernel; `done` valid for writing.
+struct gak_error *gak_taskboard_recount(const struct gak_kernel *k, uint32_t limit, bool *done);
 
 // One page of the groups the board knows (a limit, a claim or a ready
 // task) into `*out` (clear it with `gak_group_page_clear`): by name, after

@@ -420,7 +420,7 @@ impl Scale {
 
 /// What one `prune` call removed.
 ///
-/// An answer: clear what libgak put into it with `gak_pruned_clear`.
+/// An answer of plain values: nothing to clear.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct gak_pruned {
@@ -1469,7 +1469,7 @@ impl From<CompletionResult> for gak_completion_result {
 /// A group's limit and its live claims (claimed tasks of the group with
 /// `now < until`), counted exactly.
 ///
-/// An answer: clear what libgak put into it with `gak_group_info_clear`.
+/// An answer of plain values: nothing to clear.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct gak_group_info {
@@ -1498,7 +1498,7 @@ impl From<GroupInfo> for gak_group_info {
 /// format-1 kernel (0.2, 0.3) wrote, whose tasks are counted once a call
 /// next changes them or `recount` visits them.
 ///
-/// An answer: clear what libgak put into it with `gak_task_counts_clear`.
+/// An answer of plain values: nothing to clear.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct gak_task_counts {

@@ -4,8 +4,8 @@ use crate::error::gak_error;
 use crate::kernel::{gak_kernel, kernel};
 use crate::limits::Scale;
 use crate::records::{
-    gak_completion, gak_completion_result, gak_group_info, gak_group_page, gak_task, gak_task_page,
-    gak_task_seed, gak_task_state, task_state,
+    gak_completion, gak_completion_result, gak_group_info, gak_group_page, gak_task,
+    gak_task_counts, gak_task_page, gak_task_seed, gak_task_state, task_state,
 };
 
 /// Load `tasks[0..len]` onto the board (idempotent; re-seeding a task
@@ -410,6 +410,45 @@ pub unsafe extern "C" fn gak_taskboard_get_group(
             )
         };
         out.put(k.taskboard().get_group(group)?.into());
+        Ok(())
+    })
+}
+
+/// How many tasks the board holds in each stored state into `*out` (plain
+/// values: nothing to clear). `exact` is false on a board a format-1 kernel
+/// wrote until `gak_taskboard_recount` has visited its tasks.
+///
+/// # Safety
+/// `k` is a live kernel; `out` valid for writing.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gak_taskboard_count(
+    k: *const gak_kernel,
+    out: *mut gak_task_counts,
+) -> *mut gak_error {
+    guard(|| {
+        // SAFETY: the caller's promises, per the header.
+        let (k, out) = unsafe { (kernel(k)?, Out::new(out, "count")?) };
+        out.put(k.taskboard().count()?.into());
+        Ok(())
+    })
+}
+
+/// Count up to `limit` (1–1000) of the tasks a format-1 kernel wrote that
+/// `gak_taskboard_count` does not cover yet; `*done` says whether every
+/// task is counted now.
+///
+/// # Safety
+/// `k` is a live kernel; `done` valid for writing.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gak_taskboard_recount(
+    k: *const gak_kernel,
+    limit: u32,
+    done: *mut bool,
+) -> *mut gak_error {
+    guard(|| {
+        // SAFETY: the caller's promises, per the header.
+        let (k, done) = unsafe { (kernel(k)?, Out::new(done, "recount")?) };
+        done.put(k.taskboard().recount(limit)?);
         Ok(())
     })
 }

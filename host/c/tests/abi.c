@@ -296,6 +296,11 @@ static void queue(const gak_kernel *k, gak_clock *clock) {
   OK(gak_taskboard_list_delayed(k, NONE, 10, &delayed));
   CHECK(delayed.len == 1 && eq(delayed.items[0].id, "j4") && delayed.items[0].has_not_before && delayed.items[0].not_before == base + 100000 && delayed.next.ptr == NULL);
   gak_task_page_clear(&delayed);
+  /* The counts by state move with the completion below. */
+  gak_task_counts before = {0}, after = {0};
+  REFUSED(gak_taskboard_count(k, NULL), "invalid-input");
+  OK(gak_taskboard_count(k, &before));
+  CHECK(before.exact && before.claimed >= 2);
 
   gak_completion items[3] = {{j3.id, j3.token}, {S("j1"), S("forged")}, {S("nope"), S("forged")}};
   gak_completion_result_list answers = {0};
@@ -307,6 +312,13 @@ static void queue(const gak_kernel *k, gak_clock *clock) {
   gak_completion_result_list_clear(&answers);
   gak_completion_result_list_clear(&answers);
   CHECK(answers.items == NULL && answers.len == 0);
+  OK(gak_taskboard_count(k, &after));
+  CHECK(after.claimed == before.claimed - 1 && after.done == before.done + 1 && after.open == before.open && after.exact);
+  bool all = false;
+  REFUSED(gak_taskboard_recount(k, 0, &all), "invalid-input");
+  REFUSED(gak_taskboard_recount(k, 10, NULL), "invalid-input");
+  OK(gak_taskboard_recount(k, 10, &all));
+  CHECK(all);
 
   gak_task failed = {0};
   REFUSED(gak_taskboard_fail(k, S("j1"), S("forged"), S("boom"), true, 500, &failed), "lease-lost");

@@ -482,7 +482,9 @@ def test_a_call_lowered_ahead_is_lowered_again_after_another_used_the_arena() ->
     reads.clear()
     armed.append(True)
     assert kernel.taskboard.claim("mine", "w", 1_000).id == "mine"  # the re-run sent its own id
-    assert reads == [[("tasks", "mine")]] * 2
+    # Its own id, then the count record a claim reads with its first crossing.
+    assert [r[:1] for r in reads] == [[("tasks", "mine")]] * 2
+    assert all(len(r) == 2 and r[1][0] == "meta" and r[1][1].startswith("count/") for r in reads)
 
 
 def test_memory_key_order_catches_up_without_range_reads() -> None:

@@ -328,6 +328,9 @@ impl Gen<'_> {
             (true, false) => {
                 "An argument: borrowed for the call (libgak keeps none of its pointers).".to_owned()
             }
+            (false, true) if !abi.owns(t) => {
+                "An answer of plain values: nothing to clear.".to_owned()
+            }
             (false, true) => format!("An answer: clear what libgak put into it with `{c}_clear`."),
             _ => format!(
                 "Borrowed as an argument; as an answer, clear what libgak put into it with `{c}_clear`."
