@@ -314,6 +314,10 @@ pub mod doc {
     pub const RESOLVED_APPLIED: &[&str] = &["key", "resolved", "result"];
     /// `effects resolve --not-applied`.
     pub const RESOLVED_CLEARED: &[&str] = &["key", "resolved"];
+    /// The board's counts (`tasks count`; `tasks recount` adds `pages`).
+    pub const COUNTS: &[&str] = &[
+        "open", "claimed", "done", "failed", "dead", "total", "exact",
+    ];
     /// A group (`groups show`, `groups limit`).
     pub const GROUP: &[&str] = &["group", "limit", "live"];
     /// `tasks seed`.

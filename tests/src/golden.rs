@@ -961,3 +961,62 @@ pub fn restore_postgres(kernel: &Kernel, schema: &str, script: &str) {
         })
         .expect("restore the golden schema");
 }
+
+/// The board's counts on a format-1 board: a task no call has rewritten
+/// since the upgrade is not counted (`count` says `exact: false`); a task a
+/// call changes is counted from then on, once; `recount` visits the rest a
+/// page at a time, and then the counts are the board's, exactly.
+pub fn recount(kernel: &Kernel) {
+    let tb = kernel.taskboard();
+    let truth = |tasks: &[Task]| {
+        let mut n = [0u64; 5];
+        for t in tasks {
+            n[match t.state {
+                TaskState::Open => 0,
+                TaskState::Claimed => 1,
+                TaskState::Done => 2,
+                TaskState::Failed => 3,
+                TaskState::Dead => 4,
+            }] += 1;
+        }
+        n
+    };
+    let of = |c: &gak::TaskCounts| [c.open, c.claimed, c.done, c.failed, c.dead];
+    let c = tb.count().unwrap();
+    assert!(!c.exact, "a format-1 board is not counted yet: {c:?}");
+    assert_eq!(
+        of(&c),
+        [0; 5],
+        "no format-1 task counts before a call writes it"
+    );
+
+    // A new task and a format-1 task a claim rewrites count, once each.
+    tb.seed(&[TaskSeed::new("z-new")]).unwrap();
+    let claimed = tb.claim_next("w", 60_000).unwrap().expect("a ready task");
+    let c = tb.count().unwrap();
+    assert_eq!(
+        of(&c),
+        [1, 1, 0, 0, 0],
+        "after a seed and a claim of {}",
+        claimed.id
+    );
+    assert!(!c.exact);
+
+    // Two at a time: as many calls as pages, then exact.
+    let all = crate::board(kernel).unwrap();
+    let mut calls = 0;
+    while !tb.recount(2).unwrap() {
+        calls += 1;
+        assert!(calls <= all.len(), "recount never finishes");
+    }
+    assert_eq!(
+        calls,
+        all.len().div_ceil(2) - 1,
+        "one call a page, the last one says so"
+    );
+    let c = tb.count().unwrap();
+    assert!(c.exact);
+    assert_eq!(of(&c), truth(&all));
+    assert!(tb.recount(1).unwrap(), "nothing left to count");
+    assert_eq!(of(&tb.count().unwrap()), truth(&all));
+}

@@ -446,3 +446,52 @@ fn groups_list_and_delayed_tasks_page() {
     bad.expect_code(1);
     assert_error(&bad, "invalid-input");
 }
+
+#[test]
+fn tasks_count_by_state_and_recount_a_format_1_board() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut op = Operator::new(&sqlite(dir.path()), dir.path());
+    op.run_with(
+        &["tasks", "seed", "-"],
+        &[],
+        Some(r#"[{"id": "a"}, {"id": "b", "state": "done"}, {"id": "c", "max-attempts": 1}]"#),
+    )
+    .expect_code(0);
+    op.json(&["tasks", "claim", "c", "--agent", "w", "--ttl", "1m"]);
+    op.json(&["tasks", "claim", "a", "--agent", "w", "--ttl", "1m"]);
+    let counts = op.json(&["tasks", "count"]);
+    assert_fields("tasks count", &counts, doc::COUNTS);
+    assert_eq!(
+        counts,
+        json!({"open": 0, "claimed": 2, "done": 1, "failed": 0, "dead": 0, "total": 3, "exact": true})
+    );
+    let table = words(&op.run(&["tasks", "count"]));
+    assert_eq!(table[0], ["STATE", "TASKS"]);
+    assert_eq!(table[2], ["claimed", "2"]);
+    assert_eq!(table.len(), 6, "no note on an exact board: {table:?}");
+
+    // The format-1 golden board: nothing counted until a recount.
+    let old = dir.path().join("format1.sqlite");
+    std::fs::copy(gak_tests::golden::dir().join("format1.sqlite"), &old).unwrap();
+    let mut op = Operator::new(&format!("sqlite:{}", old.display()), dir.path());
+    let before = op.json(&["tasks", "count"]);
+    assert_eq!(
+        (before["total"].as_u64(), before["exact"].as_bool()),
+        (Some(0), Some(false))
+    );
+    let note = op.run(&["tasks", "count"]);
+    assert!(note.stdout.contains("gak tasks recount"), "{}", note.stdout);
+    let after = op.json(&["tasks", "recount", "--page", "3"]);
+    assert_fields("tasks recount", &after, &[doc::COUNTS, &["pages"]].concat());
+    assert_eq!(
+        (
+            after["total"].as_u64(),
+            after["exact"].as_bool(),
+            after["pages"].as_u64()
+        ),
+        (Some(7), Some(true), Some(3))
+    );
+    let bad = op.run(&["tasks", "recount", "--page", "0", "--json"]);
+    bad.expect_code(1);
+    assert_error(&bad, "invalid-input");
+}

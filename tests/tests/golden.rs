@@ -91,6 +91,19 @@ fn postgres_format_1_goes_on_as_a_job_queue(dsn: &str) {
     }
 }
 
+/// The board's counts on the SQLite golden file: counted once written, the
+/// rest by `recount`.
+fn sqlite_format_1_is_recounted() {
+    let (_dir, kernel, _clock) = sqlite_copy();
+    golden::recount(&kernel);
+}
+
+/// The same on the PostgreSQL golden dump.
+fn postgres_format_1_is_recounted(dsn: &str) {
+    let (_schema, kernel, _clock) = postgres_copy(dsn);
+    golden::recount(&kernel);
+}
+
 /// The checked-in files are format 1 and stay so: this test suite never
 /// writes them (it opens copies), and `gak-golden` writes the current
 /// format's files under other names.
@@ -184,6 +197,12 @@ fn main() {
         &POSTGRES,
         "postgres_format_1_goes_on_as_a_job_queue",
         postgres_format_1_goes_on_as_a_job_queue,
+    );
+    suite.test("sqlite_format_1_is_recounted", sqlite_format_1_is_recounted);
+    suite.needs(
+        &POSTGRES,
+        "postgres_format_1_is_recounted",
+        postgres_format_1_is_recounted,
     );
     suite.test(
         "the_golden_files_stay_format_1",

@@ -151,6 +151,19 @@ pub enum Tasks {
         #[arg(long, value_name = "CURSOR")]
         after: Option<String>,
     },
+    /// How many tasks the board holds in each state (from 64 count records, never the board); says when a board a format-1 kernel wrote is not fully counted yet.
+    Count {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Count the tasks a format-1 kernel (0.2, 0.3) left uncounted, a page at a time, until the counts are exact.
+    Recount {
+        #[command(flatten)]
+        target: Target,
+        /// Tasks per transaction (1-1000).
+        #[arg(long, default_value_t = 500)]
+        page: u32,
+    },
     /// One task by id, without its token.
     Show {
         #[command(flatten)]

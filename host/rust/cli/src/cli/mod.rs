@@ -93,6 +93,8 @@ fn wants_json(command: &Command) -> bool {
         Command::Tasks(
             Tasks::List { target, .. }
             | Tasks::Delayed { target, .. }
+            | Tasks::Count { target, .. }
+            | Tasks::Recount { target, .. }
             | Tasks::Show { target, .. }
             | Tasks::Seed { target, .. }
             | Tasks::Claim { target, .. }

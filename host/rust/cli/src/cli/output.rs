@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 
 use serde_json::{Value, json};
 
-use gak::{GroupEntry, GroupPage, KeyInfo, KeyPage, Outcome, Snapshot, Task, TaskPage};
+use gak::{GroupEntry, GroupPage, KeyInfo, KeyPage, Outcome, Snapshot, Task, TaskCounts, TaskPage};
 
 use super::time;
 
@@ -370,6 +370,42 @@ pub fn group_rows(groups: &[GroupEntry]) -> String {
         })
         .collect();
     table(&["GROUP", "LIMIT", "LIVE"], &rows)
+}
+
+/// The board's counts as JSON: `{open, claimed, done, failed, dead, total,
+/// exact}`.
+pub fn task_counts_json(c: &TaskCounts) -> Value {
+    json!({
+        "open": c.open,
+        "claimed": c.claimed,
+        "done": c.done,
+        "failed": c.failed,
+        "dead": c.dead,
+        "total": c.open + c.claimed + c.done + c.failed + c.dead,
+        "exact": c.exact,
+    })
+}
+
+/// The board's counts as a table, a state a row, and a note when a board
+/// a format-1 kernel wrote is not fully counted.
+pub fn task_counts_rows(style: &Style, c: &TaskCounts) -> String {
+    let rows: Vec<Vec<Cell>> = [
+        ("open", c.open),
+        ("claimed", c.claimed),
+        ("done", c.done),
+        ("failed", c.failed),
+        ("dead", c.dead),
+    ]
+    .into_iter()
+    .map(|(state, n)| vec![style.state(state), Cell::new(n.to_string())])
+    .collect();
+    let mut out = table(&["STATE", "TASKS"], &rows);
+    if !c.exact {
+        out.push_str(
+            "not exact: tasks a format-1 kernel wrote are counted once a call changes them; `gak tasks recount` counts the rest\n",
+        );
+    }
+    out
 }
 
 /// A key as JSON (key-info never carries a holder or claim).

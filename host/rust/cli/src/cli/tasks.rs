@@ -54,6 +54,47 @@ pub fn run(command: Tasks) -> Outcome {
             );
             Ok(())
         }
+        Tasks::Count { target } => {
+            let style = Style::detect(target.json);
+            let kernel = store::open(&target.store, Create::Refused)?;
+            let counts = kernel
+                .taskboard()
+                .count()
+                .map_err(Failure::on(&kernel, "the counts"))?;
+            if style.json {
+                style.print_json(&output::task_counts_json(&counts));
+            } else {
+                print!("{}", output::task_counts_rows(&style, &counts));
+            }
+            Ok(())
+        }
+        Tasks::Recount { target, page } => {
+            let style = Style::detect(target.json);
+            let kernel = store::open(&target.store, Create::Refused)?;
+            let mut calls = 0u64;
+            // Each call is one transaction over one page, so the board stays
+            // open to workers while a big one is counted.
+            while !kernel
+                .taskboard()
+                .recount(page)
+                .map_err(Failure::on(&kernel, "the recount"))?
+            {
+                calls += 1;
+            }
+            let counts = kernel
+                .taskboard()
+                .count()
+                .map_err(Failure::on(&kernel, "the counts"))?;
+            if style.json {
+                let mut out = output::task_counts_json(&counts);
+                out["pages"] = json!(calls + 1);
+                style.print_json(&out);
+            } else {
+                println!("every task is counted ({} pages)", calls + 1);
+                print!("{}", output::task_counts_rows(&style, &counts));
+            }
+            Ok(())
+        }
         Tasks::Show { target, id } => {
             let style = Style::detect(target.json);
             let kernel = store::open(&target.store, Create::Refused)?;
