@@ -226,6 +226,96 @@ fn revive_needs_the_pages_csrf_token_and_a_refusal_changes_nothing(store: &str) 
     assert!(missing.body.contains("not-found"));
 }
 
+fn the_board_counts_its_tasks_and_metrics_and_the_api_agree(store: &str) {
+    let store = store.to_owned();
+    let kernel = Kernel::open(&store).unwrap();
+    dead_task(&kernel, "gone", "boom");
+    let board = kernel.taskboard();
+    board
+        .seed(&[TaskSeed::new("a"), TaskSeed::new("b"), TaskSeed::new("c")])
+        .unwrap();
+    board.claim("a", "w", 60_000).unwrap();
+    let server = Server::start(&store, &[]);
+
+    let page = server.get("/tasks", &[]);
+    assert_eq!(page.status, 200);
+    for (state, n) in [("open", 2), ("claimed", 1), ("done", 0), ("dead", 1)] {
+        assert!(
+            page.body.contains(&format!(
+                "<a href=\"/tasks?state={state}\" class=\"state-{state}\">{state} <b>{n}</b></a>"
+            )),
+            "{state} {n} in {}",
+            page.body
+        );
+    }
+    assert!(page.body.contains("total <b>4</b>"), "{}", page.body);
+    assert!(!page.body.contains("Not every task is counted"));
+
+    let api = server.get("/api/counts", &[]);
+    assert_eq!(api.status, 200);
+    assert_eq!(
+        api.json(),
+        serde_json::json!({"open": 2, "claimed": 1, "done": 0, "failed": 0, "dead": 1, "total": 4, "exact": true})
+    );
+    let metrics = server.get("/metrics", &[]).body;
+    for line in [
+        "gak_tasks{state=\"open\"} 2",
+        "gak_tasks{state=\"claimed\"} 1",
+        "gak_tasks{state=\"dead\"} 1",
+        "gak_tasks_counted 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in {metrics}");
+    }
+
+    // The recount action is a POST with the page's CSRF token like every
+    // other; on a board this kernel made it has nothing to do.
+    let (cookie, token) = session(&server);
+    let refused = server.post("/tasks/recount", &[("cookie", &cookie)], "");
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    let done = server.post(
+        "/tasks/recount",
+        &[("cookie", &cookie)],
+        &format!("csrf={token}"),
+    );
+    assert_eq!(done.status, 303, "{}", done.body);
+    assert_eq!(done.header("location"), Some("/tasks?done=recounted"));
+
+    // A format-1 board (the golden SQLite file): counted once recounted.
+    if let Some(path) = store.strip_prefix("sqlite:") {
+        let old = Path::new(path).with_file_name("format1.sqlite");
+        std::fs::copy(gak_tests::golden::dir().join("format1.sqlite"), &old).unwrap();
+        let server = Server::start(&format!("sqlite:{}", old.display()), &[]);
+        let page = server.get("/tasks", &[]);
+        assert!(
+            page.body.contains("Not every task is counted"),
+            "{}",
+            page.body
+        );
+        assert!(
+            server
+                .get("/metrics", &[])
+                .body
+                .lines()
+                .any(|l| l == "gak_tasks_counted 0")
+        );
+        let (cookie, token) = session(&server);
+        let done = server.post(
+            "/tasks/recount",
+            &[("cookie", &cookie)],
+            &format!("csrf={token}"),
+        );
+        assert_eq!(done.status, 303, "{}", done.body);
+        let counts = server.get("/api/counts", &[]).json();
+        assert_eq!(
+            (counts["total"].as_u64(), counts["exact"].as_bool()),
+            (Some(7), Some(true))
+        );
+        let page = server.get("/tasks?done=recounted", &[]);
+        assert!(page.body.contains("Every task is counted."));
+        assert!(!page.body.contains("Not every task is counted"));
+    }
+}
+
 fn bad_input_gets_a_clear_refusal(store: &str) {
     let store = store.to_owned();
     let kernel = Kernel::open(&store).unwrap();
@@ -579,7 +669,7 @@ fn the_api_answers_the_clis_json_shapes_and_metrics_count_the_calls(store: &str)
 
 /// Every case, with the schema label of its PostgreSQL run.
 type Case = (&'static str, &'static str, fn(&str));
-const CASES: [Case; 8] = [
+const CASES: [Case; 9] = [
     (
         "pages_escape_the_stores_text_and_never_show_a_capability",
         "escape",
@@ -614,6 +704,11 @@ const CASES: [Case; 8] = [
         "off_loopback_needs_a_token_and_every_request_carries_it",
         "token",
         off_loopback_needs_a_token_and_every_request_carries_it,
+    ),
+    (
+        "the_board_counts_its_tasks_and_metrics_and_the_api_agree",
+        "counts",
+        the_board_counts_its_tasks_and_metrics_and_the_api_agree,
     ),
     (
         "the_api_answers_the_clis_json_shapes_and_metrics_count_the_calls",

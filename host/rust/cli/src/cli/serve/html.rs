@@ -69,6 +69,7 @@ nav.tabs a{margin-right:.8em}nav.tabs a.on{font-weight:700;text-decoration:none;
 .refused{background:#fde8e8;border:1px solid #f5b5b5;padding:.6em;margin:.6em 0}
 .ok{background:#e6f6ea;border:1px solid #a7dcb4;padding:.6em;margin:.6em 0}
 form.inline{display:inline}
+p.counts a{margin-right:1.1em;text-decoration:none}p.counts b{font-size:1.15em}
 fieldset{background:#fff;border:1px solid #d5d9df;margin:.8em 0}
 textarea{width:100%;font-family:monospace}
 .state-dead,.state-uncertain{color:#9b1c1c;font-weight:600}

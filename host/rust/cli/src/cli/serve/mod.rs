@@ -24,7 +24,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
-use gak::{Error, Kernel, KeyInfo, KeyState, Resolution, Resolved, TaskPage, TaskState};
+use gak::{
+    Error, Kernel, KeyInfo, KeyState, Resolution, Resolved, TaskCounts, TaskPage, TaskState,
+};
 
 use super::args::ServeArgs;
 use super::effects::action_of;
@@ -186,6 +188,7 @@ fn router(app: Shared) -> Router {
         .route("/gak.css", get(css))
         .route("/login", get(login_page).post(login))
         .route("/tasks", get(tasks))
+        .route("/tasks/recount", post(recount))
         .route("/tasks/{id}", get(task))
         .route("/tasks/{id}/revive", post(revive))
         .route("/groups", get(groups))
@@ -199,6 +202,7 @@ fn router(app: Shared) -> Router {
         .route("/metrics", get(metrics))
         .route("/api/tasks", get(api_tasks))
         .route("/api/tasks/{id}", get(api_task))
+        .route("/api/counts", get(api_counts))
         .route("/api/groups", get(api_groups))
         .route("/api/groups/{name}", get(api_group))
         .route("/api/keys", get(api_keys))
@@ -605,10 +609,21 @@ async fn board_page(
     }
 }
 
-async fn tasks(State(app): State<Shared>, Query(q): Query<HashMap<String, String>>) -> Response {
+async fn tasks(
+    State(app): State<Shared>,
+    axum::Extension(csrf): axum::Extension<Csrf>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
     let (board, limit) = match board_args(&q) {
         Ok(args) => args,
         Err(m) => return bad_request(&m),
+    };
+    let counts = match app
+        .call("taskboard.count", app.kernel.taskboard().count())
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => return refused(&e),
     };
     let after = param(&q, "after");
     let page_ = match board_page(&app, &board, after, limit).await {
@@ -622,7 +637,12 @@ async fn tasks(State(app): State<Shared>, Query(q): Query<HashMap<String, String
     let now = time::now_ms();
     let mut names: Vec<&str> = TASK_STATES.iter().map(|s| s.name()).collect();
     names.push(DELAYED);
-    let mut body = tabs("/tasks", &names, state);
+    let mut body = String::new();
+    if param(&q, "done") == Some("recounted") {
+        body.push_str("<div class=\"ok\">Every task is counted.</div>\n");
+    }
+    body.push_str(&counts_strip(&counts, &csrf));
+    body.push_str(&tabs("/tasks", &names, state));
     if matches!(board, Board::Delayed) {
         body.push_str("<p>Tasks waiting for their due time (seeded with a delay, or backing off after a failure), soonest first. A task whose time has come stays here until a claimer next moves it back into the claim order.</p>\n");
     }
@@ -663,6 +683,63 @@ async fn tasks(State(app): State<Shared>, Query(q): Query<HashMap<String, String
     body.push_str("</tbody></table>\n");
     body.push_str(&next_link("/tasks", state, page_.next.as_deref(), limit));
     html_response(StatusCode::OK, page("Board", &body))
+}
+
+/// The board's counts by state above its tabs; on a board a format-1
+/// kernel wrote that is not fully counted yet, what that means and the
+/// action that counts the rest.
+fn counts_strip(c: &TaskCounts, csrf: &Csrf) -> String {
+    let mut out = String::from("<p class=\"counts\">");
+    for (state, n) in [
+        ("open", c.open),
+        ("claimed", c.claimed),
+        ("done", c.done),
+        ("failed", c.failed),
+        ("dead", c.dead),
+    ] {
+        let _ = write!(
+            out,
+            "<a href=\"/tasks?state={state}\" class=\"state-{state}\">{state} <b>{n}</b></a> "
+        );
+    }
+    let total = c.open + c.claimed + c.done + c.failed + c.dead;
+    let _ = writeln!(out, "<span>total <b>{total}</b></span></p>");
+    if !c.exact {
+        let _ = writeln!(
+            out,
+            "<fieldset><legend>Not every task is counted</legend><p>This board was written by a format-1 kernel (0.2 or 0.3): its tasks are counted once a call changes them. Recount visits the others, {RECOUNT_PAGE} per transaction, and rewrites each in the current format; workers go on meanwhile.</p><form method=\"post\" action=\"/tasks/recount\">{}<button>Recount</button></form></fieldset>",
+            csrf_field(&csrf.0)
+        );
+    }
+    out
+}
+
+/// Tasks a console recount visits per transaction.
+const RECOUNT_PAGE: u32 = 500;
+
+/// Count the tasks a format-1 kernel left, a transaction per page, until
+/// every one is counted.
+async fn recount(
+    State(app): State<Shared>,
+    axum::Extension(csrf): axum::Extension<Csrf>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = check_csrf(&csrf, &form) {
+        return r;
+    }
+    loop {
+        match app
+            .call(
+                "taskboard.recount",
+                app.kernel.taskboard().recount(RECOUNT_PAGE),
+            )
+            .await
+        {
+            Ok(true) => return Redirect::to("/tasks?done=recounted").into_response(),
+            Ok(false) => {}
+            Err(e) => return refused(&e),
+        }
+    }
 }
 
 async fn task(
@@ -1207,6 +1284,28 @@ async fn metrics(State(app): State<Shared>) -> Response {
         Ok(p) => p.items.first().and_then(|t| t.not_before),
         Err(e) => return api_refused(&e),
     };
+    let counts = match app
+        .call("taskboard.count", app.kernel.taskboard().count())
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => return api_refused(&e),
+    };
+    out.push_str("# HELP gak_tasks Tasks on the board by stored state (an expired claim counts as claimed until taken over).\n# TYPE gak_tasks gauge\n");
+    for (state, n) in [
+        ("open", counts.open),
+        ("claimed", counts.claimed),
+        ("done", counts.done),
+        ("failed", counts.failed),
+        ("dead", counts.dead),
+    ] {
+        let _ = writeln!(out, "gak_tasks{{state=\"{state}\"}} {n}");
+    }
+    let _ = writeln!(
+        out,
+        "# HELP gak_tasks_counted 1 when gak_tasks covers every task; 0 on a board a format-1 kernel wrote until `gak tasks recount`.\n# TYPE gak_tasks_counted gauge\ngak_tasks_counted {}",
+        u8::from(counts.exact)
+    );
     out.push_str("# HELP gak_group_live_claims Live claims of a group (claimed, until not passed), exact.\n# TYPE gak_group_live_claims gauge\n");
     for g in &groups {
         let _ = writeln!(
@@ -1296,6 +1395,16 @@ fn label(value: &str) -> String {
 
 // ---------------------------------------------------------------------------
 // The API: the CLI's --json shapes.
+
+async fn api_counts(State(app): State<Shared>) -> Response {
+    match app
+        .call("taskboard.count", app.kernel.taskboard().count())
+        .await
+    {
+        Ok(c) => json_response(StatusCode::OK, &output::task_counts_json(&c)),
+        Err(e) => api_refused(&e),
+    }
+}
 
 async fn api_tasks(
     State(app): State<Shared>,
