@@ -139,6 +139,16 @@ pub fn task_state(state: TaskState, id: &str) -> String {
     format!("{}{id}", task_states(state))
 }
 
+/// Every task of `group`, by id (`list-group`, 0.4).
+pub fn group_tasks(group: &str) -> String {
+    format!("tg/{}:{group}/", group.len())
+}
+
+/// `id`'s entry among its group's tasks.
+pub fn group_task(group: &str, id: &str) -> String {
+    format!("{}{id}", group_tasks(group))
+}
+
 /// Every task that lists `dep` as a dependency.
 pub fn dependents(dep: &str) -> String {
     format!("td/{}:{dep}", dep.len())

@@ -392,3 +392,23 @@ func (t Taskboard) Recount(ctx context.Context, limit int) (bool, error) {
 	}
 	return bool(done), nil
 }
+
+// ListGroup is one page of the tasks of group (any state), by id, after
+// the id after ("" from the start), at most limit (1–1000). Never a token.
+func (t Taskboard) ListGroup(ctx context.Context, group, after string, limit int) (TaskPage, error) {
+	l, err := limit32(limit)
+	if err != nil {
+		return TaskPage{}, err
+	}
+	k, err := t.k.enter(ctx)
+	if err != nil {
+		return TaskPage{}, err
+	}
+	defer t.k.leave()
+	var out C.gak_task_page
+	if err := check(C.gak_taskboard_list_group(k, str(group), str(after), l, &out)); err != nil {
+		return TaskPage{}, err
+	}
+	defer C.gak_task_page_clear(&out)
+	return goTaskPage(&out), nil
+}

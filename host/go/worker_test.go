@@ -81,6 +81,12 @@ func TestTheQueueCalls(t *testing.T) {
 	if err != nil || dead.State != gak.TaskDead || dead.LastError != "boom again" {
 		t.Fatalf("fail to death: %+v %v", dead, err)
 	}
+	page, err := board.ListGroup(ctx, "g", "", 10)
+	if err != nil || len(page.Items) != 2 || page.Items[0].ID != "j1" || page.Items[1].ID != "j2" || page.Next != "" {
+		t.Fatalf("list-group: %+v %v", page, err)
+	}
+	_, err = board.ListGroup(ctx, "", "", 10)
+	wantCode(t, err, gak.CodeInvalidInput)
 	counts, err := board.Count(ctx)
 	if err != nil || counts != (gak.TaskCounts{Open: 2, Done: 1, Dead: 1, Exact: true}) {
 		t.Fatalf("count: %+v %v", counts, err)

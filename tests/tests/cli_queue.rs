@@ -435,6 +435,16 @@ fn groups_list_and_delayed_tasks_page() {
     assert_eq!(table[1], ["mail", "2", "0"]);
     assert_eq!(table[2], ["sms", "-", "1"]);
 
+    let mail = op.json(&["tasks", "list", "--group", "mail"]);
+    assert_fields("tasks list --group", &mail, doc::PAGE);
+    assert_eq!(ids(&mail), ["m1"]);
+    let sms = op.json(&["tasks", "list", "--group", "sms"]);
+    assert_eq!(
+        (ids(&sms), sms["items"][0]["state"].as_str()),
+        (vec!["s1"], Some("claimed"))
+    );
+    op.run(&["tasks", "list", "--group", "mail", "--state", "open"])
+        .expect_code(2);
     let delayed = op.json(&["tasks", "delayed", "--limit", "1"]);
     assert_fields("tasks delayed", &delayed, doc::PAGE);
     assert_eq!(ids(&delayed), ["sooner"]);

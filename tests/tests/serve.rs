@@ -51,6 +51,8 @@ fn dead_task(kernel: &Kernel, id: &str, reason: &str) {
 
 const XSS_ID: &str = "t<script>alert(1)</script>";
 const XSS_GROUP: &str = "g<script>alert(3)</script>\"\\";
+/// [`XSS_GROUP`] in a query string.
+const XSS_GROUP_Q: &str = "g%3Cscript%3Ealert%283%29%3C%2Fscript%3E%22%5C";
 const XSS_ID_LATER: &str = "later<script>alert(4)</script>";
 const XSS_REASON: &str = "\"><script>alert('reason')</script><img src=x onerror=alert(2)>";
 
@@ -101,6 +103,8 @@ fn pages_escape_the_stores_text_and_never_show_a_capability(store: &str) {
         "/api/tasks/held".to_owned(),
         "/api/keys".to_owned(),
         "/metrics".to_owned(),
+        format!("/tasks?group={XSS_GROUP_Q}"),
+        format!("/api/tasks?group={XSS_GROUP_Q}"),
     ];
     for path in &pages {
         let a = server.get(path, &[]);
@@ -159,6 +163,33 @@ fn pages_escape_the_stores_text_and_never_show_a_capability(store: &str) {
         "{}",
         metrics.body
     );
+    // The board filtered by the group: its one task, the name escaped in
+    // the heading and in the form that shows it.
+    let grouped = server.get(&format!("/tasks?group={XSS_GROUP_Q}"), &[]);
+    assert!(
+        grouped.body.contains("href=\"/tasks/held\""),
+        "{}",
+        grouped.body
+    );
+    assert!(
+        !grouped
+            .body
+            .contains(&format!("href=\"/tasks/{}\"", "t%3Cscript"))
+    );
+    assert!(
+        grouped
+            .body
+            .contains("value=\"g&lt;script&gt;alert(3)&lt;/script&gt;&quot;\\\""),
+        "{}",
+        grouped.body
+    );
+    let api = server
+        .get(&format!("/api/tasks?group={XSS_GROUP_Q}"), &[])
+        .json();
+    assert_eq!(api["items"].as_array().map(Vec::len), Some(1));
+    assert_eq!(api["items"][0]["id"], "held");
+    let both = server.get(&format!("/tasks?group={XSS_GROUP_Q}&state=open"), &[]);
+    assert_eq!(both.status, 400, "{}", both.body);
     let held = server.get("/tasks/held", &[]);
     assert!(
         held.body

@@ -276,6 +276,14 @@ impl taskboard::Guest for Component {
         call(|tx| rules::taskboard::list_delayed(tx, after.as_deref(), limit))
             .map(convert::task_page_out)
     }
+    fn list_group(
+        group: String,
+        after: Option<String>,
+        limit: u32,
+    ) -> Result<taskboard::TaskPage, Error> {
+        call(|tx| rules::taskboard::list_group(tx, &group, after.as_deref(), limit))
+            .map(convert::task_page_out)
+    }
     fn count() -> Result<taskboard::TaskCounts, Error> {
         call(rules::taskboard::count).map(convert::task_counts_out)
     }

@@ -208,6 +208,9 @@ fn removable_task(tx: &mut impl Txn, entry: &str, at: u64, id: &str) -> Result<V
 fn remove_task(tx: &mut impl Txn, task: &TaskRecord) -> Result<(), Error> {
     tx.delete(Table::Tasks, &task.id)?;
     tx.delete(Table::Indexes, &keys::task_state(task.state, &task.id))?;
+    if let Some(group) = &task.group {
+        tx.delete(Table::Indexes, &keys::group_task(group, &task.id))?;
+    }
     for dep in &task.deps {
         tx.delete(Table::Indexes, &keys::dependent(dep, &task.id))?;
     }

@@ -344,6 +344,45 @@ pub fn list(
     Ok(TaskPage { items, next })
 }
 
+/// One page of the tasks of `group`, by id, never a token. Reads at most
+/// `limit + 1` entries and the page's tasks.
+pub fn list_group(
+    tx: &mut impl Txn,
+    group: &str,
+    after: Option<&str>,
+    limit: u32,
+) -> Result<TaskPage, Error> {
+    input::id("group", group)?;
+    input::limit(limit)?;
+    if let Some(after) = after {
+        input::id("after", after)?;
+    }
+    let prefix = keys::group_tasks(group);
+    let after = after.map(|a| format!("{prefix}{a}"));
+    let ids: Vec<String> = tx
+        .scan(Table::Indexes, &prefix, after.as_deref(), limit + 1)?
+        .into_iter()
+        .map(|(k, _)| k[prefix.len()..].to_owned())
+        .collect();
+    let wanted: Vec<(Table, &str)> = ids.iter().map(|i| (Table::Tasks, i.as_str())).collect();
+    let mut items: Vec<Task> = Vec::with_capacity(ids.len());
+    for value in read_many(tx, &wanted)?.iter().flatten() {
+        let record = decode_task(value)?;
+        // A binding whose range reads are snapshots (PostgreSQL) can see a
+        // task re-seeded into another group between the entry and the record.
+        if record.group.as_deref() == Some(group) {
+            items.push(record.task(None));
+        }
+    }
+    let next = if items.len() > limit as usize {
+        items.truncate(limit as usize);
+        items.last().map(|t| t.id.clone())
+    } else {
+        None
+    };
+    Ok(TaskPage { items, next })
+}
+
 /// The task without its token, or `not-found`.
 pub fn get(tx: &mut impl Txn, id: &str) -> Result<Task, Error> {
     Ok(load_task(tx, id)?.task(None))

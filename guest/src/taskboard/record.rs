@@ -15,7 +15,7 @@
 //!   `claim-next` reads the expired claims, never the live ones.
 //!
 //! Beside them: the state listing `ts/<state>/<id>` (`list` by state), the
-//! dependents edges `td/<dep>/<id>` (who to re-check when `dep` finishes or
+//! group listing `tg/<group>/<id>` (`list-group`), the dependents edges `td/<dep>/<id>` (who to re-check when `dep` finishes or
 //! is re-seeded) and the retention entry of a done or dead task.
 use serde::{Deserialize, Serialize};
 
@@ -247,6 +247,15 @@ pub(crate) fn place(
             tx.delete(Table::Indexes, &keys::task_state(o.state, &o.id))?;
         }
         mark(tx, &keys::task_state(new.state, &new.id))?;
+    }
+    let old_group = old.and_then(|o| o.group.as_deref());
+    if old_group != new.group.as_deref() {
+        if let Some(g) = old_group {
+            tx.delete(Table::Indexes, &keys::group_task(g, &new.id))?;
+        }
+        if let Some(g) = &new.group {
+            mark(tx, &keys::group_task(g, &new.id))?;
+        }
     }
     let before = old.map(Record::entries).unwrap_or_default();
     for key in &before {

@@ -253,6 +253,9 @@ fn assert_indexes_exact(tx: &MemTxn) {
         for d in &r.deps {
             expected.push(keys::dependent(d, &r.id));
         }
+        if let Some(g) = &r.group {
+            expected.push(keys::group_task(g, &r.id));
+        }
         if let Some(at) = r.finished_at() {
             // Unless `prune` found it still needed and held it aside.
             let held = format!("{at:016x}/{}", r.id);
@@ -1457,4 +1460,65 @@ fn list_delayed_pages_by_due_time_and_reads_only_its_page() {
         list_delayed(&mut tx, None, 1001),
         Err(Error::InvalidInput(_))
     ));
+}
+
+#[test]
+fn list_group_pages_a_groups_tasks_by_id_and_follows_reseeds() {
+    let mut tx = MemTxn::default();
+    let mut seeds: Vec<TaskSeed> = (0..5)
+        .map(|i| {
+            let mut s = TaskSeed::new(&format!("m{i}"));
+            s.group = Some("mail".into());
+            s
+        })
+        .collect();
+    let mut other = TaskSeed::new("s0");
+    other.group = Some("sms".into());
+    seeds.push(other);
+    seeds.push(TaskSeed::new("plain"));
+    // A group whose name is a prefix of another's never shows its tasks.
+    let mut longer = TaskSeed::new("x");
+    longer.group = Some("mail2".into());
+    seeds.push(longer);
+    seed(&mut tx, &seeds).unwrap();
+    let ids = |p: &TaskPage| p.items.iter().map(|t| t.id.clone()).collect::<Vec<_>>();
+    let first = list_group(&mut tx, "mail", None, 2).unwrap();
+    assert_eq!(ids(&first), ["m0", "m1"]);
+    assert_eq!(first.next.as_deref(), Some("m1"));
+    let rest = list_group(&mut tx, "mail", first.next.as_deref(), 10).unwrap();
+    assert_eq!(ids(&rest), ["m2", "m3", "m4"]);
+    assert_eq!(rest.next, None);
+    assert!(rest.items.iter().all(|t| t.token.is_none()));
+    // Claims, completions and a re-seed into another group.
+    let t = claim(&mut tx, "m2", "w", 100).unwrap();
+    complete(&mut tx, "m2", token(&t)).unwrap();
+    let mut moved = TaskSeed::new("m3");
+    moved.group = Some("sms".into());
+    seed(&mut tx, &[moved, TaskSeed::new("m4")]).unwrap();
+    assert_eq!(
+        ids(&list_group(&mut tx, "mail", None, 10).unwrap()),
+        ["m0", "m1", "m2"]
+    );
+    assert_eq!(
+        ids(&list_group(&mut tx, "sms", None, 10).unwrap()),
+        ["m3", "s0"]
+    );
+    assert_eq!(list_group(&mut tx, "none", None, 10).unwrap().items, []);
+    // Pruned tasks leave their group's listing.
+    crate::retention::prune(&mut tx, u64::MAX >> 11, 100).unwrap();
+    assert_eq!(
+        ids(&list_group(&mut tx, "mail", None, 10).unwrap()),
+        ["m0", "m1"]
+    );
+    for (group, after, limit) in [
+        ("", None, 10),
+        ("mail", Some(""), 10),
+        ("mail", None, 0),
+        ("mail", None, 1001),
+    ] {
+        assert!(matches!(
+            list_group(&mut tx, group, after, limit),
+            Err(Error::InvalidInput(_))
+        ));
+    }
 }

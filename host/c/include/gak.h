@@ -52,7 +52,8 @@
 // fields, the error codes `not-due`, `group-full` and `not-dead` were
 // appended, and the calls `gak_taskboard_claim_batch`, `_complete_batch`,
 // `_fail`, `_revive`, `_set_group_limit` and `_get_group` were added;
-// later `_list_groups`, `_list_delayed`, `_count` and `_recount` (added
+// later `_list_groups`, `_list_delayed`, `_list_group`, `_count` and
+// `_recount` (added
 // calls and structs: a program built against the earlier header still
 // links and runs).
 #define GAK_ABI_VERSION 2
@@ -1504,6 +1505,19 @@ struct gak_error *gak_taskboard_set_group_limit(const struct gak_kernel *k,
 struct gak_error *gak_taskboard_get_group(const struct gak_kernel *k,
                                           struct gak_str group,
                                           struct gak_group_info *out);
+
+// One page of the tasks of `group` (any state) into `*out` (clear it with
+// `gak_task_page_clear`): by id, after the id `after` (NULL `ptr`: from
+// the start), at most `limit` (1–1000), never a token.
+//
+// # Safety
+// `k` is a live kernel; `group` and `after` valid for reading; `out` for
+// writing.
+struct gak_error *gak_taskboard_list_group(const struct gak_kernel *k,
+                                           struct gak_str group,
+                                           struct gak_str after,
+                                           uint32_t limit,
+                                           struct gak_task_page *out);
 
 // How many tasks the board holds in each stored state into `*out` (plain
 // values: nothing to clear). `exact` is false on a board a format-1 kernel

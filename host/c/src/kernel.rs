@@ -265,7 +265,8 @@ pub unsafe extern "C" fn gak_postgres_drop_schema(url: gak_str) -> *mut gak_erro
 /// fields, the error codes `not-due`, `group-full` and `not-dead` were
 /// appended, and the calls `gak_taskboard_claim_batch`, `_complete_batch`,
 /// `_fail`, `_revive`, `_set_group_limit` and `_get_group` were added;
-/// later `_list_groups`, `_list_delayed`, `_count` and `_recount` (added
+/// later `_list_groups`, `_list_delayed`, `_list_group`, `_count` and
+/// `_recount` (added
 /// calls and structs: a program built against the earlier header still
 /// links and runs).
 pub const GAK_ABI_VERSION: u32 = 2;

@@ -414,6 +414,37 @@ pub unsafe extern "C" fn gak_taskboard_get_group(
     })
 }
 
+/// One page of the tasks of `group` (any state) into `*out` (clear it with
+/// `gak_task_page_clear`): by id, after the id `after` (NULL `ptr`: from
+/// the start), at most `limit` (1–1000), never a token.
+///
+/// # Safety
+/// `k` is a live kernel; `group` and `after` valid for reading; `out` for
+/// writing.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gak_taskboard_list_group(
+    k: *const gak_kernel,
+    group: gak_str,
+    after: gak_str,
+    limit: u32,
+    out: *mut gak_task_page,
+) -> *mut gak_error {
+    guard(|| {
+        Scale::call().str(group, "group")?.str(after, "after")?;
+        // SAFETY: the caller's promises, per the header.
+        let (k, group, after, out) = unsafe {
+            (
+                kernel(k)?,
+                group.text("group")?,
+                after.opt_text("after")?,
+                Out::new(out, "list_group")?,
+            )
+        };
+        out.put(k.taskboard().list_group(group, after, limit)?.into());
+        Ok(())
+    })
+}
+
 /// How many tasks the board holds in each stored state into `*out` (plain
 /// values: nothing to clear). `exact` is false on a board a format-1 kernel
 /// wrote until `gak_taskboard_recount` has visited its tasks.

@@ -296,6 +296,14 @@ static void queue(const gak_kernel *k, gak_clock *clock) {
   OK(gak_taskboard_list_delayed(k, NONE, 10, &delayed));
   CHECK(delayed.len == 1 && eq(delayed.items[0].id, "j4") && delayed.items[0].has_not_before && delayed.items[0].not_before == base + 100000 && delayed.next.ptr == NULL);
   gak_task_page_clear(&delayed);
+  gak_task_page mine = {0};
+  REFUSED(gak_taskboard_list_group(k, S(""), NONE, 10, &mine), "invalid-input");
+  OK(gak_taskboard_list_group(k, S("g"), NONE, 1, &mine));
+  CHECK(mine.len == 1 && eq(mine.items[0].id, "j1") && mine.items[0].token.ptr == NULL && eq(mine.next, "j1"));
+  gak_task_page_clear(&mine);
+  OK(gak_taskboard_list_group(k, S("g"), S("j1"), 10, &mine));
+  CHECK(mine.len == 1 && eq(mine.items[0].id, "j2") && mine.next.ptr == NULL);
+  gak_task_page_clear(&mine);
   /* The counts by state move with the completion below. */
   gak_task_counts before = {0}, after = {0};
   REFUSED(gak_taskboard_count(k, NULL), "invalid-input");

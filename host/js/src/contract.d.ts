@@ -664,6 +664,13 @@ export interface Taskboard {
   listGroups(after: string | undefined, limit: number): GroupPage;
 
   /**
+   * One page of the tasks of `group` (any state), by id (byte order),
+   * starting strictly after `after`, at most `limit` (1-1000), never a
+   * token. Reads O(limit) entries and their tasks.
+   */
+  listGroup(group: string, after: string | undefined, limit: number): TaskPage;
+
+  /**
    * The board's tasks by state. Reads a fixed number of records (64 count
    * records and two markers), never the board: concurrent calls that change
    * tasks spread their counts over the 64, so they rarely write the same one.

@@ -397,6 +397,16 @@ export class Taskboard {
   }
 
   /**
+   * One page of the tasks of `group` (any state), by id (byte order),
+   * starting strictly after `after`, at most `limit` (1-1000), never a
+   * token. Reads O(limit) entries and their tasks.
+   */
+  listGroup(group, after, limit) {
+    const a = [v.str('group', group), v.optStr('after', after), v.u32('limit', limit)];
+    return this.kernel._call(a, (x) => x.taskboard.listGroup(...a));
+  }
+
+  /**
    * The board's tasks by state. Reads a fixed number of records (64 count
    * records and two markers), never the board: concurrent calls that change
    * tasks spread their counts over the 64, so they rarely write the same one.

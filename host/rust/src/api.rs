@@ -790,6 +790,31 @@ impl Taskboard<'_> {
         )
     }
 
+    /// One page of the tasks of `group` (any state), by id, after `after`,
+    /// at most `limit` (1-1000), without tokens.
+    ///
+    /// # Errors
+    /// `invalid-input` (an empty group or cursor, a bad limit) or `storage`.
+    pub async fn list_group(
+        &self,
+        group: &str,
+        after: Option<&str>,
+        limit: u32,
+    ) -> Result<TaskPage, Error> {
+        crate::limits::fits(&[&group, &after])?;
+        let after = after.map(str::to_owned);
+        let info = CallInfo::new("taskboard.list-group", None);
+        export!(
+            self.0,
+            info,
+            [group],
+            |k, s| k
+                .gak_kernel_taskboard()
+                .call_list_group(s, &group, after.as_deref(), limit),
+            c::task_page_out
+        )
+    }
+
     /// How many tasks the board holds in each stored state (an expired
     /// claim counts as `claimed`), from 64 count records, never the board;
     /// `exact` is false on a board a format-1 kernel wrote until

@@ -51,6 +51,7 @@ var exports = map[string]func(context.Context, *gak.Kernel, any) (any, error, er
 	"taskboard.set-group-limit":    taskboardSetGroupLimit,
 	"taskboard.get-group":          taskboardGetGroup,
 	"taskboard.list-groups":        taskboardListGroups,
+	"taskboard.list-group":         taskboardListGroup,
 	"taskboard.count":              taskboardCount,
 	"taskboard.recount":            taskboardRecount,
 	"taskboard.list-delayed":       taskboardListDelayed,
@@ -1031,6 +1032,28 @@ func taskboardListGroups(ctx context.Context, k *gak.Kernel, a any) (any, error,
 		return nil, err, nil
 	}
 	return writeGroupPage(r), nil, nil
+}
+
+// taskboardListGroup is taskboard.list-group.
+func taskboardListGroup(ctx context.Context, k *gak.Kernel, a any) (any, error, error) {
+	group, err := readString(arg(a, "group"), "group")
+	if err != nil {
+		return nil, nil, err
+	}
+	after, err := readOptID(arg(a, "after"), "after")
+	if err != nil {
+		return nil, nil, err
+	}
+	limit, err := readCount(arg(a, "limit"), "limit")
+	if err != nil {
+		return nil, nil, err
+	}
+	var r gak.TaskPage
+	r, err = k.Taskboard().ListGroup(ctx, group, after, limit)
+	if err != nil {
+		return nil, err, nil
+	}
+	return writeTaskPage(r), nil, nil
 }
 
 // taskboardCount is taskboard.count.

@@ -532,6 +532,13 @@ export const CALLS = {
     return writeGroupPage(k.taskboard.listGroups(after, limit));
   },
 
+  'taskboard.list-group'(k, a) {
+    const group = json.string(json.field(a, 'group'), 'group');
+    const after = json.option(json.field(a, 'after'), 'after', json.string);
+    const limit = json.u32(json.field(a, 'limit'), 'limit');
+    return writeTaskPage(k.taskboard.listGroup(group, after, limit));
+  },
+
   'taskboard.count'(k, a) {
     return writeTaskCounts(k.taskboard.count());
   },

@@ -267,6 +267,12 @@ export type TaskboardListGroupsTakes = Assert<
 export type TaskboardListGroupsAnswers = Assert<
   Same<ReturnType<api.Taskboard['listGroups']>, ReturnType<typeof taskboardWit.listGroups>>
 >;
+export type TaskboardListGroupTakes = Assert<
+  Accepts<Parameters<api.Taskboard['listGroup']>, Parameters<typeof taskboardWit.listGroup>>
+>;
+export type TaskboardListGroupAnswers = Assert<
+  Same<ReturnType<api.Taskboard['listGroup']>, ReturnType<typeof taskboardWit.listGroup>>
+>;
 export type TaskboardCountTakes = Assert<
   Accepts<Parameters<api.Taskboard['count']>, Parameters<typeof taskboardWit.count>>
 >;

@@ -886,6 +886,7 @@ LIFT: dict[str, Callable[[int], Any]] = {
     "taskboard#set-group-limit": _result_none_error_val,
     "taskboard#get-group": _result_group_info_error_val,
     "taskboard#list-groups": _result_group_page_error_val,
+    "taskboard#list-group": _result_task_page_error_val,
     "taskboard#count": _result_task_counts_error_val,
     "taskboard#recount": _result_bool_error_val,
     "taskboard#list-delayed": _result_task_page_error_val,

@@ -306,6 +306,10 @@ _PUT_TASKBOARD_GET_GROUP_ARGS = struct.Struct("<B7xQQ8x").pack_into
 _PUT_TASKBOARD_LIST_GROUPS_ARGS = struct.Struct("<B7xQ16xB7xI20x").pack_into
 
 
+#: ``taskboard.list-group``'s argument ``Val``s.
+_PUT_TASKBOARD_LIST_GROUP_ARGS = struct.Struct("<B7xQQ8xB7xQ16xB7xI20x").pack_into
+
+
 #: ``taskboard.recount``'s argument ``Val``s.
 _PUT_TASKBOARD_RECOUNT_ARGS = struct.Struct("<B7xI20x").pack_into
 
@@ -2696,6 +2700,58 @@ def _taskboard_list_groups(args: Sequence[Any], arena: Arena) -> Optional[bool]:
     return True
 
 
+def _taskboard_list_group(args: Sequence[Any], arena: Arena) -> Optional[bool]:
+    """``taskboard.list-group``'s arguments (``group``, ``after``, ``limit``) into ``arena``'s parameter slots."""
+    if len(args) != 3:
+        return None
+    group, after, limit = args
+    if type(group) is not str:
+        return None
+    group_obj = id(group)
+    if ZERO_COPY and MEM[group_obj + 32] & 0x60 == 0x60:
+        group_n = len(group)
+        group_data = group_obj + 48
+    else:
+        group_obj = encoded(group)
+        if group_obj is None:
+            return None
+        group_n = len(group_obj)
+        group_data = arena.hold(group_obj)
+    if group_n > MAX_VALUE:
+        return None
+    if after is None:
+        after_box = 0
+    else:
+        if type(after) is not str:
+            return None
+        after_obj = id(after)
+        if ZERO_COPY and MEM[after_obj + 32] & 0x60 == 0x60:
+            after_n = len(after)
+            after_data = after_obj + 48
+        else:
+            after_obj = encoded(after)
+            if after_obj is None:
+                return None
+            after_n = len(after_obj)
+            after_data = arena.hold(after_obj)
+        if after_n > MAX_VALUE:
+            return None
+        after_box = arena.pos
+        if after_box + 32 > arena.end:
+            after_box = arena.alloc(32)
+        else:
+            arena.pos = after_box + 32
+        _PUT_PAIR_VAL(MEM, after_box, 12, after_n, after_data)
+    if type(limit) is not int or not 0 <= limit < 4294967296:
+        return None
+    _PUT_TASKBOARD_LIST_GROUP_ARGS(
+        MEM,
+        arena.slots + 32,
+        12, group_n, group_data, 18, after_box, 6, limit,
+    )
+    return True
+
+
 def _taskboard_count(args: Sequence[Any], arena: Arena) -> Optional[bool]:
     """``taskboard.count``'s arguments () into ``arena``'s parameter slots."""
     if len(args) != 0:
@@ -2796,6 +2852,7 @@ LOWER: dict[str, tuple[Callable[[Sequence[Any], Arena], Optional[bool]], Optiona
     "taskboard#set-group-limit": (_taskboard_set_group_limit, 1),
     "taskboard#get-group": (_taskboard_get_group, 1),
     "taskboard#list-groups": (_taskboard_list_groups, 1),
+    "taskboard#list-group": (_taskboard_list_group, 2),
     "taskboard#count": (_taskboard_count, 0),
     "taskboard#recount": (_taskboard_recount, 0),
     "taskboard#list-delayed": (_taskboard_list_delayed, 1),

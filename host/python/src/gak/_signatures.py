@@ -379,6 +379,20 @@ SIGNATURES: dict[str, str] = {
         "lease-lost, invalid-input(string), storage(string), not-due, group-full, "
         "not-dead}>"
     ),
+    "taskboard#list-group": (
+        "func(group: string, after: option<string>, "
+        "limit: u32) -> result<record {items: list<record {id: string, title: string, "
+        "deps: list<string>, state: enum {open, claimed, done, failed, dead}, "
+        "owner: option<string>, token: option<string>, until: option<u64>, fence: u64, "
+        "priority: s32, not-before: option<u64>, max-attempts: option<u32>, "
+        "group: option<string>, attempts: u32, last-error: option<string>}>, "
+        "next: option<string>}, variant {not-found, stale-seq, terminal, "
+        "invalid-plan(string), fence-stale, already-committed, not-holder, "
+        "resource-mismatch, lease-expired, reconcile-taken, not-uncertain, "
+        "unsafe-not-retryable, key-reused, write-failed, taken, deps-pending, "
+        "lease-lost, invalid-input(string), storage(string), not-due, group-full, "
+        "not-dead}>"
+    ),
     "taskboard#count": (
         "func() -> result<record {open: u64, claimed: u64, done: u64, failed: u64, "
         "dead: u64, exact: bool}, variant {not-found, stale-seq, terminal, "

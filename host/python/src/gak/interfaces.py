@@ -371,6 +371,13 @@ class Taskboard(_Interface):
         answer: GroupPage = self._kernel._call("taskboard#list-groups", after, limit)
         return answer
 
+    def list_group(self, group: str, after: Optional[str], limit: int) -> TaskPage:
+        """One page of the tasks of ``group`` (any state), by id (byte order),
+        starting strictly after ``after``, at most ``limit`` (1-1000), never a
+        token. Reads O(limit) entries and their tasks."""
+        answer: TaskPage = self._kernel._call("taskboard#list-group", group, after, limit)
+        return answer
+
     def count(self) -> TaskCounts:
         """The board's tasks by state. Reads a fixed number of records (64 count
         records and two markers), never the board: concurrent calls that change

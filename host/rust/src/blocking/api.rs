@@ -116,6 +116,8 @@ mirror!(Taskboard, taskboard {
     fn list_groups(&self, after: Option<&str>, limit: u32) -> GroupPage;
     /// One page of the delayed tasks, by due time.
     fn list_delayed(&self, after: Option<&str>, limit: u32) -> TaskPage;
+    /// One page of a group's tasks, by id.
+    fn list_group(&self, group: &str, after: Option<&str>, limit: u32) -> TaskPage;
     /// The board's tasks by state.
     fn count(&self) -> TaskCounts;
     /// Count up to `limit` tasks a format-1 kernel wrote; all counted now?

@@ -608,6 +608,16 @@ def taskboard_list_groups(k: Kernel, a: Any) -> Any:
     return group_page_json(r)
 
 
+def taskboard_list_group(k: Kernel, a: Any) -> Any:
+    """``taskboard.list-group``."""
+    r = k.taskboard.list_group(
+        string(field(a, "group"), "group"),
+        opt(string, field(a, "after"), "after"),
+        u32(field(a, "limit"), "limit"),
+    )
+    return task_page_json(r)
+
+
 def taskboard_count(k: Kernel, a: Any) -> Any:
     """``taskboard.count``."""
     r = k.taskboard.count()
@@ -668,6 +678,7 @@ CALLS: dict[str, Callable[[Kernel, Any], Any]] = {
     "taskboard.set-group-limit": taskboard_set_group_limit,
     "taskboard.get-group": taskboard_get_group,
     "taskboard.list-groups": taskboard_list_groups,
+    "taskboard.list-group": taskboard_list_group,
     "taskboard.count": taskboard_count,
     "taskboard.recount": taskboard_recount,
     "taskboard.list-delayed": taskboard_list_delayed,

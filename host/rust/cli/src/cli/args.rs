@@ -133,6 +133,9 @@ pub enum Tasks {
         /// Only tasks in this state.
         #[arg(long)]
         state: Option<TaskStateArg>,
+        /// Only the tasks of this group (any state).
+        #[arg(long, conflicts_with = "state")]
+        group: Option<String>,
         /// At most this many tasks (1-1000).
         #[arg(long, default_value_t = 50)]
         limit: u32,

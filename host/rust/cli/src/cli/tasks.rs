@@ -20,15 +20,18 @@ pub fn run(command: Tasks) -> Outcome {
         Tasks::List {
             target,
             state,
+            group,
             limit,
             after,
         } => {
             let style = Style::detect(target.json);
             let kernel = store::open(&target.store, Create::Refused)?;
-            let page = kernel
-                .taskboard()
-                .list(state.map(task_state), after.as_deref(), limit)
-                .map_err(Failure::on(&kernel, "the listing"))?;
+            let board = kernel.taskboard();
+            let page = match &group {
+                Some(group) => board.list_group(group, after.as_deref(), limit),
+                None => board.list(state.map(task_state), after.as_deref(), limit),
+            }
+            .map_err(Failure::on(&kernel, "the listing"))?;
             style.print_page(
                 || output::task_page_json(&page),
                 || output::task_rows(&style, &page.items, time::now_ms()),

@@ -812,6 +812,16 @@ pub(super) async fn call(
                 .await
                 .map(write_group_page)
         }
+        "taskboard.list-group" => {
+            let group = read_string(field(args, "group"), "group")?;
+            let after = read_option(field(args, "after"), "after", read_string)?;
+            let limit = read_u32(field(args, "limit"), "limit")?;
+            kernel
+                .taskboard()
+                .list_group(&group, after.as_deref(), limit)
+                .await
+                .map(write_task_page)
+        }
         "taskboard.count" => kernel.taskboard().count().await.map(write_task_counts),
         "taskboard.recount" => {
             let limit = read_u32(field(args, "limit"), "limit")?;

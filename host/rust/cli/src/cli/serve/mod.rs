@@ -546,12 +546,24 @@ fn tabs(base: &str, names: &[&str], on: Option<&str>) -> String {
 }
 
 fn next_link(base: &str, state: Option<&str>, next: Option<&str>, limit: u32) -> String {
+    next_link_in(base, &[("state", state)], next, limit)
+}
+
+/// [`next_link`] keeping the listing's filters (`name=value`, when set).
+fn next_link_in(
+    base: &str,
+    filters: &[(&str, Option<&str>)],
+    next: Option<&str>,
+    limit: u32,
+) -> String {
     let Some(next) = next else {
         return "<p>End of the list.</p>\n".into();
     };
     let mut pairs = vec![("after", next)];
-    if let Some(s) = state {
-        pairs.push(("state", s));
+    for (name, value) in filters {
+        if let Some(v) = value {
+            pairs.push((name, v));
+        }
     }
     let limit = limit.to_string();
     if limit != PAGE.to_string() {
@@ -570,13 +582,21 @@ fn next_link(base: &str, state: Option<&str>, next: Option<&str>, limit: u32) ->
 /// waiting for their `not-before`, by due time).
 const DELAYED: &str = "delayed";
 
-/// A board listing: a state's page by id, or the delayed tasks by due time.
+/// A board listing: a state's page by id, the delayed tasks by due time,
+/// or a group's tasks by id.
 enum Board {
     State(Option<TaskState>),
     Delayed,
+    Group(String),
 }
 
 fn board_args(q: &Params) -> Result<(Board, u32), String> {
+    if let Some(group) = param(q, "group") {
+        if param(q, "state").is_some() {
+            return Err("filter by state or by group, not both".into());
+        }
+        return Ok((Board::Group(group.to_owned()), page_size(q)?));
+    }
     if param(q, "state") == Some(DELAYED) {
         return Ok((Board::Delayed, page_size(q)?));
     }
@@ -603,6 +623,13 @@ async fn board_page(
             app.call(
                 "taskboard.list-delayed",
                 app.kernel.taskboard().list_delayed(after, limit),
+            )
+            .await
+        }
+        Board::Group(group) => {
+            app.call(
+                "taskboard.list-group",
+                app.kernel.taskboard().list_group(group, after, limit),
             )
             .await
         }
@@ -633,6 +660,11 @@ async fn tasks(
     let state = match &board {
         Board::State(state) => state.map(TaskState::name),
         Board::Delayed => Some(DELAYED),
+        Board::Group(_) => None,
+    };
+    let group = match &board {
+        Board::Group(g) => Some(g.as_str()),
+        _ => None,
     };
     let now = time::now_ms();
     let mut names: Vec<&str> = TASK_STATES.iter().map(|s| s.name()).collect();
@@ -643,6 +675,19 @@ async fn tasks(
     }
     body.push_str(&counts_strip(&counts, &csrf));
     body.push_str(&tabs("/tasks", &names, state));
+    let _ = writeln!(
+        body,
+        "<form method=\"get\" action=\"/tasks\"><label>Group <input name=\"group\" value=\"{}\"></label> <button>Show its tasks</button></form>",
+        esc(group.unwrap_or_default())
+    );
+    if let Some(g) = group {
+        let _ = writeln!(
+            body,
+            "<p>Every task of group <a href=\"/groups{}\">{}</a>, whatever its state, by id.</p>",
+            html::query(&[("name", g)]),
+            esc(g)
+        );
+    }
     if matches!(board, Board::Delayed) {
         body.push_str("<p>Tasks waiting for their due time (seeded with a delay, or backing off after a failure), soonest first. A task whose time has come stays here until a claimer next moves it back into the claim order.</p>\n");
     }
@@ -681,7 +726,12 @@ async fn tasks(
         );
     }
     body.push_str("</tbody></table>\n");
-    body.push_str(&next_link("/tasks", state, page_.next.as_deref(), limit));
+    body.push_str(&next_link_in(
+        "/tasks",
+        &[("state", state), ("group", group)],
+        page_.next.as_deref(),
+        limit,
+    ));
     html_response(StatusCode::OK, page("Board", &body))
 }
 
@@ -872,6 +922,11 @@ async fn groups(
             }
             Err(e) => return refused(&e),
         }
+        let _ = writeln!(
+            body,
+            "<p><a href=\"/tasks{}\">The group's tasks →</a></p>",
+            html::query(&[("group", name)])
+        );
         let _ = write!(
             body,
             "<fieldset><legend>Limit</legend><p>At most this many live claims of the group at once (1–100,000). Lowering a limit revokes no claim.</p><form method=\"post\" action=\"/groups/limit\">{}<input type=\"hidden\" name=\"name\" value=\"{}\"><label>Limit <input name=\"limit\" inputmode=\"numeric\"></label> <button>Set</button> <button name=\"remove\" value=\"1\">Remove the limit</button></form></fieldset>",
