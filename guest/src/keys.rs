@@ -239,7 +239,7 @@ pub const BOARD: &str = "taskboard";
 pub const COUNTS: &str = "count/";
 
 /// How many count records there are.
-pub const COUNT_SHARDS: u64 = 64;
+pub const COUNT_SHARDS: u64 = 256;
 
 /// One count record.
 pub fn count_shard(shard: u64) -> String {

@@ -358,7 +358,7 @@ func (t Taskboard) ListDelayed(ctx context.Context, after string, limit int) (Ta
 }
 
 // Count is how many tasks the board holds in each stored state (an expired
-// claim counts as claimed), read from 64 count records, never the board.
+// claim counts as claimed), read from 256 count records, never the board.
 // Exact is false on a board a format-1 kernel wrote until Recount has
 // visited its tasks.
 func (t Taskboard) Count(ctx context.Context) (TaskCounts, error) {

@@ -407,9 +407,9 @@ export class Taskboard {
   }
 
   /**
-   * The board's tasks by state. Reads a fixed number of records (64 count
+   * The board's tasks by state. Reads a fixed number of records (256 count
    * records and two markers), never the board: concurrent calls that change
-   * tasks spread their counts over the 64, so they rarely write the same one.
+   * tasks spread their counts over the 256, so they rarely write the same one.
    */
   count() {
     const a = [];

@@ -816,7 +816,7 @@ impl Taskboard<'_> {
     }
 
     /// How many tasks the board holds in each stored state (an expired
-    /// claim counts as `claimed`), from 64 count records, never the board;
+    /// claim counts as `claimed`), from 256 count records, never the board;
     /// `exact` is false on a board a format-1 kernel wrote until
     /// [`Taskboard::recount`] has visited its tasks.
     ///

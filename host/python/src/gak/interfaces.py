@@ -379,9 +379,9 @@ class Taskboard(_Interface):
         return answer
 
     def count(self) -> TaskCounts:
-        """The board's tasks by state. Reads a fixed number of records (64 count
+        """The board's tasks by state. Reads a fixed number of records (256 count
         records and two markers), never the board: concurrent calls that change
-        tasks spread their counts over the 64, so they rarely write the same one."""
+        tasks spread their counts over the 256, so they rarely write the same one."""
         answer: TaskCounts = self._kernel._call("taskboard#count")
         return answer
 

@@ -154,7 +154,7 @@ pub enum Tasks {
         #[arg(long, value_name = "CURSOR")]
         after: Option<String>,
     },
-    /// How many tasks the board holds in each state (from 64 count records, never the board); says when a board a format-1 kernel wrote is not fully counted yet.
+    /// How many tasks the board holds in each state (from 256 count records, never the board); says when a board a format-1 kernel wrote is not fully counted yet.
     Count {
         #[command(flatten)]
         target: Target,
