@@ -130,6 +130,13 @@ fn revive_a_dead_task(found: &str) {
     let base = format!("http://{}", server.addr);
     b.open(&format!("{base}/tasks"));
     keep_screenshot("board.png", &b.screenshot());
+    let counts = kernel.taskboard().count().unwrap();
+    assert_eq!(counts.dead, 1);
+    assert!(
+        b.source().contains("class=\"state-dead\">dead <b>1</b>"),
+        "the counts by state show: {}",
+        b.source()
+    );
     b.open(&format!("{base}/tasks?state=dead"));
     assert!(
         b.source().contains("payments API answered 502"),
@@ -172,6 +179,18 @@ fn limit_and_free_a_group(found: &str) {
         kernel.taskboard().get_group("tenant-acme"),
         Err(Error::NotFound)
     );
+    // The group's tasks, from its page.
+    b.follow("a[href='/tasks?group=tenant-acme']");
+    let source = b.source();
+    assert!(
+        source.contains("href=\"/tasks/report%2Fweekly\""),
+        "{source}"
+    );
+    assert!(
+        source.contains("href=\"/tasks/email%2Fwelcome-7\""),
+        "{source}"
+    );
+    assert!(!source.contains("href=\"/tasks/sync%2Fcrm\""), "{source}");
 }
 
 fn resolve_an_uncertain_key(found: &str) {
