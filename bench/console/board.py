@@ -38,8 +38,10 @@ PATHS = [
     "/tasks?state=open&limit=100",
     "/tasks?state=done&limit=100",
     "/tasks?state=delayed&limit=100",
+    "/tasks?group=tenant-007&limit=100",
     "/groups",
     "/api/tasks?limit=100",
+    "/api/counts",
     "/metrics",
 ]
 
