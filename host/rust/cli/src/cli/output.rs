@@ -381,24 +381,29 @@ pub fn task_counts_json(c: &TaskCounts) -> Value {
         "done": c.done,
         "failed": c.failed,
         "dead": c.dead,
-        "total": c.open + c.claimed + c.done + c.failed + c.dead,
+        "total": counts_by_state(c).iter().map(|(_, n)| n).sum::<u64>(),
         "exact": c.exact,
     })
 }
 
-/// The board's counts as a table, a state a row, and a note when a board
-/// a format-1 kernel wrote is not fully counted.
-pub fn task_counts_rows(style: &Style, c: &TaskCounts) -> String {
-    let rows: Vec<Vec<Cell>> = [
+/// The board's counts, state by state, in the contract's order.
+pub fn counts_by_state(c: &TaskCounts) -> [(&'static str, u64); 5] {
+    [
         ("open", c.open),
         ("claimed", c.claimed),
         ("done", c.done),
         ("failed", c.failed),
         ("dead", c.dead),
     ]
-    .into_iter()
-    .map(|(state, n)| vec![style.state(state), Cell::new(n.to_string())])
-    .collect();
+}
+
+/// The board's counts as a table, a state a row, and a note when a board
+/// a format-1 kernel wrote is not fully counted.
+pub fn task_counts_rows(style: &Style, c: &TaskCounts) -> String {
+    let rows: Vec<Vec<Cell>> = counts_by_state(c)
+        .into_iter()
+        .map(|(state, n)| vec![style.state(state), Cell::new(n.to_string())])
+        .collect();
     let mut out = table(&["STATE", "TASKS"], &rows);
     if !c.exact {
         out.push_str(

@@ -740,19 +740,13 @@ async fn tasks(
 /// action that counts the rest.
 fn counts_strip(c: &TaskCounts, csrf: &Csrf) -> String {
     let mut out = String::from("<p class=\"counts\">");
-    for (state, n) in [
-        ("open", c.open),
-        ("claimed", c.claimed),
-        ("done", c.done),
-        ("failed", c.failed),
-        ("dead", c.dead),
-    ] {
+    for (state, n) in output::counts_by_state(c) {
         let _ = write!(
             out,
             "<a href=\"/tasks?state={state}\" class=\"state-{state}\">{state} <b>{n}</b></a> "
         );
     }
-    let total = c.open + c.claimed + c.done + c.failed + c.dead;
+    let total: u64 = output::counts_by_state(c).iter().map(|(_, n)| n).sum();
     let _ = writeln!(out, "<span>total <b>{total}</b></span></p>");
     if !c.exact {
         let _ = writeln!(
@@ -1347,13 +1341,7 @@ async fn metrics(State(app): State<Shared>) -> Response {
         Err(e) => return api_refused(&e),
     };
     out.push_str("# HELP gak_tasks Tasks on the board by stored state (an expired claim counts as claimed until taken over).\n# TYPE gak_tasks gauge\n");
-    for (state, n) in [
-        ("open", counts.open),
-        ("claimed", counts.claimed),
-        ("done", counts.done),
-        ("failed", counts.failed),
-        ("dead", counts.dead),
-    ] {
+    for (state, n) in output::counts_by_state(&counts) {
         let _ = writeln!(out, "gak_tasks{{state=\"{state}\"}} {n}");
     }
     let _ = writeln!(
