@@ -10,7 +10,7 @@ p99 over the requests, milliseconds, and the answer's size), or JSON with
 
     python3 bench/console/board.py --store sqlite:/tmp/board.db --tasks 1000000
     python3 bench/console/board.py --store 'postgres://postgres@127.0.0.1/test?schema=board' \
-        --tasks 1000000 --chunk 4000
+        --tasks 1000000 --chunk 2000
 
 A board that already holds tasks is reused as it is (`--tasks` is then only
 what the table says). `--gak` names the binary (default: the release build,
@@ -129,7 +129,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--store", required=True)
     ap.add_argument("--tasks", type=int, default=1_000_000)
-    ap.add_argument("--chunk", type=int, default=10_000, help="tasks per seed call (PostgreSQL: 4000)")
+    ap.add_argument("--chunk", type=int, default=10_000, help="tasks per seed call (PostgreSQL: 2000)")
     ap.add_argument("--requests", type=int, default=30, help="requests per path")
     ap.add_argument("--gak", default=str(ROOT / "target" / "release" / "gak"))
     ap.add_argument("--json", action="store_true")
