@@ -41,6 +41,44 @@ pub fn board(kernel: &Kernel) -> Result<Vec<Task>, Error> {
     }
 }
 
+/// The board's counts (`count`) are exact and equal its tasks by state,
+/// read page by page: what the multi-process, cross-language and crash
+/// tests check at their end, so concurrent writers of the count records and
+/// killed transactions are caught leaving them off.
+pub fn counted(kernel: &Kernel) -> Result<(), String> {
+    let tasks = board(kernel).map_err(|e| format!("the board: {e}"))?;
+    let mut want = [0u64; 5];
+    for t in &tasks {
+        want[match t.state {
+            gak::TaskState::Open => 0,
+            gak::TaskState::Claimed => 1,
+            gak::TaskState::Done => 2,
+            gak::TaskState::Failed => 3,
+            gak::TaskState::Dead => 4,
+        }] += 1;
+    }
+    let c = kernel
+        .taskboard()
+        .count()
+        .map_err(|e| format!("count: {e}"))?;
+    let got = [c.open, c.claimed, c.done, c.failed, c.dead];
+    if !c.exact || got != want {
+        return Err(format!(
+            "the count records say {got:?} (exact: {}), the board's {} tasks {want:?}",
+            c.exact,
+            tasks.len()
+        ));
+    }
+    Ok(())
+}
+
+/// [`counted`], or panic.
+pub fn assert_counted(kernel: &Kernel) {
+    if let Err(why) = counted(kernel) {
+        panic!("{why}");
+    }
+}
+
 /// A target made from a closure.
 pub struct FnTarget<F>(pub F);
 

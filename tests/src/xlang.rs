@@ -210,6 +210,7 @@ fn count(events: &[Event], kinds: &[&str]) -> usize {
 /// epoch, one body per key (recorded downstream by that worker, replayed
 /// now), a ledger in commit order with one row per accepted write.
 pub fn audit_store(events: &[Event], kernel: &Kernel, p: Params) -> Result<Summary, String> {
+    crate::counted(kernel)?;
     let mut summary = Summary::default();
     let mut wins: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     let mut bodies: BTreeMap<String, Vec<&Event>> = BTreeMap::new();

@@ -65,6 +65,7 @@ fn processes_draining_a_queue_with_claim_next() {
         .unwrap();
     let audit = hammer::run_queue(env!("CARGO_BIN_EXE_gak-hammer"), WORKERS, &url);
     let served = audit.check_queue(&kernel, QUEUED, 2);
+    gak_tests::assert_counted(&kernel);
     eprintln!("multiprocess: {QUEUED} tasks drained by {served} processes with claim-next");
 }
 
@@ -77,6 +78,7 @@ fn group_limits_hold_across_processes() {
     let kernel = Kernel::open(&url).unwrap();
     let most =
         hammer::group_limits_hold(env!("CARGO_BIN_EXE_gak-hammer"), &kernel, &url, WORKERS, 30);
+    gak_tests::assert_counted(&kernel);
     eprintln!("multiprocess: most handlers at once (g0 limit 2, g1 limit 3, ungrouped): {most:?}");
 }
 

@@ -98,6 +98,7 @@ fn eight_processes_draining_a_postgres_queue(dsn: &str) {
         .unwrap();
     let audit = hammer::run_queue(env!("CARGO_BIN_EXE_gak-hammer"), WORKERS, &schema.url);
     let served = audit.check_queue(&kernel, QUEUED, 2);
+    gak_tests::assert_counted(&kernel);
     eprintln!("pg multiprocess: {QUEUED} tasks drained by {served} processes with claim-next");
 }
 
@@ -114,6 +115,7 @@ fn group_limits_hold_across_postgres_processes(dsn: &str) {
         WORKERS,
         40,
     );
+    gak_tests::assert_counted(&kernel);
     eprintln!(
         "pg multiprocess: most handlers at once (g0 limit 2, g1 limit 3, ungrouped): {most:?}"
     );
