@@ -14,13 +14,15 @@ use gak_tests::{pg, pyenv};
 use serde_json::Value;
 
 /// The paths the script times, as it names them.
-const PATHS: [&str; 7] = [
+const PATHS: [&str; 9] = [
     "/tasks?limit=100",
     "/tasks?state=open&limit=100",
     "/tasks?state=done&limit=100",
     "/tasks?state=delayed&limit=100",
+    "/tasks?group=tenant-007&limit=100",
     "/groups",
     "/api/tasks?limit=100",
+    "/api/counts",
     "/metrics",
 ];
 
