@@ -42,6 +42,15 @@ fn is_zero(n: &i64) -> bool {
 }
 
 impl Shard {
+    /// Add another record's figures to these.
+    fn add(&mut self, other: &Shard) {
+        self.open += other.open;
+        self.claimed += other.claimed;
+        self.done += other.done;
+        self.failed += other.failed;
+        self.dead += other.dead;
+    }
+
     fn slot(&mut self, state: TaskState) -> &mut i64 {
         match state {
             TaskState::Open => &mut self.open,
@@ -121,11 +130,7 @@ impl Tally {
         }
         let key = keys::count_shard(shard);
         let mut record: Shard = load(tx, Table::Meta, &key)?.unwrap_or_default();
-        record.open += delta.open;
-        record.claimed += delta.claimed;
-        record.done += delta.done;
-        record.failed += delta.failed;
-        record.dead += delta.dead;
+        record.add(&delta);
         store(tx, Table::Meta, &key, &record)
     }
 }
@@ -149,12 +154,7 @@ pub fn count(tx: &mut impl Txn) -> Result<TaskCounts, Error> {
     let exact = counted.is_some_and(|c| c.exact) || values[1].is_none();
     let mut sum = Shard::default();
     for (_, value) in &pages[0] {
-        let shard: Shard = decode(Table::Meta, value)?;
-        sum.open += shard.open;
-        sum.claimed += shard.claimed;
-        sum.done += shard.done;
-        sum.failed += shard.failed;
-        sum.dead += shard.dead;
+        sum.add(&decode(Table::Meta, value)?);
     }
     let total = |n: i64| {
         u64::try_from(n).map_err(|_| Error::storage(format!("a task count is negative ({n})")))
