@@ -590,6 +590,34 @@ mod sideeffect {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub next: Option<String>,
     }
+
+    /// How many keys are in each state, as `list` shows them: an expired
+    /// intent is `uncertain`, not `in-flight`. Kept by every call that
+    /// changes a key, in the same transaction as the change.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub struct KeyCounts {
+        /// WIT `key-counts.cleared`.
+        pub cleared: u64,
+        /// Live intents: granted, no verdict, deadline not passed.
+        pub in_flight: u64,
+        /// Marked uncertain, or an intent whose deadline passed.
+        pub uncertain: u64,
+        /// WIT `key-counts.completed`.
+        pub completed: u64,
+        /// When the longest-uncertain key turned uncertain (it was marked, or
+        /// its intent's deadline passed); none when no key is uncertain.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub oldest_uncertain: Option<u64>,
+        /// At least 1000 keys are uncertain: `count` reads the first 1000 by
+        /// the time they turned uncertain, so intents that expired after those
+        /// may still count as `in-flight`.
+        pub capped: bool,
+        /// False only while keys a format-1 kernel (0.2, 0.3) wrote are not
+        /// counted yet (not in the figures, nor in `oldest-uncertain`): they
+        /// are once a call next changes them or `recount` visits them.
+        pub exact: bool,
+    }
 }
 
 pub use self::taskboard::*;
@@ -832,8 +860,11 @@ mod taskboard {
         pub next: Option<String>,
     }
 
-    /// A group as `list-groups` shows it: its limit (none: no limit) and its
-    /// live claims (claimed tasks of the group with `now < until`), exact.
+    /// A group as `list-groups` shows it: its limit (none: no limit), its
+    /// live claims (claimed tasks of the group with `now < until`), exact,
+    /// and its tasks in each stored state, as `count` counts the board's
+    /// (kept in the group's record by every call that changes one of them:
+    /// tasks a format-1 kernel wrote had no group).
     #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
     #[serde(rename_all = "kebab-case")]
     pub struct GroupEntry {
@@ -844,6 +875,16 @@ mod taskboard {
         pub limit: Option<u32>,
         /// WIT `group-entry.live`.
         pub live: u32,
+        /// WIT `group-entry.open`.
+        pub open: u64,
+        /// WIT `group-entry.claimed`.
+        pub claimed: u64,
+        /// WIT `group-entry.done`.
+        pub done: u64,
+        /// WIT `group-entry.failed`.
+        pub failed: u64,
+        /// WIT `group-entry.dead`.
+        pub dead: u64,
     }
 
     /// One page of `list-groups`: `next` is the last item's name, absent when

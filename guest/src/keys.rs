@@ -169,6 +169,22 @@ pub fn key_state(state: KeyState, key: &str) -> String {
     format!("{}{key}", key_states(state))
 }
 
+/// Keys that are or will turn uncertain, by the time they do (0.4): an
+/// intent under its deadline, a key marked uncertain under the time it was
+/// marked. The first entry at or before now is the oldest uncertain key.
+pub const KEY_TIMES: &str = "kt/";
+
+/// A key's entry among [`KEY_TIMES`].
+pub fn key_time(at: u64, key: &str) -> String {
+    format!("{KEY_TIMES}{at:016x}/{key}")
+}
+
+/// The time of a [`KEY_TIMES`] entry.
+pub fn parse_key_time(entry: &str) -> Option<u64> {
+    let (at, _) = entry.strip_prefix(KEY_TIMES)?.split_once('/')?;
+    u64::from_str_radix(at, 16).ok()
+}
+
 /// Finished records by finishing time, oldest first, for `prune`.
 pub const RETENTION: &str = "rt/";
 

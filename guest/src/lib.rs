@@ -19,6 +19,7 @@ pub mod buffer;
 pub mod checkpoint;
 pub mod commitgate;
 mod contract;
+pub(crate) mod count;
 mod error;
 pub mod format;
 pub mod input;

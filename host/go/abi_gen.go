@@ -389,6 +389,22 @@ func goKeyPage(c *C.gak_key_page) KeyPage {
 	return x
 }
 
+// goKeyCounts copies the key-counts libgak filled into Go values.
+func goKeyCounts(c *C.gak_key_counts) KeyCounts {
+	var x KeyCounts
+	x.Cleared = uint64(c.cleared)
+	x.InFlight = uint64(c.in_flight)
+	x.Uncertain = uint64(c.uncertain)
+	x.Completed = uint64(c.completed)
+	if c.has_oldest_uncertain {
+		v := uint64(c.oldest_uncertain)
+		x.OldestUncertain = &v
+	}
+	x.Capped = bool(c.capped)
+	x.Exact = bool(c.exact)
+	return x
+}
+
 // taskStateNumber is x's number in libgak ("" is GAK_TASK_ANY); an unknown
 // state is refused with CodeInvalidInput before anything is sent.
 func taskStateNumber(x TaskState) (C.gak_task_state, error) {
@@ -653,6 +669,11 @@ func goGroupEntry(c *C.gak_group_entry) GroupEntry {
 		x.Limit = &v
 	}
 	x.Live = uint32(c.live)
+	x.Open = uint64(c.open)
+	x.Claimed = uint64(c.claimed)
+	x.Done = uint64(c.done)
+	x.Failed = uint64(c.failed)
+	x.Dead = uint64(c.dead)
 	return x
 }
 

@@ -231,6 +231,31 @@ type KeyPage struct {
 	Next string
 }
 
+// KeyCounts is the contract's key-counts (sideeffect.key-counts).
+//
+// How many keys are in each state, as `list` shows them: an expired
+// intent is `uncertain`, not `in-flight`. Kept by every call that
+// changes a key, in the same transaction as the change.
+type KeyCounts struct {
+	Cleared uint64
+	// Live intents: granted, no verdict, deadline not passed.
+	InFlight uint64
+	// Marked uncertain, or an intent whose deadline passed.
+	Uncertain uint64
+	Completed uint64
+	// When the longest-uncertain key turned uncertain (it was marked, or
+	// its intent's deadline passed); none when no key is uncertain. nil when absent.
+	OldestUncertain *uint64
+	// At least 1000 keys are uncertain: `count` reads the first 1000 by
+	// the time they turned uncertain, so intents that expired after those
+	// may still count as `in-flight`.
+	Capped bool
+	// False only while keys a format-1 kernel (0.2, 0.3) wrote are not
+	// counted yet (not in the figures, nor in `oldest-uncertain`): they
+	// are once a call next changes them or `recount` visits them.
+	Exact bool
+}
+
 // TaskState is the contract's state (taskboard.state).
 //
 // `dead` (0.4.0): terminal like `done` for claims (never ready, `claim`
@@ -379,13 +404,21 @@ type TaskPage struct {
 
 // GroupEntry is the contract's group-entry (taskboard.group-entry).
 //
-// A group as `list-groups` shows it: its limit (none: no limit) and its
-// live claims (claimed tasks of the group with `now < until`), exact.
+// A group as `list-groups` shows it: its limit (none: no limit), its
+// live claims (claimed tasks of the group with `now < until`), exact,
+// and its tasks in each stored state, as `count` counts the board's
+// (kept in the group's record by every call that changes one of them:
+// tasks a format-1 kernel wrote had no group).
 type GroupEntry struct {
 	Name string
 	// nil when absent.
-	Limit *uint32
-	Live  uint32
+	Limit   *uint32
+	Live    uint32
+	Open    uint64
+	Claimed uint64
+	Done    uint64
+	Failed  uint64
+	Dead    uint64
 }
 
 // GroupPage is the contract's group-page (taskboard.group-page).

@@ -10,7 +10,7 @@ fn check(report: gak_cli::conformance::Report) {
 }
 
 /// The vector files, each run on every binding as its own named test.
-const FILES: [(&str, &str); 17] = [
+const FILES: [(&str, &str); 18] = [
     ("checkpoint", "checkpoint.json"),
     ("plan", "plan.json"),
     ("commitgate", "commitgate.json"),
@@ -28,6 +28,7 @@ const FILES: [(&str, &str); 17] = [
     ("taskboard_jobs", "taskboard-jobs.json"),
     ("board_reads", "board-reads.json"),
     ("board_counts", "board-counts.json"),
+    ("key_counts", "key-counts.json"),
 ];
 
 fn main() {

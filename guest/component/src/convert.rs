@@ -251,6 +251,19 @@ pub fn key_page_out(x: rules::KeyPage) -> sideeffect::KeyPage {
     }
 }
 
+/// WIT `sideeffect.key-counts`, out of the component.
+pub fn key_counts_out(x: rules::KeyCounts) -> sideeffect::KeyCounts {
+    sideeffect::KeyCounts {
+        cleared: x.cleared,
+        in_flight: x.in_flight,
+        uncertain: x.uncertain,
+        completed: x.completed,
+        oldest_uncertain: x.oldest_uncertain,
+        capped: x.capped,
+        exact: x.exact,
+    }
+}
+
 /// WIT `store.table`, out of the component.
 pub fn table_out(x: rules::Table) -> store::Table {
     match x {
@@ -439,6 +452,11 @@ pub fn group_entry_out(x: rules::GroupEntry) -> taskboard::GroupEntry {
         name: x.name,
         limit: x.limit,
         live: x.live,
+        open: x.open,
+        claimed: x.claimed,
+        done: x.done,
+        failed: x.failed,
+        dead: x.dead,
     }
 }
 

@@ -65,7 +65,7 @@ fn call_minting<T>(
         .map_err(convert::error_out)
 }
 
-/// Run one exported call that may change tasks (and mints `tokens`
+/// Run one exported call that may change tasks or keys (and mints `tokens`
 /// capabilities): its count record comes with the first read.
 fn call_counting<T>(
     tokens: u8,
@@ -121,7 +121,7 @@ impl commitgate::Guest for Component {
 impl sideeffect::Guest for Component {
     fn acquire(action: sideeffect::Action, ttl: u64) -> Result<sideeffect::Acquired, Error> {
         let action = convert::action_in(action);
-        call_minting(1, |tx| rules::sideeffect::acquire(tx, &action, ttl))
+        call_counting(1, |tx| rules::sideeffect::acquire(tx, &action, ttl))
             .map(convert::acquired_out)
     }
     fn complete(
@@ -130,7 +130,9 @@ impl sideeffect::Guest for Component {
         result: Vec<u8>,
     ) -> Result<Vec<u8>, Error> {
         let (action, lease) = (convert::action_in(action), convert::lease_in(lease));
-        call(|tx| rules::sideeffect::complete(tx, &action, &lease, &result))
+        call_counting(0, |tx| {
+            rules::sideeffect::complete(tx, &action, &lease, &result)
+        })
     }
     fn release(action: sideeffect::Action, lease: sideeffect::Lease) -> Result<(), Error> {
         let (action, lease) = (convert::action_in(action), convert::lease_in(lease));
@@ -142,7 +144,9 @@ impl sideeffect::Guest for Component {
         reason: String,
     ) -> Result<(), Error> {
         let (action, lease) = (convert::action_in(action), convert::lease_in(lease));
-        call(|tx| rules::sideeffect::abandon(tx, &action, &lease, &reason))
+        call_counting(0, |tx| {
+            rules::sideeffect::abandon(tx, &action, &lease, &reason)
+        })
     }
     fn renew(
         action: sideeffect::Action,
@@ -158,7 +162,9 @@ impl sideeffect::Guest for Component {
         reason: String,
     ) -> Result<(), Error> {
         let (action, lease) = (convert::action_in(action), convert::lease_in(lease));
-        call(|tx| rules::sideeffect::mark_uncertain(tx, &action, &lease, &reason))
+        call_counting(0, |tx| {
+            rules::sideeffect::mark_uncertain(tx, &action, &lease, &reason)
+        })
     }
     fn begin_reconcile(
         action: sideeffect::Action,
@@ -174,8 +180,10 @@ impl sideeffect::Guest for Component {
     ) -> Result<sideeffect::Resolved, Error> {
         let action = convert::action_in(action);
         let resolution = convert::resolution_in(resolution);
-        call(|tx| rules::sideeffect::resolve_uncertain(tx, &action, &resolution))
-            .map(convert::resolved_out)
+        call_counting(0, |tx| {
+            rules::sideeffect::resolve_uncertain(tx, &action, &resolution)
+        })
+        .map(convert::resolved_out)
     }
     fn sink_advance(resource: String, presented: u64) -> Result<(), Error> {
         call(|tx| rules::sideeffect::sink_advance(tx, &resource, presented))
@@ -194,6 +202,12 @@ impl sideeffect::Guest for Component {
     }
     fn get(key: String) -> Result<sideeffect::KeyInfo, Error> {
         call(|tx| rules::sideeffect::get(tx, &key)).map(convert::key_info_out)
+    }
+    fn count() -> Result<sideeffect::KeyCounts, Error> {
+        call(rules::sideeffect::count).map(convert::key_counts_out)
+    }
+    fn recount(limit: u32) -> Result<bool, Error> {
+        call_counting(0, |tx| rules::sideeffect::recount(tx, limit))
     }
 }
 

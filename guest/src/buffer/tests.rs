@@ -229,7 +229,7 @@ fn a_claim_and_an_acquire_cross_twice_on_any_board() {
         assert_eq!(task.fence, 1);
         assert_eq!(store.crossings() - before, 2);
 
-        let mut tx = Buffered::new(&mut store).minting(1);
+        let mut tx = Buffered::new(&mut store).minting(1).counting();
         let got = sideeffect::acquire(&mut tx, &Action::new(&format!("k{board}"), "r"), 1000);
         assert!(matches!(got, Ok(Acquired::Granted(_))));
         assert_eq!(

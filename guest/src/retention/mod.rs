@@ -8,7 +8,7 @@
 //! backwards, or a stale holder or writer could win again.
 use crate::keys::{self, Finished};
 use crate::sideeffect::{KeyRecord, Phase};
-use crate::taskboard::{Record as TaskRecord, Tally, decode_task, load_board};
+use crate::taskboard::{Groups, Record as TaskRecord, Tally, decode_task, load_board};
 use crate::txn::{mark, read_many, scan_all, store};
 use crate::{Error, KeyState, Pruned, Table, TaskState, Txn, input};
 
@@ -29,6 +29,8 @@ pub fn prune(tx: &mut impl Txn, before: u64, limit: u32) -> Result<Pruned, Error
     let mut budget = limit + EXAMINE;
     let mut fence_floor = None;
     let mut tally = Tally::default();
+    // The groups of the removed tasks, which take their figures.
+    let mut groups: Option<Groups> = None;
     let mut after: Option<String> = None;
     'scan: loop {
         // One entry past the budget tells whether anything is left.
@@ -60,14 +62,21 @@ pub fn prune(tx: &mut impl Txn, before: u64, limit: u32) -> Result<Pruned, Error
             }
             removed += 1;
             match found {
-                Removal::Key => {
+                Removal::Key { counted } => {
+                    tally.key(counted.then_some(KeyState::Completed), None, id);
                     tx.delete(Table::Actions, id)?;
                     tx.delete(Table::Indexes, &keys::key_state(KeyState::Completed, id))?;
                     pruned.removed_keys += 1;
                 }
                 Removal::Task(task) => {
                     remove_task(tx, &task)?;
-                    tally.change(Some(&task), None);
+                    // The clock after the first read: it costs no crossing.
+                    if groups.is_none() {
+                        groups = Some(Groups::new(tx.now()?));
+                    }
+                    if let Some(groups) = &mut groups {
+                        groups.change(Some(&task), None);
+                    }
                     let floor = fence_floor.get_or_insert(0);
                     *floor = task.fence.max(*floor);
                     pruned.removed_tasks += 1;
@@ -85,6 +94,9 @@ pub fn prune(tx: &mut impl Txn, before: u64, limit: u32) -> Result<Pruned, Error
         after = page.last().map(|(k, _)| k.clone());
     }
     tally.flush(tx)?;
+    if let Some(groups) = &mut groups {
+        groups.flush(tx)?;
+    }
     if let Some(floor) = fence_floor {
         let mut board = load_board(tx)?;
         if floor > board.fence_floor {
@@ -106,7 +118,10 @@ enum Verdict {
 }
 
 enum Removal {
-    Key,
+    /// A completed key, and whether it is in the counts.
+    Key {
+        counted: bool,
+    },
     Task(Box<TaskRecord>),
     Run,
 }
@@ -138,8 +153,11 @@ fn removable_key(tx: &mut impl Txn, entry: &str, key: &str) -> Result<Verdict, E
             "retention lists missing key {key:?}"
         )));
     };
-    match KeyRecord::decode(&value)?.phase {
-        Phase::Completed { .. } => Ok(Verdict::Remove(Removal::Key)),
+    let record = KeyRecord::decode(&value)?;
+    match record.phase {
+        Phase::Completed { .. } => Ok(Verdict::Remove(Removal::Key {
+            counted: record.v.0 >= 2,
+        })),
         _ => Err(Error::storage(format!(
             "retention lists key {key:?}, which is not completed"
         ))),

@@ -28,7 +28,7 @@ fn info(record: KeyRecord, now: u64) -> KeyInfo {
                 info.state = KeyState::InFlight;
             }
         }
-        Phase::Uncertain { reason } => {
+        Phase::Uncertain { reason, .. } => {
             info.state = KeyState::Uncertain;
             info.reason = Some(reason);
         }

@@ -1,17 +1,19 @@
 //! The side-effect gate: idempotency keys, per-resource fencing, uncertain
 //! state and reconciliation, fenced sinks (SPEC 5, 8 "Side effect"), and the
 //! operators' listings of keys by state (SPEC 9).
-use crate::format::V;
+use crate::format::{V, Version};
 use crate::txn::{decode, mint, read_many, store};
 use crate::{
     Acquired, Action, Error, Lease, ReconcileClaim, Resolution, Resolved, RetrySafety, Table, Txn,
-    input,
+    input, keys,
 };
 
+mod count;
 mod list;
 mod record;
 mod sink;
 
+pub use count::{count, recount};
 pub use list::{get, list};
 pub use record::INTENT_EXPIRED;
 pub(crate) use record::{KeyRecord, Phase, write_key};
@@ -48,6 +50,7 @@ pub fn acquire(tx: &mut impl Txn, action: &Action, ttl: u64) -> Result<Acquired,
         &[
             (Table::Actions, action.key.as_str()),
             (Table::Resources, action.resource.as_str()),
+            (Table::Meta, keys::COUNTED),
         ],
     )?;
     // The clock after the reads: with a binding that locks on read, expiry
@@ -80,6 +83,9 @@ pub fn acquire(tx: &mut impl Txn, action: &Action, ttl: u64) -> Result<Acquired,
         return Ok(Acquired::Contended(until));
     }
 
+    if record.is_none() {
+        count::first_key(tx, found[2].as_deref())?;
+    }
     let fence = resource.as_ref().map_or(0, |r| r.fence) + 1;
     let (holder, holder_sha256) = mint(tx)?;
     let until = now.saturating_add(ttl);
@@ -88,6 +94,7 @@ pub fn acquire(tx: &mut impl Txn, action: &Action, ttl: u64) -> Result<Acquired,
         None => (action.retry_safety, action.fingerprint.clone()),
     };
     let key_record = KeyRecord {
+        v: Version::CURRENT,
         key: action.key.clone(),
         retry_safety,
         fingerprint,
@@ -301,6 +308,7 @@ pub fn mark_uncertain(
     }
     let phase = Phase::Uncertain {
         reason: reason.to_owned(),
+        since: Some(tx.now()?),
     };
     checked.settle(tx, phase, false)
 }

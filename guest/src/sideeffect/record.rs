@@ -6,10 +6,13 @@
 //! its holder, the hold). A grant writes both in one transaction. Every key
 //! is also listed under its phase (`ks/<phase>/<key>` in `indexes`), and a
 //! completed key under its completion time (`rt/…`), in the same
-//! transaction as the key's record.
+//! transaction as the key's record; a key that is or will turn uncertain
+//! is also listed under the time it does (`kt/…`), and every change is added
+//! to the counts by state ([`crate::count`]).
 use serde::{Deserialize, Serialize};
 
-use crate::format::{self, V};
+use crate::count::Tally;
+use crate::format::{self, V, Version};
 use crate::txn::{mark, store};
 use crate::{Error, KeyState, RetrySafety, Table, Txn, keys};
 
@@ -19,6 +22,9 @@ pub const INTENT_EXPIRED: &str = "intent-expired";
 /// A key's record, as the rules use it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct KeyRecord {
+    /// The format it was read in (a new record: [`Version::CURRENT`]); only
+    /// records a format-2 kernel wrote are in the counts and in `kt/`.
+    pub v: Version,
     pub key: String,
     /// Recorded at the first grant, kept for the key's life.
     pub retry_safety: RetrySafety,
@@ -44,8 +50,9 @@ pub(crate) enum Phase {
         holder_sha256: String,
         until: u64,
     },
-    /// Marked uncertain by its holder.
-    Uncertain { reason: String },
+    /// Marked uncertain by its holder, at `since` (none: marked by a
+    /// format-1 kernel, which did not keep the time).
+    Uncertain { reason: String, since: Option<u64> },
     /// Applied, with the first recorded result.
     Completed { result: Vec<u8>, at: u64 },
 }
@@ -74,7 +81,7 @@ impl KeyRecord {
     /// Why the key is uncertain, if it is.
     pub fn uncertain_reason(&self, now: u64) -> Option<&str> {
         match &self.phase {
-            Phase::Uncertain { reason } => Some(reason),
+            Phase::Uncertain { reason, .. } => Some(reason),
             Phase::Intent { until, .. } if now >= *until => Some(INTENT_EXPIRED),
             _ => None,
         }
@@ -85,7 +92,7 @@ impl KeyRecord {
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 struct KeyRow {
-    v: V,
+    v: Version,
     key: String,
     retry_safety: RetrySafety,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -100,6 +107,8 @@ struct KeyRow {
     until: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    since: Option<u64>,
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -145,6 +154,7 @@ impl KeyRecord {
             },
             KeyState::Uncertain => Phase::Uncertain {
                 reason: row.reason.ok_or_else(|| missing("reason"))?,
+                since: row.since,
             },
             KeyState::Completed => Phase::Completed {
                 result: row.result.ok_or_else(|| missing("result"))?,
@@ -152,6 +162,7 @@ impl KeyRecord {
             },
         };
         Ok(KeyRecord {
+            v: row.v,
             key: row.key,
             retry_safety: row.retry_safety,
             fingerprint: row.fingerprint,
@@ -163,7 +174,7 @@ impl KeyRecord {
 
     fn row(&self) -> KeyRow {
         let mut row = KeyRow {
-            v: V,
+            v: Version::CURRENT,
             key: self.key.clone(),
             retry_safety: self.retry_safety,
             fingerprint: self.fingerprint.clone(),
@@ -173,6 +184,7 @@ impl KeyRecord {
             holder_sha256: None,
             until: None,
             reason: None,
+            since: None,
             result: None,
             completed_at: None,
             reconcile: self.reconcile.clone(),
@@ -188,7 +200,10 @@ impl KeyRecord {
                 row.holder_sha256 = Some(holder_sha256.clone());
                 row.until = Some(*until);
             }
-            Phase::Uncertain { reason } => row.reason = Some(reason.clone()),
+            Phase::Uncertain { reason, since } => {
+                row.reason = Some(reason.clone());
+                row.since = *since;
+            }
             Phase::Completed { result, at } => {
                 row.result = Some(result.clone());
                 row.completed_at = Some(*at);
@@ -208,13 +223,64 @@ pub(crate) struct KeyStateEntry {
     pub until: Option<u64>,
 }
 
-/// Write `new` and keep the key-state and retention indexes exact, given
-/// the record it replaces.
+/// The value of a [`keys::KEY_TIMES`] entry: whether the time is an
+/// intent's deadline (`in-flight`) or when the key was marked
+/// (`uncertain`).
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) struct KeyTimeEntry {
+    pub v: V,
+    pub state: KeyState,
+}
+
+impl KeyRecord {
+    /// Its [`keys::KEY_TIMES`] entry's time and state, if it has one.
+    fn timed(&self) -> Option<(u64, KeyState)> {
+        match &self.phase {
+            Phase::Intent { until, .. } => Some((*until, KeyState::InFlight)),
+            Phase::Uncertain {
+                since: Some(since), ..
+            } => Some((*since, KeyState::Uncertain)),
+            _ => None,
+        }
+    }
+}
+
+/// Write `new` and keep the key-state, key-time and retention indexes and
+/// the counts exact, given the record it replaces. A key marked uncertain
+/// with no time (a format-1 record rewritten) is timed now.
 pub(crate) fn write_key(
     tx: &mut impl Txn,
     old: Option<&KeyRecord>,
     new: &KeyRecord,
 ) -> Result<(), Error> {
+    let mut new = new.clone();
+    if let Phase::Uncertain {
+        since: s @ None, ..
+    } = &mut new.phase
+    {
+        *s = Some(tx.now()?);
+    }
+    let new = &new;
+    // A record a format-1 kernel wrote is neither counted nor timed.
+    let counted = old.filter(|o| o.v.0 >= 2);
+    let mut tally = Tally::default();
+    tally.key(
+        counted.map(|o| o.phase.indexed()),
+        Some(new.phase.indexed()),
+        &new.key,
+    );
+    tally.flush(tx)?;
+    let (was, is) = (counted.and_then(KeyRecord::timed), new.timed());
+    if was != is {
+        if let Some((at, _)) = was {
+            tx.delete(Table::Indexes, &keys::key_time(at, &new.key))?;
+        }
+        if let Some((at, state)) = is {
+            let entry = KeyTimeEntry { v: V, state };
+            store(tx, Table::Indexes, &keys::key_time(at, &new.key), &entry)?;
+        }
+    }
     let (before, after) = (old.map(|o| o.phase.indexed()), new.phase.indexed());
     if let Some(b) = before
         && b != after

@@ -1,5 +1,8 @@
 use super::*;
 use crate::testing::MemTxn;
+use std::collections::HashMap;
+
+use crate::keys;
 
 fn granted(out: Acquired) -> Lease {
     match out {
@@ -295,4 +298,197 @@ fn results_are_stored_as_base64() {
     // 400 bytes of base64 plus the record; as an array of numbers it was ~1200
     assert!(stored.len() < 600, "{}", stored.len());
     assert!(stored.starts_with(r#"{"v":2,"#), "{stored}");
+}
+
+struct Lcg(u64);
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// `count` must equal the key records a format-2 kernel wrote, state by
+/// state as `list` shows them at now, with the oldest uncertain key's time;
+/// and the key-time index must hold exactly their intents and marked keys.
+fn assert_key_counts_exact(tx: &mut MemTxn) {
+    use crate::KeyState as S;
+    let now = tx.clock;
+    let (mut want, mut oldest, mut timed) = ([0u64; 4], None::<u64>, Vec::new());
+    for ((table, key), value) in &tx.data {
+        if *table != Table::Actions {
+            continue;
+        }
+        let r = KeyRecord::decode(value).unwrap();
+        if r.v.0 < 2 {
+            continue;
+        }
+        let (state, uncertain_at) = match &r.phase {
+            Phase::Cleared => (S::Cleared, None),
+            Phase::Intent { until, .. } if now >= *until => (S::Uncertain, Some(*until)),
+            Phase::Intent { .. } => (S::InFlight, None),
+            Phase::Uncertain { since, .. } => (S::Uncertain, Some(since.unwrap())),
+            Phase::Completed { .. } => (S::Completed, None),
+        };
+        let slot = [S::Cleared, S::InFlight, S::Uncertain, S::Completed]
+            .iter()
+            .position(|s| *s == state)
+            .unwrap();
+        want[slot] += 1;
+        if let Some(at) = uncertain_at {
+            oldest = Some(oldest.map_or(at, |o: u64| o.min(at)));
+        }
+        match &r.phase {
+            Phase::Intent { until, .. } => timed.push(keys::key_time(*until, key)),
+            Phase::Uncertain { since, .. } => timed.push(keys::key_time(since.unwrap(), key)),
+            _ => {}
+        }
+    }
+    timed.sort();
+    let index: Vec<String> = tx
+        .data
+        .keys()
+        .filter(|(t, k)| *t == Table::Indexes && k.starts_with(keys::KEY_TIMES))
+        .map(|(_, k)| k.clone())
+        .collect();
+    assert_eq!(index, timed);
+    let c = count(tx).unwrap();
+    assert_eq!([c.cleared, c.in_flight, c.uncertain, c.completed], want);
+    assert_eq!(c.oldest_uncertain, oldest);
+    assert!(!c.capped);
+}
+
+/// Turn the store into what a format-1 kernel left: every key record
+/// `"v": 1` with no marking time, no count records, no `counted` marker,
+/// no key-time index.
+fn keys_as_format_1(tx: &mut MemTxn) {
+    tx.data.retain(|(t, k), _| {
+        !(*t == Table::Meta && (k.starts_with(keys::COUNTS) || k == keys::COUNTED))
+            && !(*t == Table::Indexes && k.starts_with(keys::KEY_TIMES))
+    });
+    for ((t, _), v) in tx.data.iter_mut() {
+        if *t == Table::Actions {
+            let mut row: serde_json::Value = serde_json::from_str(v).unwrap();
+            row["v"] = 1.into();
+            row.as_object_mut().unwrap().remove("since");
+            *v = row.to_string();
+        }
+    }
+}
+
+#[test]
+fn key_counts_stay_exact_under_every_operation() {
+    let keys_ = ["k0", "k1", "k2", "k3", "k4"];
+    for run in 0..40 {
+        let mut rng = Lcg(run);
+        let mut tx = MemTxn::default();
+        let mut leases: HashMap<String, Lease> = HashMap::new();
+        let mut claims: HashMap<String, String> = HashMap::new();
+        for _ in 0..80 {
+            let key = keys_[rng.below(5) as usize];
+            let safety = if run % 2 == 0 {
+                RetrySafety::Safe
+            } else {
+                RetrySafety::Unsafe
+            };
+            let act = Action {
+                retry_safety: safety,
+                ..Action::new(key, ["r0", "r1", "r2"][rng.below(3) as usize])
+            };
+            let act_of = |l: &Lease| Action {
+                retry_safety: safety,
+                ..Action::new(&l.key, &l.resource)
+            };
+            // A quarter of the runs continue a store a format-1 kernel wrote.
+            if run % 4 == 3 && rng.below(10) == 0 && count(&mut tx).unwrap().exact {
+                keys_as_format_1(&mut tx);
+                let c = count(&mut tx).unwrap();
+                let any = tx.data.keys().any(|(t, _)| *t == Table::Actions);
+                assert_eq!(c.exact, !any);
+            }
+            match rng.below(10) {
+                0 | 1 => {
+                    if let Ok(Acquired::Granted(l)) = acquire(&mut tx, &act, 1 + rng.below(5)) {
+                        leases.insert(key.into(), l);
+                    }
+                }
+                2 => {
+                    if let Some(l) = leases.get(key) {
+                        let _ = complete(&mut tx, &act_of(l), l, b"r");
+                    }
+                }
+                3 => {
+                    if let Some(l) = leases.get(key) {
+                        let _ = abandon(&mut tx, &act_of(l), l, "no");
+                    }
+                }
+                4 => {
+                    if let Some(l) = leases.get(key) {
+                        let _ = mark_uncertain(&mut tx, &act_of(l), l, "maybe");
+                    }
+                }
+                5 => {
+                    if let Some(l) = leases.get(key) {
+                        if let Ok(l) = renew(&mut tx, &act_of(l), l, 1 + rng.below(5)) {
+                            leases.insert(key.into(), l);
+                        }
+                    }
+                }
+                6 => {
+                    if let Ok(c) = begin_reconcile(&mut tx, &act, 3) {
+                        claims.insert(key.into(), c.claim);
+                    }
+                }
+                7 => {
+                    let resolution = Resolution {
+                        applied: rng.below(2) == 0,
+                        result: Some(b"x".to_vec()),
+                        force_retryable: rng.below(2) == 0,
+                        claim: claims.get(key).cloned().filter(|_| rng.below(2) == 0),
+                    };
+                    let _ = resolve_uncertain(&mut tx, &act, &resolution);
+                }
+                8 => {
+                    let before = tx.clock + 1;
+                    crate::retention::prune(&mut tx, before, 1 + rng.below(3) as u32).unwrap();
+                }
+                _ => tx.clock += rng.below(4),
+            }
+            assert_key_counts_exact(&mut tx);
+        }
+        // `recount` covers the rest, a page at a time, then `count` is exact.
+        while !recount(&mut tx, 2).unwrap() {
+            assert_key_counts_exact(&mut tx);
+        }
+        assert_key_counts_exact(&mut tx);
+        let c = count(&mut tx).unwrap();
+        let all = tx.data.keys().filter(|(t, _)| *t == Table::Actions).count() as u64;
+        assert!(c.exact);
+        assert_eq!(c.cleared + c.in_flight + c.uncertain + c.completed, all);
+    }
+}
+
+#[test]
+fn key_counts_cap_the_uncertain_keys_they_read() {
+    let mut tx = MemTxn::default();
+    for i in 0..1001 {
+        granted(
+            acquire(
+                &mut tx,
+                &Action::new(&format!("k{i:04}"), &format!("r{i}")),
+                10,
+            )
+            .unwrap(),
+        );
+    }
+    let c = count(&mut tx).unwrap();
+    assert_eq!((c.in_flight, c.uncertain, c.capped), (1001, 0, false));
+    assert_eq!(c.oldest_uncertain, None);
+    tx.clock = 10;
+    let c = count(&mut tx).unwrap();
+    assert_eq!((c.in_flight, c.uncertain, c.capped), (1, 1000, true));
+    assert_eq!(c.oldest_uncertain, Some(10));
 }

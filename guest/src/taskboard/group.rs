@@ -2,7 +2,8 @@
 //!
 //! A group's record (`meta`, `group/<name>`) keeps its limit, its claims
 //! (task id to deadline: every claimed task of the group, an expired one
-//! until the record is next written) and its head: the claim-queue key
+//! until the record is next written), its tasks by state, and its head:
+//! the claim-queue key
 //! standing in for the group's first ready task. The group's ready tasks
 //! wait in its own queue (`qg/<group>/…`, claim order); the head is there
 //! exactly while the group has a free slot, so claimers never read a full
@@ -13,8 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::count::Tally;
-use super::record::QueueEntry;
+use super::record::{QueueEntry, Record};
+use crate::count::{Tally, TaskFigures};
 use crate::format::V;
 use crate::txn::{decode, store};
 use crate::{Error, Table, Txn, keys};
@@ -32,6 +33,10 @@ pub(crate) struct GroupRecord {
     /// The claim-queue key of the group's head, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head: Option<String>,
+    /// The group's tasks by state (those a format-2 kernel wrote: format 1
+    /// had no groups), kept by every call that changes one.
+    #[serde(default, skip_serializing_if = "TaskFigures::is_empty")]
+    pub tasks: TaskFigures,
 }
 
 impl GroupRecord {
@@ -57,6 +62,8 @@ pub(crate) struct Groups {
     dirty: BTreeSet<String>,
     /// The call's changes to the board's counts by state.
     pub tally: Tally,
+    /// The call's changes to each group's tasks by state.
+    figures: BTreeMap<String, TaskFigures>,
 }
 
 impl Groups {
@@ -67,6 +74,23 @@ impl Groups {
             stored: BTreeSet::new(),
             dirty: BTreeSet::new(),
             tally: Tally::default(),
+            figures: BTreeMap::new(),
+        }
+    }
+
+    /// A task record changes from `old` to `new` (none: absent): the
+    /// board's counts and its groups' figures take the change.
+    pub fn change(&mut self, old: Option<&Record>, new: Option<&Record>) {
+        self.tally.change(old, new);
+        if let Some(o) = old.filter(|o| o.v.0 >= 2)
+            && let Some(g) = &o.group
+        {
+            *self.figures.entry(g.clone()).or_default().state(o.state) -= 1;
+        }
+        if let Some(n) = new
+            && let Some(g) = &n.group
+        {
+            *self.figures.entry(g.clone()).or_default().state(n.state) += 1;
         }
     }
 
@@ -132,18 +156,28 @@ impl Groups {
         Ok(head)
     }
 
-    /// End of the call: every changed group gets its head put right and its
-    /// record written (expired claims dropped; an empty record removed), and
-    /// the counts by state take the call's changes.
+    /// End of the call: every changed group gets its figures, its head put
+    /// right and its record written (expired claims dropped; an empty
+    /// record removed), and the counts by state take the call's changes.
     pub fn flush(&mut self, tx: &mut impl Txn) -> Result<(), Error> {
         self.tally.flush(tx)?;
+        for (group, delta) in std::mem::take(&mut self.figures) {
+            if !delta.is_empty() {
+                self.load(tx, &group)?.tasks.add(&delta);
+                self.dirty.insert(group);
+            }
+        }
         for group in std::mem::take(&mut self.dirty) {
             self.refresh(tx, &group)?;
             let now = self.now;
             let record = self.records.get_mut(&group).expect("loaded by refresh");
             record.claims.retain(|_, until| now < *until);
             let key = keys::group(&group);
-            if record.limit.is_none() && record.claims.is_empty() && record.head.is_none() {
+            if record.limit.is_none()
+                && record.claims.is_empty()
+                && record.head.is_none()
+                && record.tasks.is_empty()
+            {
                 if self.stored.remove(&group) {
                     tx.delete(Table::Meta, &key)?;
                 }

@@ -16,9 +16,10 @@ mod group;
 mod held;
 mod record;
 
-pub(crate) use count::Tally;
+pub(crate) use crate::count::Tally;
 pub use count::{count, recount};
-use group::{GroupRecord, Groups};
+use group::GroupRecord;
+pub(crate) use group::Groups;
 pub(crate) use held::release_held;
 use record::{Board, QueueEntry, place, write};
 pub(crate) use record::{Record, decode_task, load_board};
@@ -69,15 +70,18 @@ pub fn seed(tx: &mut impl Txn, tasks: &[TaskSeed]) -> Result<(), Error> {
         .iter()
         .map(|t| (Table::Tasks, t.id.as_str()))
         .collect();
+    wanted.push((Table::Meta, keys::COUNTED));
     wanted.push((Table::Meta, keys::BOARD));
     let mut found = read_many(tx, &wanted)?;
     let now = tx.now()?;
     let mut groups = Groups::new(now);
-    let board_before: Board = match found.pop().flatten() {
+    let board = found.pop().flatten();
+    let counted = found.pop().flatten();
+    let board_before: Board = match board {
         Some(v) => decode(Table::Meta, &v)?,
         None => {
             // A new board: its counts cover every task from the start.
-            count::created(tx)?;
+            count::created(tx, counted.as_deref())?;
             Board::default()
         }
     };
@@ -1063,8 +1067,9 @@ pub fn get_group(tx: &mut impl Txn, group: &str) -> Result<GroupInfo, Error> {
     }
 }
 
-/// One page of the groups that have a record (a limit, a claim or a
-/// ready task), by name, each with its limit and exact live claims.
+/// One page of the groups that have a record (a limit, a claim, a ready
+/// task or any task), by name, each with its limit, exact live claims and
+/// tasks by state.
 /// Reads at most `limit + 1` records.
 pub fn list_groups(tx: &mut impl Txn, after: Option<&str>, limit: u32) -> Result<GroupPage, Error> {
     input::limit(limit)?;
@@ -1077,10 +1082,16 @@ pub fn list_groups(tx: &mut impl Txn, after: Option<&str>, limit: u32) -> Result
     let mut items = Vec::with_capacity(page.len().min(limit as usize));
     for (key, value) in page.iter().take(limit as usize) {
         let record: GroupRecord = decode(Table::Meta, value)?;
+        let [open, claimed, done, failed, dead] = record.tasks.totals()?;
         items.push(GroupEntry {
             name: key[keys::GROUPS.len()..].to_owned(),
             limit: record.limit,
             live: record.live(now),
+            open,
+            claimed,
+            done,
+            failed,
+            dead,
         });
     }
     let next = (page.len() > limit as usize)

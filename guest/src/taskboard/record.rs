@@ -292,7 +292,7 @@ pub(crate) fn place(
             groups.touch(g);
         }
     }
-    groups.tally.change(old, Some(new));
+    groups.change(old, Some(new));
     new.v = Version::CURRENT;
     match (old.and_then(Record::finished_at), new.finished_at()) {
         (Some(a), Some(b)) if a == b => {}

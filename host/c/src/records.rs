@@ -16,7 +16,7 @@
 
 use gak_host::{
     Acquired, Action, Completion, CompletionAnswer, CompletionResult, Error, GroupEntry, GroupInfo,
-    GroupPage, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim,
+    GroupPage, KeyCounts, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim,
     Resolution, Resolved, RetrySafety, Snapshot, Status, StepDef, Task, TaskCounts, TaskPage,
     TaskSeed, TaskState,
 };
@@ -31,7 +31,7 @@ use crate::limits::Scale;
 /// it changes whenever a record, a field or an enum's numbering does.
 /// `gak_abi_layout()` answers the linked library's; a program compiled
 /// against another header must not call it.
-pub const GAK_ABI_LAYOUT: u32 = 0x6c7172c1;
+pub const GAK_ABI_LAYOUT: u32 = 0x1a691a70;
 
 /// One pair of a list of pairs (a snapshot's `fields`).
 #[repr(C)]
@@ -1059,6 +1059,55 @@ impl From<KeyPage> for gak_key_page {
     }
 }
 
+// --- key-counts (sideeffect) ----------------------------------------
+
+/// How many keys are in each state, as `list` shows them: an expired
+/// intent is `uncertain`, not `in-flight`. Kept by every call that
+/// changes a key, in the same transaction as the change.
+///
+/// An answer of plain values: nothing to clear.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct gak_key_counts {
+    /// WIT `key-counts.cleared`.
+    pub cleared: u64,
+    /// Live intents: granted, no verdict, deadline not passed.
+    pub in_flight: u64,
+    /// Marked uncertain, or an intent whose deadline passed.
+    pub uncertain: u64,
+    /// WIT `key-counts.completed`.
+    pub completed: u64,
+    /// Whether `oldest_uncertain` is set.
+    pub has_oldest_uncertain: bool,
+    /// When the longest-uncertain key turned uncertain (it was marked, or
+    /// its intent's deadline passed); none when no key is uncertain.
+    /// Set when `has_oldest_uncertain`.
+    pub oldest_uncertain: u64,
+    /// At least 1000 keys are uncertain: `count` reads the first 1000 by
+    /// the time they turned uncertain, so intents that expired after those
+    /// may still count as `in-flight`.
+    pub capped: bool,
+    /// False only while keys a format-1 kernel (0.2, 0.3) wrote are not
+    /// counted yet (not in the figures, nor in `oldest-uncertain`): they
+    /// are once a call next changes them or `recount` visits them.
+    pub exact: bool,
+}
+
+impl From<KeyCounts> for gak_key_counts {
+    fn from(x: KeyCounts) -> Self {
+        gak_key_counts {
+            cleared: x.cleared,
+            in_flight: x.in_flight,
+            uncertain: x.uncertain,
+            completed: x.completed,
+            has_oldest_uncertain: x.oldest_uncertain.is_some(),
+            oldest_uncertain: x.oldest_uncertain.unwrap_or_default(),
+            capped: x.capped,
+            exact: x.exact,
+        }
+    }
+}
+
 /// `dead` (0.4.0): terminal like `done` for claims (never ready, `claim`
 /// answers `terminal`), but it does not satisfy a dependency. A task turns
 /// dead when `fail` finds its attempts used up, or when a claimer meets it
@@ -1585,8 +1634,11 @@ impl From<TaskPage> for gak_task_page {
 
 // --- group-entry (taskboard) ----------------------------------------
 
-/// A group as `list-groups` shows it: its limit (none: no limit) and its
-/// live claims (claimed tasks of the group with `now < until`), exact.
+/// A group as `list-groups` shows it: its limit (none: no limit), its
+/// live claims (claimed tasks of the group with `now < until`), exact,
+/// and its tasks in each stored state, as `count` counts the board's
+/// (kept in the group's record by every call that changes one of them:
+/// tasks a format-1 kernel wrote had no group).
 ///
 /// An answer: clear what libgak put into it with `gak_group_entry_clear`.
 #[repr(C)]
@@ -1601,6 +1653,16 @@ pub struct gak_group_entry {
     pub limit: u32,
     /// WIT `group-entry.live`.
     pub live: u32,
+    /// WIT `group-entry.open`.
+    pub open: u64,
+    /// WIT `group-entry.claimed`.
+    pub claimed: u64,
+    /// WIT `group-entry.done`.
+    pub done: u64,
+    /// WIT `group-entry.failed`.
+    pub failed: u64,
+    /// WIT `group-entry.dead`.
+    pub dead: u64,
 }
 
 impl gak_group_entry {
@@ -1610,6 +1672,11 @@ impl gak_group_entry {
         has_limit: false,
         limit: 0,
         live: 0,
+        open: 0,
+        claimed: 0,
+        done: 0,
+        failed: 0,
+        dead: 0,
     };
 
     /// Free what libgak put into it, and zero it.
@@ -1632,6 +1699,11 @@ impl From<GroupEntry> for gak_group_entry {
             has_limit: x.limit.is_some(),
             limit: x.limit.unwrap_or_default(),
             live: x.live,
+            open: x.open,
+            claimed: x.claimed,
+            done: x.done,
+            failed: x.failed,
+            dead: x.dead,
         }
     }
 }

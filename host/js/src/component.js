@@ -63,9 +63,11 @@ const PATCHES = [
     // interface (its imports and exports), not its code, so a rebuilt 0.4.0
     // component keeps it. 0.3.0 had 227; 0.4.0's six taskboard exports
     // (claim-batch, complete-batch, fail, revive, set-group-limit,
-    // get-group) add 18, list-groups and list-delayed 6 more, and the
+    // get-group) add 18, list-groups and list-delayed 6 more,
+    // taskboard list-group, count and recount 9 more,
+    // sideeffect count and recount 6 more, and the
     // store's try-read import 3.
-    count: 263,
+    count: 269,
   },
   {
     why:

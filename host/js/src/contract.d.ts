@@ -305,6 +305,37 @@ export interface KeyPage {
 }
 
 /**
+ * How many keys are in each state, as `list` shows them: an expired
+ * intent is `uncertain`, not `in-flight`. Kept by every call that
+ * changes a key, in the same transaction as the change.
+ */
+export interface KeyCounts {
+  cleared: bigint;
+  /** Live intents: granted, no verdict, deadline not passed. */
+  inFlight: bigint;
+  /** Marked uncertain, or an intent whose deadline passed. */
+  uncertain: bigint;
+  completed: bigint;
+  /**
+   * When the longest-uncertain key turned uncertain (it was marked, or
+   * its intent's deadline passed); none when no key is uncertain.
+   */
+  oldestUncertain?: bigint;
+  /**
+   * At least 1000 keys are uncertain: `count` reads the first 1000 by
+   * the time they turned uncertain, so intents that expired after those
+   * may still count as `in-flight`.
+   */
+  capped: boolean;
+  /**
+   * False only while keys a format-1 kernel (0.2, 0.3) wrote are not
+   * counted yet (not in the figures, nor in `oldest-uncertain`): they
+   * are once a call next changes them or `recount` visits them.
+   */
+  exact: boolean;
+}
+
+/**
  * Idempotency-key gate, per-resource fencing, uncertain-state reconciliation
  * and fenced downstream writes (SPEC 5), and bounded listings of keys by
  * state for operators (SPEC 9).
@@ -379,6 +410,22 @@ export interface Sideeffect extends SideeffectHost {
 
   /** The key as `list` shows it, or `not-found`. */
   get(key: string): KeyInfo;
+
+  /**
+   * The keys by state. Reads a fixed number of records (256 count records,
+   * a marker, one key, and at most 1000 entries of an index of keys by the
+   * time they turn uncertain), never the keys: concurrent calls spread
+   * their counts over the 256.
+   */
+  count(): KeyCounts;
+
+  /**
+   * Counts up to `limit` (1-1000) of the keys `count` does not cover yet
+   * (keys a format-1 kernel wrote that no call has changed since), in key
+   * order from where the previous `recount` stopped, and answers whether
+   * every key is counted now (then `count` is exact). Reads O(limit) keys.
+   */
+  recount(limit: number): boolean;
 }
 
 // taskboard
@@ -510,13 +557,21 @@ export interface TaskPage {
 }
 
 /**
- * A group as `list-groups` shows it: its limit (none: no limit) and its
- * live claims (claimed tasks of the group with `now < until`), exact.
+ * A group as `list-groups` shows it: its limit (none: no limit), its
+ * live claims (claimed tasks of the group with `now < until`), exact,
+ * and its tasks in each stored state, as `count` counts the board's
+ * (kept in the group's record by every call that changes one of them:
+ * tasks a format-1 kernel wrote had no group).
  */
 export interface GroupEntry {
   name: string;
   limit?: number;
   live: number;
+  open: bigint;
+  claimed: bigint;
+  done: bigint;
+  failed: bigint;
+  dead: bigint;
 }
 
 /**
@@ -657,9 +712,7 @@ export interface Taskboard {
   /**
    * One page of the groups the board knows, by name (byte order), starting
    * strictly after `after`, at most `limit` (1-1000): every group with a
-   * limit, a claim or a ready task (a group whose tasks are all delayed,
-   * done or dead, with no limit, has no record and is not shown). Reads
-   * O(limit) records.
+   * limit or a task, with its tasks by state. Reads O(limit) records.
    */
   listGroups(after: string | undefined, limit: number): GroupPage;
 

@@ -200,6 +200,28 @@ export class Sideeffect {
     const a = [v.str('key', key)];
     return this.kernel._call(a, (x) => x.sideeffect.get(...a));
   }
+
+  /**
+   * The keys by state. Reads a fixed number of records (256 count records,
+   * a marker, one key, and at most 1000 entries of an index of keys by the
+   * time they turn uncertain), never the keys: concurrent calls spread
+   * their counts over the 256.
+   */
+  count() {
+    const a = [];
+    return this.kernel._call(a, (x) => x.sideeffect.count(...a));
+  }
+
+  /**
+   * Counts up to `limit` (1-1000) of the keys `count` does not cover yet
+   * (keys a format-1 kernel wrote that no call has changed since), in key
+   * order from where the previous `recount` stopped, and answers whether
+   * every key is counted now (then `count` is exact). Reads O(limit) keys.
+   */
+  recount(limit) {
+    const a = [v.u32('limit', limit)];
+    return this.kernel._call(a, (x) => x.sideeffect.recount(...a));
+  }
 }
 
 /**
@@ -387,9 +409,7 @@ export class Taskboard {
   /**
    * One page of the groups the board knows, by name (byte order), starting
    * strictly after `after`, at most `limit` (1-1000): every group with a
-   * limit, a claim or a ready task (a group whose tasks are all delayed,
-   * done or dead, with no limit, has no record and is not shown). Reads
-   * O(limit) records.
+   * limit or a task, with its tasks by state. Reads O(limit) records.
    */
   listGroups(after, limit) {
     const a = [v.optStr('after', after), v.u32('limit', limit)];

@@ -248,6 +248,19 @@ pub fn key_page_out(x: sideeffect::KeyPage) -> rules::KeyPage {
     }
 }
 
+/// WIT `sideeffect.key-counts`, out of the component.
+pub fn key_counts_out(x: sideeffect::KeyCounts) -> rules::KeyCounts {
+    rules::KeyCounts {
+        cleared: x.cleared,
+        in_flight: x.in_flight,
+        uncertain: x.uncertain,
+        completed: x.completed,
+        oldest_uncertain: x.oldest_uncertain,
+        capped: x.capped,
+        exact: x.exact,
+    }
+}
+
 /// WIT `store.table`, out of the component.
 pub fn table_out(x: store::Table) -> rules::Table {
     match x {
@@ -377,6 +390,11 @@ pub fn group_entry_out(x: taskboard::GroupEntry) -> rules::GroupEntry {
         name: x.name,
         limit: x.limit,
         live: x.live,
+        open: x.open,
+        claimed: x.claimed,
+        done: x.done,
+        failed: x.failed,
+        dead: x.dead,
     }
 }
 

@@ -36,6 +36,8 @@ var exports = map[string]func(context.Context, *gak.Kernel, any) (any, error, er
 	"sideeffect.sink-seen":         sideeffectSinkSeen,
 	"sideeffect.list":              sideeffectList,
 	"sideeffect.get":               sideeffectGet,
+	"sideeffect.count":             sideeffectCount,
+	"sideeffect.recount":           sideeffectRecount,
 	"taskboard.seed":               taskboardSeed,
 	"taskboard.list":               taskboardList,
 	"taskboard.get":                taskboardGet,
@@ -330,6 +332,21 @@ func writeKeyPage(x gak.KeyPage) obj {
 	return o
 }
 
+// writeKeyCounts writes the key-counts x as the vectors' JSON (absent options omitted).
+func writeKeyCounts(x gak.KeyCounts) obj {
+	o := obj{}
+	o["cleared"] = num(x.Cleared)
+	o["in-flight"] = num(x.InFlight)
+	o["uncertain"] = num(x.Uncertain)
+	o["completed"] = num(x.Completed)
+	if x.OldestUncertain != nil {
+		o["oldest-uncertain"] = num(*x.OldestUncertain)
+	}
+	o["capped"] = x.Capped
+	o["exact"] = x.Exact
+	return o
+}
+
 // readTaskState reads the vectors' state: its case name (absent: the first); one the contract
 // does not have is invalid-input.
 func readTaskState(v any, at string) (gak.TaskState, error) {
@@ -467,6 +484,11 @@ func writeGroupEntry(x gak.GroupEntry) obj {
 		o["limit"] = num(uint64(*x.Limit))
 	}
 	o["live"] = num(uint64(x.Live))
+	o["open"] = num(x.Open)
+	o["claimed"] = num(x.Claimed)
+	o["done"] = num(x.Done)
+	o["failed"] = num(x.Failed)
+	o["dead"] = num(x.Dead)
 	return o
 }
 
@@ -770,6 +792,31 @@ func sideeffectGet(ctx context.Context, k *gak.Kernel, a any) (any, error, error
 		return nil, err, nil
 	}
 	return writeKeyInfo(r), nil, nil
+}
+
+// sideeffectCount is sideeffect.count.
+func sideeffectCount(ctx context.Context, k *gak.Kernel, a any) (any, error, error) {
+	var err error
+	var r gak.KeyCounts
+	r, err = k.Sideeffect().Count(ctx)
+	if err != nil {
+		return nil, err, nil
+	}
+	return writeKeyCounts(r), nil, nil
+}
+
+// sideeffectRecount is sideeffect.recount.
+func sideeffectRecount(ctx context.Context, k *gak.Kernel, a any) (any, error, error) {
+	limit, err := readCount(arg(a, "limit"), "limit")
+	if err != nil {
+		return nil, nil, err
+	}
+	var r bool
+	r, err = k.Sideeffect().Recount(ctx, limit)
+	if err != nil {
+		return nil, err, nil
+	}
+	return r, nil, nil
 }
 
 // taskboardSeed is taskboard.seed.

@@ -205,6 +205,20 @@ export function writeKeyPage(x) {
   return o;
 }
 
+/** `key-counts` answers as the vectors' JSON (absent options left out). */
+export function writeKeyCounts(x) {
+  const o = {
+    cleared: json.num(x.cleared),
+    'in-flight': json.num(x.inFlight),
+    uncertain: json.num(x.uncertain),
+    completed: json.num(x.completed),
+  };
+  if (x.oldestUncertain !== undefined) o['oldest-uncertain'] = json.num(x.oldestUncertain);
+  o.capped = x.capped;
+  o.exact = x.exact;
+  return o;
+}
+
 // taskboard
 
 /** `state` from the vectors' JSON: a case name (absent: the first case). */
@@ -301,6 +315,11 @@ export function writeGroupEntry(x) {
   };
   if (x.limit !== undefined) o.limit = x.limit;
   o.live = x.live;
+  o.open = json.num(x.open);
+  o.claimed = json.num(x.claimed);
+  o.done = json.num(x.done);
+  o.failed = json.num(x.failed);
+  o.dead = json.num(x.dead);
   return o;
 }
 
@@ -434,6 +453,15 @@ export const CALLS = {
   'sideeffect.get'(k, a) {
     const key = json.string(json.field(a, 'key'), 'key');
     return writeKeyInfo(k.sideeffect.get(key));
+  },
+
+  'sideeffect.count'(k, a) {
+    return writeKeyCounts(k.sideeffect.count());
+  },
+
+  'sideeffect.recount'(k, a) {
+    const limit = json.u32(json.field(a, 'limit'), 'limit');
+    return k.sideeffect.recount(limit);
   },
 
   'taskboard.seed'(k, a) {

@@ -93,6 +93,7 @@ export type ReconcileClaim = Assert<Same<api.ReconcileClaim, sideeffectWit.Recon
 export type KeyState = Assert<Same<api.KeyState, sideeffectWit.KeyState>>;
 export type KeyInfo = Assert<Same<api.KeyInfo, sideeffectWit.KeyInfo>>;
 export type KeyPage = Assert<Same<api.KeyPage, sideeffectWit.KeyPage>>;
+export type KeyCounts = Assert<Same<api.KeyCounts, sideeffectWit.KeyCounts>>;
 export type SideeffectMethods = Assert<
   Same<Exclude<keyof api.Sideeffect, keyof api.SideeffectHost>, Exclude<keyof typeof sideeffectWit, 'sinkAdvance'>>
 >;
@@ -161,6 +162,18 @@ export type SideeffectGetTakes = Assert<
 >;
 export type SideeffectGetAnswers = Assert<
   Same<ReturnType<api.Sideeffect['get']>, ReturnType<typeof sideeffectWit.get>>
+>;
+export type SideeffectCountTakes = Assert<
+  Accepts<Parameters<api.Sideeffect['count']>, Parameters<typeof sideeffectWit.count>>
+>;
+export type SideeffectCountAnswers = Assert<
+  Same<ReturnType<api.Sideeffect['count']>, ReturnType<typeof sideeffectWit.count>>
+>;
+export type SideeffectRecountTakes = Assert<
+  Accepts<Parameters<api.Sideeffect['recount']>, Parameters<typeof sideeffectWit.recount>>
+>;
+export type SideeffectRecountAnswers = Assert<
+  Same<ReturnType<api.Sideeffect['recount']>, ReturnType<typeof sideeffectWit.recount>>
 >;
 
 // taskboard

@@ -28,6 +28,7 @@ from ._new import (
     new_group_info,
     new_group_page,
     new_in_flight,
+    new_key_counts,
     new_key_info,
     new_key_page,
     new_lease,
@@ -454,6 +455,44 @@ def _result_key_info_error_val(at: int) -> Any:
     return value
 
 
+#: A ``key-counts`` record's entries: each one's payload.
+_KEY_COUNTS_FIELDS = struct.Struct("<24xQ16x24xQ16x24xQ16x24xQ16x24xQ16x24x?23x24x?23x").unpack_from
+
+
+def _result_key_counts_error_val(at: int) -> Any:
+    """The ``result<key-counts, error>`` of the ``Val`` at ``at``."""
+    value_ok, value_at = _RESULT_PAYLOAD(MEM, at + 8)
+    if value_ok:
+        (
+            cleared, in_flight, uncertain, completed, oldest_uncertain_box, capped, exact,
+        ) = _KEY_COUNTS_FIELDS(MEM, MEMQ[(value_at >> 3) + 2])
+        ok = new_key_counts(
+            cleared,
+            in_flight,
+            uncertain,
+            completed,
+            (MEMQ[(oldest_uncertain_box >> 3) + 1] if oldest_uncertain_box else None),
+            capped,
+            exact,
+        )
+        value = (True, ok)
+    else:
+        err_n, err_name, err_at = _VARIANT_PAYLOAD(MEM, value_at + 8)
+        value = (False, _error(err_n, err_name, err_at))
+    return value
+
+
+def _result_bool_error_val(at: int) -> Any:
+    """The ``result<bool, error>`` of the ``Val`` at ``at``."""
+    value_ok, value_at = _RESULT_PAYLOAD(MEM, at + 8)
+    if value_ok:
+        value = (True, MEM[value_at + 8] != 0)
+    else:
+        err_n, err_name, err_at = _VARIANT_PAYLOAD(MEM, value_at + 8)
+        value = (False, _error(err_n, err_name, err_at))
+    return value
+
+
 #: A ``task-page`` record's entries: each one's payload.
 _TASK_PAGE_FIELDS = struct.Struct("<24xQQ8x24xQ16x").unpack_from
 
@@ -764,7 +803,7 @@ _GROUP_PAGE_FIELDS = struct.Struct("<24xQQ8x24xQ16x").unpack_from
 
 
 #: A ``group-entry`` record's entries: each one's payload.
-_GROUP_ENTRY_FIELDS = struct.Struct("<24xQQ8x24xQ16x24xI20x").unpack_from
+_GROUP_ENTRY_FIELDS = struct.Struct("<24xQQ8x24xQ16x24xI20x24xQ16x24xQ16x24xQ16x24xQ16x24xQ16x").unpack_from
 
 
 def _result_group_page_error_val(at: int) -> Any:
@@ -774,23 +813,45 @@ def _result_group_page_error_val(at: int) -> Any:
         items_n, items_at, next_box = _GROUP_PAGE_FIELDS(MEM, MEMQ[(value_at >> 3) + 2])
         items = []
         if items_n == 1:
-            name_n, name_at, limit_box, live = _GROUP_ENTRY_FIELDS(MEM, MEMQ[(items_at >> 3) + 2])
+            (
+                name_n, name_at, limit_box, live, open, claimed, done, failed, dead,
+            ) = _GROUP_ENTRY_FIELDS(MEM, MEMQ[(items_at >> 3) + 2])
             if limit_box:
                 limit, = _U32_PAYLOAD(MEM, limit_box + 8)
                 limit2 = limit
             else:
                 limit2 = None
-            item = new_group_entry(TX[name_n](MEM, name_at)[0].decode(), limit2, live)
+            item = new_group_entry(
+                TX[name_n](MEM, name_at)[0].decode(),
+                limit2,
+                live,
+                open,
+                claimed,
+                done,
+                failed,
+                dead,
+            )
             items.append(item)
         elif items_n:
             for item_at in words(items_n)(MEM, items_at):
-                name_n2, name_at2, limit_box2, live2 = _GROUP_ENTRY_FIELDS(MEM, item_at)
+                (
+                    name_n2, name_at2, limit_box2, live2, open2, claimed2, done2, failed2, dead2,
+                ) = _GROUP_ENTRY_FIELDS(MEM, item_at)
                 if limit_box2:
                     limit3, = _U32_PAYLOAD(MEM, limit_box2 + 8)
                     limit4 = limit3
                 else:
                     limit4 = None
-                item2 = new_group_entry(TX[name_n2](MEM, name_at2)[0].decode(), limit4, live2)
+                item2 = new_group_entry(
+                    TX[name_n2](MEM, name_at2)[0].decode(),
+                    limit4,
+                    live2,
+                    open2,
+                    claimed2,
+                    done2,
+                    failed2,
+                    dead2,
+                )
                 items.append(item2)
         ok = new_group_page(
             items,
@@ -816,17 +877,6 @@ def _result_task_counts_error_val(at: int) -> Any:
         ) = _TASK_COUNTS_FIELDS(MEM, MEMQ[(value_at >> 3) + 2])
         ok = new_task_counts(open, claimed, done, failed, dead, exact)
         value = (True, ok)
-    else:
-        err_n, err_name, err_at = _VARIANT_PAYLOAD(MEM, value_at + 8)
-        value = (False, _error(err_n, err_name, err_at))
-    return value
-
-
-def _result_bool_error_val(at: int) -> Any:
-    """The ``result<bool, error>`` of the ``Val`` at ``at``."""
-    value_ok, value_at = _RESULT_PAYLOAD(MEM, at + 8)
-    if value_ok:
-        value = (True, MEM[value_at + 8] != 0)
     else:
         err_n, err_name, err_at = _VARIANT_PAYLOAD(MEM, value_at + 8)
         value = (False, _error(err_n, err_name, err_at))
@@ -871,6 +921,8 @@ LIFT: dict[str, Callable[[int], Any]] = {
     "sideeffect#sink-seen": _result_u64_error_val,
     "sideeffect#list": _result_key_page_error_val,
     "sideeffect#get": _result_key_info_error_val,
+    "sideeffect#count": _result_key_counts_error_val,
+    "sideeffect#recount": _result_bool_error_val,
     "taskboard#seed": _result_none_error_val,
     "taskboard#list": _result_task_page_error_val,
     "taskboard#get": _result_task_error_val,

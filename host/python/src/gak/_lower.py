@@ -201,6 +201,10 @@ _PUT_SIDEEFFECT_LIST_ARGS = struct.Struct("<B7xQ16xB7xQ16xB7xI20x").pack_into
 _PUT_SIDEEFFECT_GET_ARGS = struct.Struct("<B7xQQ8x").pack_into
 
 
+#: ``sideeffect.recount``'s argument ``Val``s.
+_PUT_SIDEEFFECT_RECOUNT_ARGS = struct.Struct("<B7xI20x").pack_into
+
+
 _FIELD_TITLE_N, _FIELD_TITLE_AT = constant("title")
 
 
@@ -2004,6 +2008,24 @@ def _sideeffect_get(args: Sequence[Any], arena: Arena) -> Optional[bool]:
     return True
 
 
+def _sideeffect_count(args: Sequence[Any], arena: Arena) -> Optional[bool]:
+    """``sideeffect.count``'s arguments () into ``arena``'s parameter slots."""
+    if len(args) != 0:
+        return None
+    return True
+
+
+def _sideeffect_recount(args: Sequence[Any], arena: Arena) -> Optional[bool]:
+    """``sideeffect.recount``'s arguments (``limit``) into ``arena``'s parameter slots."""
+    if len(args) != 1:
+        return None
+    limit, = args
+    if type(limit) is not int or not 0 <= limit < 4294967296:
+        return None
+    _PUT_SIDEEFFECT_RECOUNT_ARGS(MEM, arena.slots + 32, 6, limit)
+    return True
+
+
 def _taskboard_seed(args: Sequence[Any], arena: Arena) -> Optional[bool]:
     """``taskboard.seed``'s arguments (``tasks``) into ``arena``'s parameter slots."""
     if len(args) != 1:
@@ -2837,6 +2859,8 @@ LOWER: dict[str, tuple[Callable[[Sequence[Any], Arena], Optional[bool]], Optiona
     "sideeffect#sink-seen": (_sideeffect_sink_seen, 1),
     "sideeffect#list": (_sideeffect_list, 1),
     "sideeffect#get": (_sideeffect_get, 1),
+    "sideeffect#count": (_sideeffect_count, 0),
+    "sideeffect#recount": (_sideeffect_recount, 0),
     "taskboard#seed": (_taskboard_seed, None),
     "taskboard#list": (_taskboard_list, 1),
     "taskboard#get": (_taskboard_get, 1),

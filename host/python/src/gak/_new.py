@@ -19,6 +19,7 @@ from .types import (
     GroupInfo,
     GroupPage,
     InFlight,
+    KeyCounts,
     KeyInfo,
     KeyPage,
     Lease,
@@ -169,6 +170,20 @@ def new_key_page(items: Any, next: Any) -> KeyPage:
     return o
 
 
+def new_key_counts(cleared: Any, in_flight: Any, uncertain: Any, completed: Any, oldest_uncertain: Any, capped: Any, exact: Any) -> KeyCounts:
+    """A :class:`~gak.types.KeyCounts` from its fields in the WIT's order."""
+    o = new(KeyCounts)
+    d = o.__dict__
+    d["cleared"] = cleared
+    d["in_flight"] = in_flight
+    d["uncertain"] = uncertain
+    d["completed"] = completed
+    d["oldest_uncertain"] = oldest_uncertain
+    d["capped"] = capped
+    d["exact"] = exact
+    return o
+
+
 # --- taskboard ------------------------------------------------------------
 
 
@@ -233,13 +248,18 @@ def new_task_page(items: Any, next: Any) -> TaskPage:
     return o
 
 
-def new_group_entry(name: Any, limit: Any, live: Any) -> GroupEntry:
+def new_group_entry(name: Any, limit: Any, live: Any, open: Any, claimed: Any, done: Any, failed: Any, dead: Any) -> GroupEntry:
     """A :class:`~gak.types.GroupEntry` from its fields in the WIT's order."""
     o = new(GroupEntry)
     d = o.__dict__
     d["name"] = name
     d["limit"] = limit
     d["live"] = live
+    d["open"] = open
+    d["claimed"] = claimed
+    d["done"] = done
+    d["failed"] = failed
+    d["dead"] = dead
     return o
 
 

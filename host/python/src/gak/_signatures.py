@@ -216,6 +216,23 @@ SIGNATURES: dict[str, str] = {
         "lease-lost, invalid-input(string), storage(string), not-due, group-full, "
         "not-dead}>"
     ),
+    "sideeffect#count": (
+        "func() -> result<record {cleared: u64, in-flight: u64, uncertain: u64, "
+        "completed: u64, oldest-uncertain: option<u64>, capped: bool, exact: bool}, "
+        "variant {not-found, stale-seq, terminal, invalid-plan(string), fence-stale, "
+        "already-committed, not-holder, resource-mismatch, lease-expired, "
+        "reconcile-taken, not-uncertain, unsafe-not-retryable, key-reused, write-failed, "
+        "taken, deps-pending, lease-lost, invalid-input(string), storage(string), "
+        "not-due, group-full, not-dead}>"
+    ),
+    "sideeffect#recount": (
+        "func(limit: u32) -> result<bool, variant {not-found, stale-seq, terminal, "
+        "invalid-plan(string), fence-stale, already-committed, not-holder, "
+        "resource-mismatch, lease-expired, reconcile-taken, not-uncertain, "
+        "unsafe-not-retryable, key-reused, write-failed, taken, deps-pending, "
+        "lease-lost, invalid-input(string), storage(string), not-due, group-full, "
+        "not-dead}>"
+    ),
     "taskboard#seed": (
         "func(tasks: list<record {id: string, title: option<string>, deps: list<string>, "
         "state: option<enum {open, claimed, done, failed, dead}>, priority: option<s32>, "
@@ -372,9 +389,10 @@ SIGNATURES: dict[str, str] = {
     "taskboard#list-groups": (
         "func(after: option<string>, "
         "limit: u32) -> result<record {items: list<record {name: string, "
-        "limit: option<u32>, live: u32}>, next: option<string>}, variant {not-found, "
-        "stale-seq, terminal, invalid-plan(string), fence-stale, already-committed, "
-        "not-holder, resource-mismatch, lease-expired, reconcile-taken, not-uncertain, "
+        "limit: option<u32>, live: u32, open: u64, claimed: u64, done: u64, failed: u64, "
+        "dead: u64}>, next: option<string>}, variant {not-found, stale-seq, terminal, "
+        "invalid-plan(string), fence-stale, already-committed, not-holder, "
+        "resource-mismatch, lease-expired, reconcile-taken, not-uncertain, "
         "unsafe-not-retryable, key-reused, write-failed, taken, deps-pending, "
         "lease-lost, invalid-input(string), storage(string), not-due, group-full, "
         "not-dead}>"

@@ -31,6 +31,7 @@ from .types import (
     CompletionResult,
     GroupInfo,
     GroupPage,
+    KeyCounts,
     KeyInfo,
     KeyPage,
     KeyState,
@@ -228,6 +229,22 @@ class Sideeffect(_Interface):
         answer: KeyInfo = self._kernel._call("sideeffect#get", key)
         return answer
 
+    def count(self) -> KeyCounts:
+        """The keys by state. Reads a fixed number of records (256 count records,
+        a marker, one key, and at most 1000 entries of an index of keys by the
+        time they turn uncertain), never the keys: concurrent calls spread
+        their counts over the 256."""
+        answer: KeyCounts = self._kernel._call("sideeffect#count")
+        return answer
+
+    def recount(self, limit: int) -> bool:
+        """Counts up to ``limit`` (1-1000) of the keys ``count`` does not cover yet
+        (keys a format-1 kernel wrote that no call has changed since), in key
+        order from where the previous ``recount`` stopped, and answers whether
+        every key is counted now (then ``count`` is exact). Reads O(limit) keys."""
+        answer: bool = self._kernel._call("sideeffect#recount", limit)
+        return answer
+
 
 class Taskboard(_Interface):
     """A board of tasks with dependencies: atomic claim with a store-minted token
@@ -365,9 +382,7 @@ class Taskboard(_Interface):
     def list_groups(self, after: Optional[str], limit: int) -> GroupPage:
         """One page of the groups the board knows, by name (byte order), starting
         strictly after ``after``, at most ``limit`` (1-1000): every group with a
-        limit, a claim or a ready task (a group whose tasks are all delayed,
-        done or dead, with no limit, has no record and is not shown). Reads
-        O(limit) records."""
+        limit or a task, with its tasks by state. Reads O(limit) records."""
         answer: GroupPage = self._kernel._call("taskboard#list-groups", after, limit)
         return answer
 

@@ -219,6 +219,31 @@ class KeyPage:
     next: Optional[str]
 
 
+@dataclass(frozen=True)
+class KeyCounts:
+    """How many keys are in each state, as ``list`` shows them: an expired
+    intent is ``uncertain``, not ``in-flight``. Kept by every call that
+    changes a key, in the same transaction as the change."""
+
+    cleared: int
+    #: Live intents: granted, no verdict, deadline not passed.
+    in_flight: int
+    #: Marked uncertain, or an intent whose deadline passed.
+    uncertain: int
+    completed: int
+    #: When the longest-uncertain key turned uncertain (it was marked, or
+    #: its intent's deadline passed); none when no key is uncertain.
+    oldest_uncertain: Optional[int]
+    #: At least 1000 keys are uncertain: ``count`` reads the first 1000 by
+    #: the time they turned uncertain, so intents that expired after those
+    #: may still count as ``in-flight``.
+    capped: bool
+    #: False only while keys a format-1 kernel (0.2, 0.3) wrote are not
+    #: counted yet (not in the figures, nor in ``oldest-uncertain``): they
+    #: are once a call next changes them or ``recount`` visits them.
+    exact: bool
+
+
 # --- taskboard ------------------------------------------------------------
 
 
@@ -352,12 +377,20 @@ class TaskPage:
 
 @dataclass(frozen=True)
 class GroupEntry:
-    """A group as ``list-groups`` shows it: its limit (none: no limit) and its
-    live claims (claimed tasks of the group with ``now < until``), exact."""
+    """A group as ``list-groups`` shows it: its limit (none: no limit), its
+    live claims (claimed tasks of the group with ``now < until``), exact,
+    and its tasks in each stored state, as ``count`` counts the board's
+    (kept in the group's record by every call that changes one of them:
+    tasks a format-1 kernel wrote had no group)."""
 
     name: str
     limit: Optional[int]
     live: int
+    open: int
+    claimed: int
+    done: int
+    failed: int
+    dead: int
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from ..types import (
     GroupInfo,
     GroupPage,
     InFlight,
+    KeyCounts,
     KeyInfo,
     KeyPage,
     KeyState,
@@ -233,6 +234,21 @@ def key_page_json(v: KeyPage) -> dict[str, Any]:
     return out
 
 
+def key_counts_json(v: KeyCounts) -> dict[str, Any]:
+    """A ``key-counts`` as the vectors' JSON (absent options omitted)."""
+    out: dict[str, Any] = {
+        "cleared": v.cleared,
+        "in-flight": v.in_flight,
+        "uncertain": v.uncertain,
+        "completed": v.completed,
+    }
+    if v.oldest_uncertain is not None:
+        out["oldest-uncertain"] = v.oldest_uncertain
+    out["capped"] = v.capped
+    out["exact"] = v.exact
+    return out
+
+
 # --- taskboard ------------------------------------------------------------
 
 
@@ -329,6 +345,11 @@ def group_entry_json(v: GroupEntry) -> dict[str, Any]:
     if v.limit is not None:
         out["limit"] = v.limit
     out["live"] = v.live
+    out["open"] = v.open
+    out["claimed"] = v.claimed
+    out["done"] = v.done
+    out["failed"] = v.failed
+    out["dead"] = v.dead
     return out
 
 
@@ -489,6 +510,17 @@ def sideeffect_get(k: Kernel, a: Any) -> Any:
     """``sideeffect.get``."""
     r = k.sideeffect.get(string(field(a, "key"), "key"))
     return key_info_json(r)
+
+
+def sideeffect_count(k: Kernel, a: Any) -> Any:
+    """``sideeffect.count``."""
+    r = k.sideeffect.count()
+    return key_counts_json(r)
+
+
+def sideeffect_recount(k: Kernel, a: Any) -> Any:
+    """``sideeffect.recount``."""
+    return k.sideeffect.recount(u32(field(a, "limit"), "limit"))
 
 
 def taskboard_seed(k: Kernel, a: Any) -> Any:
@@ -663,6 +695,8 @@ CALLS: dict[str, Callable[[Kernel, Any], Any]] = {
     "sideeffect.sink-seen": sideeffect_sink_seen,
     "sideeffect.list": sideeffect_list,
     "sideeffect.get": sideeffect_get,
+    "sideeffect.count": sideeffect_count,
+    "sideeffect.recount": sideeffect_recount,
     "taskboard.seed": taskboard_seed,
     "taskboard.list": taskboard_list,
     "taskboard.get": taskboard_get,

@@ -304,7 +304,7 @@ impl Side {
     fn acquire(&mut self, action: &Action, ttl: u64) -> Result<Acquired, String> {
         let r = match self {
             Side::Kernel(k) => answer(k.sideeffect().acquire(action, ttl))?,
-            Side::Native(c) => answer(c.call(1, false, |tx| {
+            Side::Native(c) => answer(c.call(1, true, |tx| {
                 gak_rules::sideeffect::acquire(tx, action, ttl)
             }))?,
             Side::Sql(conn, clock) => {
@@ -317,7 +317,7 @@ impl Side {
     fn complete(&mut self, action: &Action, lease: &Lease) -> Result<(), String> {
         let done = match self {
             Side::Kernel(k) => answer(k.sideeffect().complete(action, lease, b"ok"))?.is_ok(),
-            Side::Native(c) => answer(c.call(0, false, |tx| {
+            Side::Native(c) => answer(c.call(0, true, |tx| {
                 gak_rules::sideeffect::complete(tx, action, lease, b"ok")
             }))?
             .is_ok(),

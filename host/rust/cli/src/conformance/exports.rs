@@ -6,9 +6,9 @@ use serde_json::{Map, Value};
 
 use gak::{
     Acquired, Action, Completion, CompletionAnswer, CompletionResult, Error, GroupEntry, GroupInfo,
-    GroupPage, Kernel, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim,
-    Resolution, Resolved, RetrySafety, Snapshot, Status, StepDef, Task, TaskCounts, TaskPage,
-    TaskSeed, TaskState,
+    GroupPage, Kernel, KeyCounts, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned,
+    ReconcileClaim, Resolution, Resolved, RetrySafety, Snapshot, Status, StepDef, Task, TaskCounts,
+    TaskPage, TaskSeed, TaskState,
 };
 
 /// A problem with the args themselves.
@@ -441,6 +441,20 @@ pub(super) fn write_key_page(x: KeyPage) -> Value {
     Value::Object(o)
 }
 
+pub(super) fn write_key_counts(x: KeyCounts) -> Value {
+    let mut o = Map::new();
+    o.insert("cleared".into(), Value::from(x.cleared));
+    o.insert("in-flight".into(), Value::from(x.in_flight));
+    o.insert("uncertain".into(), Value::from(x.uncertain));
+    o.insert("completed".into(), Value::from(x.completed));
+    if let Some(v) = x.oldest_uncertain {
+        o.insert("oldest-uncertain".into(), Value::from(v));
+    }
+    o.insert("capped".into(), Value::from(x.capped));
+    o.insert("exact".into(), Value::from(x.exact));
+    Value::Object(o)
+}
+
 pub(super) fn write_state(x: TaskState) -> Value {
     Value::from(x.name())
 }
@@ -526,6 +540,11 @@ pub(super) fn write_group_entry(x: GroupEntry) -> Value {
         o.insert("limit".into(), Value::from(v));
     }
     o.insert("live".into(), Value::from(x.live));
+    o.insert("open".into(), Value::from(x.open));
+    o.insert("claimed".into(), Value::from(x.claimed));
+    o.insert("done".into(), Value::from(x.done));
+    o.insert("failed".into(), Value::from(x.failed));
+    o.insert("dead".into(), Value::from(x.dead));
     Value::Object(o)
 }
 
@@ -687,6 +706,11 @@ pub(super) async fn call(
         "sideeffect.get" => {
             let key = read_string(field(args, "key"), "key")?;
             kernel.sideeffect().get(&key).await.map(write_key_info)
+        }
+        "sideeffect.count" => kernel.sideeffect().count().await.map(write_key_counts),
+        "sideeffect.recount" => {
+            let limit = read_u32(field(args, "limit"), "limit")?;
+            kernel.sideeffect().recount(limit).await.map(Value::from)
         }
         "taskboard.seed" => {
             let tasks = read_list(field(args, "tasks"), "tasks", read_task_seed)?;
