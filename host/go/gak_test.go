@@ -265,6 +265,16 @@ func TestSideeffectGateAndReconcile(t *testing.T) {
 	if err != nil || info.State != gak.KeyUncertain || info.Fingerprint != "v1" || info.RetrySafety != gak.Unsafe {
 		t.Fatalf("%+v %v", info, err)
 	}
+	// The expired intent counts as uncertain, since its deadline.
+	counts, err := gate.Count(ctx)
+	if err != nil || counts.Uncertain != 1 || counts.InFlight != 0 || counts.OldestUncertain == nil || *counts.OldestUncertain != 1000 || !counts.Exact {
+		t.Fatalf("count: %+v %v", counts, err)
+	}
+	_, err = gate.Recount(ctx, 0)
+	wantCode(t, err, gak.CodeInvalidInput)
+	if all, err := gate.Recount(ctx, 10); err != nil || !all {
+		t.Fatalf("recount: %v %v", all, err)
+	}
 	claim, err := gate.BeginReconcile(ctx, mail, time.Second)
 	if err != nil || strings.Contains(claim.String(), claim.Claim) {
 		t.Fatalf("%v %v", claim, err)

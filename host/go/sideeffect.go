@@ -242,3 +242,40 @@ func (s Sideeffect) Get(ctx context.Context, key string) (KeyInfo, error) {
 	defer C.gak_key_info_clear(&out)
 	return goKeyInfo(&out), nil
 }
+
+// Count is how many keys are in each state as List shows them (an expired
+// intent is uncertain), and since when the oldest uncertain key is, read
+// from 256 count records and an index of keys by the time they turn
+// uncertain, never the keys. Exact is false on a store a format-1 kernel
+// wrote until Recount has visited its keys.
+func (s Sideeffect) Count(ctx context.Context) (KeyCounts, error) {
+	k, err := s.k.enter(ctx)
+	if err != nil {
+		return KeyCounts{}, err
+	}
+	defer s.k.leave()
+	var out C.gak_key_counts
+	if err := check(C.gak_sideeffect_count(k, &out)); err != nil {
+		return KeyCounts{}, err
+	}
+	return goKeyCounts(&out), nil
+}
+
+// Recount counts up to limit (1–1000) of the keys a format-1 kernel wrote
+// that Count does not cover yet, and says whether every key is counted now.
+func (s Sideeffect) Recount(ctx context.Context, limit int) (bool, error) {
+	l, err := limit32(limit)
+	if err != nil {
+		return false, err
+	}
+	k, err := s.k.enter(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer s.k.leave()
+	var done C.bool
+	if err := check(C.gak_sideeffect_recount(k, l, &done)); err != nil {
+		return false, err
+	}
+	return bool(done), nil
+}

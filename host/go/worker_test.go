@@ -87,6 +87,10 @@ func TestTheQueueCalls(t *testing.T) {
 	}
 	_, err = board.ListGroup(ctx, "", "", 10)
 	wantCode(t, err, gak.CodeInvalidInput)
+	groups, err := board.ListGroups(ctx, "", 10)
+	if err != nil || len(groups.Items) != 1 || groups.Items[0].Dead != 1 || groups.Items[0].Open != 1 || groups.Items[0].Claimed != 0 {
+		t.Fatalf("list-groups: %+v %v", groups, err)
+	}
 	counts, err := board.Count(ctx)
 	if err != nil || counts != (gak.TaskCounts{Open: 2, Done: 1, Dead: 1, Exact: true}) {
 		t.Fatalf("count: %+v %v", counts, err)

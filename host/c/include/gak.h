@@ -52,17 +52,18 @@
 // fields, the error codes `not-due`, `group-full` and `not-dead` were
 // appended, and the calls `gak_taskboard_claim_batch`, `_complete_batch`,
 // `_fail`, `_revive`, `_set_group_limit` and `_get_group` were added;
-// later `_list_groups`, `_list_delayed`, `_list_group`, `_count` and
-// `_recount` (added
+// later `_list_groups`, `_list_delayed`, `_list_group`, `_count`,
+// `_recount`, `gak_sideeffect_count` and `gak_sideeffect_recount` (added
 // calls and structs: a program built against the earlier header still
-// links and runs).
+// links and runs), and `gak_group_entry` grew the group's tasks by state
+// before 0.4.0 was released (`GAK_ABI_LAYOUT` tells the two apart).
 #define GAK_ABI_VERSION 2
 
 // A fingerprint of every struct and number below (libgak's layout):
 // it changes whenever a record, a field or an enum's numbering does.
 // `gak_abi_layout()` answers the linked library's; a program compiled
 // against another header must not call it.
-#define GAK_ABI_LAYOUT 1819374273
+#define GAK_ABI_LAYOUT 443095664
 
 // A clock that moves only when told to (for tests and conformance):
 // judge expiry by it with `gak_options.clock`. Thread-safe; a kernel keeps
@@ -429,8 +430,11 @@ typedef struct gak_task_page {
   struct gak_str next;
 } gak_task_page;
 
-// A group as `list-groups` shows it: its limit (none: no limit) and its
-// live claims (claimed tasks of the group with `now < until`), exact.
+// A group as `list-groups` shows it: its limit (none: no limit), its
+// live claims (claimed tasks of the group with `now < until`), exact,
+// and its tasks in each stored state, as `count` counts the board's
+// (kept in the group's record by every call that changes one of them:
+// tasks a format-1 kernel wrote had no group).
 //
 // An answer: clear what libgak put into it with `gak_group_entry_clear`.
 typedef struct gak_group_entry {
@@ -443,6 +447,16 @@ typedef struct gak_group_entry {
   uint32_t limit;
   // WIT `group-entry.live`.
   uint32_t live;
+  // WIT `group-entry.open`.
+  uint64_t open;
+  // WIT `group-entry.claimed`.
+  uint64_t claimed;
+  // WIT `group-entry.done`.
+  uint64_t done;
+  // WIT `group-entry.failed`.
+  uint64_t failed;
+  // WIT `group-entry.dead`.
+  uint64_t dead;
 } gak_group_entry;
 
 // One page of `list-groups`: `next` is the last item's name, absent when
@@ -547,6 +561,36 @@ typedef struct gak_resolution {
   // NULL `ptr`: none.
   struct gak_str claim;
 } gak_resolution;
+
+// How many keys are in each state, as `list` shows them: an expired
+// intent is `uncertain`, not `in-flight`. Kept by every call that
+// changes a key, in the same transaction as the change.
+//
+// An answer of plain values: nothing to clear.
+typedef struct gak_key_counts {
+  // WIT `key-counts.cleared`.
+  uint64_t cleared;
+  // Live intents: granted, no verdict, deadline not passed.
+  uint64_t in_flight;
+  // Marked uncertain, or an intent whose deadline passed.
+  uint64_t uncertain;
+  // WIT `key-counts.completed`.
+  uint64_t completed;
+  // Whether `oldest_uncertain` is set.
+  bool has_oldest_uncertain;
+  // When the longest-uncertain key turned uncertain (it was marked, or
+  // its intent's deadline passed); none when no key is uncertain.
+  // Set when `has_oldest_uncertain`.
+  uint64_t oldest_uncertain;
+  // At least 1000 keys are uncertain: `count` reads the first 1000 by
+  // the time they turned uncertain, so intents that expired after those
+  // may still count as `in-flight`.
+  bool capped;
+  // False only while keys a format-1 kernel (0.2, 0.3) wrote are not
+  // counted yet (not in the figures, nor in `oldest-uncertain`): they
+  // are once a call next changes them or `recount` visits them.
+  bool exact;
+} gak_key_counts;
 
 // A body run inside a call's transaction: return 0 for success, anything
 // else for failure (the whole transaction then rolls back). It may run
@@ -1268,6 +1312,23 @@ struct gak_error *gak_sideeffect_list(const struct gak_kernel *k,
 struct gak_error *gak_sideeffect_get(const struct gak_kernel *k,
                                      struct gak_str key,
                                      struct gak_key_info *out);
+
+// How many keys are in each state as `list` shows them (an expired intent
+// is uncertain), and since when the oldest uncertain key is, into `*out`
+// (plain values: nothing to clear). `exact` is false on a store a format-1
+// kernel wrote until `gak_sideeffect_recount` has visited its keys.
+//
+// # Safety
+// `k` is a live kernel; `out` valid for writing.
+struct gak_error *gak_sideeffect_count(const struct gak_kernel *k, struct gak_key_counts *out);
+
+// Count up to `limit` (1–1000) of the keys a format-1 kernel wrote that
+// `gak_sideeffect_count` does not cover yet; `*done` says whether every
+// key is counted now.
+//
+// # Safety
+// `k` is a live kernel; `done` valid for writing.
+struct gak_error *gak_sideeffect_recount(const struct gak_kernel *k, uint32_t limit, bool *done);
 
 // A fenced downstream write: compare `presented` with the highest fence
 // the sink `resource` has seen (`fence-stale` below it, nothing written),

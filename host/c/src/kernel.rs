@@ -265,10 +265,11 @@ pub unsafe extern "C" fn gak_postgres_drop_schema(url: gak_str) -> *mut gak_erro
 /// fields, the error codes `not-due`, `group-full` and `not-dead` were
 /// appended, and the calls `gak_taskboard_claim_batch`, `_complete_batch`,
 /// `_fail`, `_revive`, `_set_group_limit` and `_get_group` were added;
-/// later `_list_groups`, `_list_delayed`, `_list_group`, `_count` and
-/// `_recount` (added
+/// later `_list_groups`, `_list_delayed`, `_list_group`, `_count`,
+/// `_recount`, `gak_sideeffect_count` and `gak_sideeffect_recount` (added
 /// calls and structs: a program built against the earlier header still
-/// links and runs).
+/// links and runs), and `gak_group_entry` grew the group's tasks by state
+/// before 0.4.0 was released (`GAK_ABI_LAYOUT` tells the two apart).
 pub const GAK_ABI_VERSION: u32 = 2;
 
 /// The linked libgak's ABI version: `GAK_ABI_VERSION` of the header it was

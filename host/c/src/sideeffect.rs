@@ -5,7 +5,7 @@ use crate::error::gak_error;
 use crate::kernel::{gak_kernel, kernel};
 use crate::limits::Scale;
 use crate::records::{
-    gak_acquired, gak_action, gak_key_info, gak_key_page, gak_key_state, gak_lease,
+    gak_acquired, gak_action, gak_key_counts, gak_key_info, gak_key_page, gak_key_state, gak_lease,
     gak_reconcile_claim, gak_resolution, gak_resolved, key_state,
 };
 
@@ -310,6 +310,46 @@ pub unsafe extern "C" fn gak_sideeffect_get(
         // SAFETY: the caller's promises, per the header.
         let (k, key, out) = unsafe { (kernel(k)?, key.text("key")?, Out::new(out, "get")?) };
         out.put(k.sideeffect().get(key)?.into());
+        Ok(())
+    })
+}
+
+/// How many keys are in each state as `list` shows them (an expired intent
+/// is uncertain), and since when the oldest uncertain key is, into `*out`
+/// (plain values: nothing to clear). `exact` is false on a store a format-1
+/// kernel wrote until `gak_sideeffect_recount` has visited its keys.
+///
+/// # Safety
+/// `k` is a live kernel; `out` valid for writing.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gak_sideeffect_count(
+    k: *const gak_kernel,
+    out: *mut gak_key_counts,
+) -> *mut gak_error {
+    guard(|| {
+        // SAFETY: the caller's promises, per the header.
+        let (k, out) = unsafe { (kernel(k)?, Out::new(out, "count")?) };
+        out.put(k.sideeffect().count()?.into());
+        Ok(())
+    })
+}
+
+/// Count up to `limit` (1–1000) of the keys a format-1 kernel wrote that
+/// `gak_sideeffect_count` does not cover yet; `*done` says whether every
+/// key is counted now.
+///
+/// # Safety
+/// `k` is a live kernel; `done` valid for writing.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn gak_sideeffect_recount(
+    k: *const gak_kernel,
+    limit: u32,
+    done: *mut bool,
+) -> *mut gak_error {
+    guard(|| {
+        // SAFETY: the caller's promises, per the header.
+        let (k, done) = unsafe { (kernel(k)?, Out::new(done, "recount")?) };
+        done.put(k.sideeffect().recount(limit)?);
         Ok(())
     })
 }

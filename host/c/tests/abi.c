@@ -281,6 +281,7 @@ static void queue(const gak_kernel *k, gak_clock *clock) {
   REFUSED(gak_taskboard_list_groups(k, NONE, 0, &groups), "invalid-input");
   OK(gak_taskboard_list_groups(k, NONE, 10, &groups));
   CHECK(groups.len == 1 && eq(groups.items[0].name, "g") && groups.items[0].has_limit && groups.items[0].limit == 1 && groups.items[0].live == 1 && groups.next.ptr == NULL);
+  CHECK(groups.len == 1 && groups.items[0].claimed == 1 && groups.items[0].open == 1 && groups.items[0].done == 0);
   if (groups.len == 1) {
     /* An entry taken out of the page is the caller's to clear. */
     gak_group_entry taken = groups.items[0];
@@ -491,6 +492,17 @@ static void sideeffect(const gak_kernel *k, gak_clock *clock) {
   CHECK(info.state == GAK_KEY_UNCERTAIN && info.retry_safety == GAK_RETRY_UNSAFE && eq(info.reason, "timeout"));
   CHECK(info.fingerprint.ptr == NULL && eq(info.resource, "psp"));
   gak_key_info_clear(&info);
+  /* The keys by state, as the list shows them: one completed, one uncertain. */
+  gak_key_counts kc = {0};
+  REFUSED(gak_sideeffect_count(k, NULL), "invalid-input");
+  OK(gak_sideeffect_count(k, &kc));
+  CHECK(kc.completed == 1 && kc.uncertain == 1 && kc.in_flight == 0 && kc.cleared == 0);
+  CHECK(kc.has_oldest_uncertain && kc.oldest_uncertain > 0 && !kc.capped && kc.exact);
+  bool keys_done = false;
+  REFUSED(gak_sideeffect_recount(k, 0, &keys_done), "invalid-input");
+  REFUSED(gak_sideeffect_recount(k, 10, NULL), "invalid-input");
+  OK(gak_sideeffect_recount(k, 10, &keys_done));
+  CHECK(keys_done);
   gak_reconcile_claim claim = {0};
   OK(gak_sideeffect_begin_reconcile(k, pay, 1000, &claim));
   gak_reconcile_claim second = {0};

@@ -3,9 +3,9 @@
 //! `.taskboard()`, `.retention()`. Each call is one transaction; the WIT
 //! files (`wit/*.wit`) hold the normative text each method summarises.
 use gak_rules::{
-    Acquired, Action, Completion, CompletionResult, Error, GroupInfo, GroupPage, KeyInfo, KeyPage,
-    KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim, Resolution, Resolved, Snapshot,
-    StepDef, Task, TaskCounts, TaskPage, TaskSeed, TaskState,
+    Acquired, Action, Completion, CompletionResult, Error, GroupInfo, GroupPage, KeyCounts,
+    KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim, Resolution, Resolved,
+    Snapshot, StepDef, Task, TaskCounts, TaskPage, TaskSeed, TaskState,
 };
 
 use std::sync::{Arc, Mutex};
@@ -443,6 +443,43 @@ impl Sideeffect<'_> {
             [key],
             |k, s| k.gak_kernel_sideeffect().call_get(s, &key),
             c::key_info_out
+        )
+    }
+
+    /// How many keys are in each state as [`Sideeffect::list`] shows them
+    /// (an expired intent is `uncertain`), and since when the oldest
+    /// uncertain key is, from 256 count records and an index of keys by the
+    /// time they turn uncertain, never the keys; `exact` is false on a
+    /// store a format-1 kernel wrote until [`Sideeffect::recount`] has
+    /// visited its keys.
+    ///
+    /// # Errors
+    /// `storage`.
+    pub async fn count(&self) -> Result<KeyCounts, Error> {
+        let info = CallInfo::new("sideeffect.count", None);
+        export!(
+            self.0,
+            info,
+            [],
+            |k, s| k.gak_kernel_sideeffect().call_count(s),
+            c::key_counts_out
+        )
+    }
+
+    /// Count up to `limit` (1-1000) of the keys a format-1 kernel wrote
+    /// that [`Sideeffect::count`] does not cover yet; answers whether every
+    /// key is counted now.
+    ///
+    /// # Errors
+    /// `invalid-input` (a bad limit) or `storage`.
+    pub async fn recount(&self, limit: u32) -> Result<bool, Error> {
+        let info = CallInfo::new("sideeffect.recount", None);
+        export!(
+            self.0,
+            info,
+            [],
+            |k, s| k.gak_kernel_sideeffect().call_recount(s, limit),
+            |done| done
         )
     }
 }

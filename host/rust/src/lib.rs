@@ -63,7 +63,7 @@ pub use downstream::Downstream;
 pub use engine::COMPONENT_WASM;
 pub use gak_rules::{
     Acquired, Action, Completion, CompletionAnswer, CompletionResult, Error, GroupEntry, GroupInfo,
-    GroupPage, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim,
+    GroupPage, KeyCounts, KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim,
     Resolution, Resolved, RetrySafety, Snapshot, Status, StepDef, StorageError, Task, TaskCounts,
     TaskPage, TaskSeed, TaskState,
 };

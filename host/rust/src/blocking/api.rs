@@ -4,9 +4,9 @@
 use std::sync::{Arc, Mutex};
 
 use gak_rules::{
-    Acquired, Action, Completion, CompletionResult, Error, GroupInfo, GroupPage, KeyInfo, KeyPage,
-    KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim, Resolution, Resolved, Snapshot,
-    StepDef, Task, TaskCounts, TaskPage, TaskSeed, TaskState,
+    Acquired, Action, Completion, CompletionResult, Error, GroupInfo, GroupPage, KeyCounts,
+    KeyInfo, KeyPage, KeyState, Lease, Outcome, Plan, Pruned, ReconcileClaim, Resolution, Resolved,
+    Snapshot, StepDef, Task, TaskCounts, TaskPage, TaskSeed, TaskState,
 };
 
 use super::run;
@@ -87,6 +87,10 @@ mirror!(Sideeffect, sideeffect {
     fn list(&self, state: Option<KeyState>, after: Option<&str>, limit: u32) -> KeyPage;
     /// The key as `list` shows it, or `not-found`.
     fn get(&self, key: &str) -> KeyInfo;
+    /// The keys by state, and since when the oldest uncertain one is.
+    fn count(&self) -> KeyCounts;
+    /// Count up to `limit` keys a format-1 kernel wrote; all counted now?
+    fn recount(&self, limit: u32) -> bool;
 });
 
 mirror!(Taskboard, taskboard {
