@@ -318,6 +318,20 @@ pub mod doc {
     pub const COUNTS: &[&str] = &[
         "open", "claimed", "done", "failed", "dead", "total", "exact",
     ];
+    /// `effects count` / `effects recount` (with `pages`).
+    pub const KEY_COUNTS: &[&str] = &[
+        "cleared",
+        "in-flight",
+        "uncertain",
+        "completed",
+        "total",
+        "oldest-uncertain",
+        "oldest-uncertain-age-ms",
+        "capped",
+        "exact",
+    ];
+    /// A group's tasks by state (`groups list`'s `tasks`).
+    pub const TASK_STATES: &[&str] = &["open", "claimed", "done", "failed", "dead"];
     /// A group (`groups show`, `groups limit`).
     pub const GROUP: &[&str] = &["group", "limit", "live"];
     /// `tasks seed`.

@@ -417,13 +417,19 @@ fn groups_list_and_delayed_tasks_page() {
     let page = op.json(&["groups", "list"]);
     assert_fields("groups list", &page, doc::PAGE);
     for item in page["items"].as_array().unwrap() {
-        assert_fields("groups list items", item, doc::GROUP);
+        assert_fields(
+            "groups list items",
+            item,
+            &[doc::GROUP, &["tasks"]].concat(),
+        );
+        assert_fields("groups list items' tasks", &item["tasks"], doc::TASK_STATES);
     }
+    let tasks = |open: u64, claimed: u64| json!({"open": open, "claimed": claimed, "done": 0, "failed": 0, "dead": 0});
     assert_eq!(
         page,
         json!({"items": [
-            {"group": "mail", "limit": 2, "live": 0},
-            {"group": "sms", "limit": null, "live": 1}
+            {"group": "mail", "limit": 2, "live": 0, "tasks": tasks(1, 0)},
+            {"group": "sms", "limit": null, "live": 1, "tasks": tasks(0, 1)}
         ], "next": null})
     );
     let first = op.json(&["groups", "list", "--limit", "1"]);
@@ -431,9 +437,14 @@ fn groups_list_and_delayed_tasks_page() {
     let rest = op.json(&["groups", "list", "--after", "mail"]);
     assert_eq!(rest["items"][0]["group"], "sms");
     let table = words(&op.run(&["groups", "list"]));
-    assert_eq!(table[0], ["GROUP", "LIMIT", "LIVE"]);
-    assert_eq!(table[1], ["mail", "2", "0"]);
-    assert_eq!(table[2], ["sms", "-", "1"]);
+    assert_eq!(
+        table[0],
+        [
+            "GROUP", "LIMIT", "LIVE", "OPEN", "CLAIMED", "DONE", "FAILED", "DEAD"
+        ]
+    );
+    assert_eq!(table[1], ["mail", "2", "0", "1", "0", "0", "0", "0"]);
+    assert_eq!(table[2], ["sms", "-", "1", "0", "1", "0", "0", "0"]);
 
     let mail = op.json(&["tasks", "list", "--group", "mail"]);
     assert_fields("tasks list --group", &mail, doc::PAGE);
@@ -502,6 +513,70 @@ fn tasks_count_by_state_and_recount_a_format_1_board() {
         (Some(7), Some(true), Some(3))
     );
     let bad = op.run(&["tasks", "recount", "--page", "0", "--json"]);
+    bad.expect_code(1);
+    assert_error(&bad, "invalid-input");
+}
+
+#[test]
+fn effects_count_by_state_and_recount_a_format_1_store() {
+    let dir = tempfile::tempdir().unwrap();
+    // A new store: nothing to count, and exact.
+    let mut op = Operator::new(&sqlite(dir.path()), dir.path());
+    op.run_with(&["tasks", "seed", "-"], &[], Some(r#"[{"id": "a"}]"#))
+        .expect_code(0);
+    let empty = op.json(&["effects", "count"]);
+    assert_fields("effects count", &empty, doc::KEY_COUNTS);
+    assert_eq!(
+        (empty["total"].as_u64(), empty["exact"].as_bool()),
+        (Some(0), Some(true))
+    );
+    assert!(empty["oldest-uncertain"].is_null());
+
+    // The format-1 golden store: no key counted until a recount; then the
+    // counts are what the listing shows, state by state.
+    let old = dir.path().join("format1.sqlite");
+    std::fs::copy(gak_tests::golden::dir().join("format1.sqlite"), &old).unwrap();
+    let mut op = Operator::new(&format!("sqlite:{}", old.display()), dir.path());
+    let before = op.json(&["effects", "count"]);
+    assert_eq!(
+        (before["total"].as_u64(), before["exact"].as_bool()),
+        (Some(0), Some(false))
+    );
+    let note = op.run(&["effects", "count"]);
+    assert!(
+        note.stdout.contains("gak effects recount"),
+        "{}",
+        note.stdout
+    );
+    let after = op.json(&["effects", "recount", "--page", "2"]);
+    assert_fields(
+        "effects recount",
+        &after,
+        &[doc::KEY_COUNTS, &["pages"]].concat(),
+    );
+    assert_eq!(after["exact"].as_bool(), Some(true));
+    assert!(after["pages"].as_u64().unwrap() >= 2, "{after}");
+    let listed = |op: &mut Operator, state: &str| -> u64 {
+        let page = op.json(&["effects", "list", "--state", state, "--limit", "1000"]);
+        page["items"].as_array().unwrap().len() as u64
+    };
+    let mut total = 0;
+    for state in ["cleared", "in-flight", "uncertain", "completed"] {
+        let n = listed(&mut op, state);
+        assert_eq!(after[state].as_u64(), Some(n), "{state}: {after}");
+        total += n;
+    }
+    assert!(after["uncertain"].as_u64().unwrap() >= 2, "{after}");
+    assert_eq!(after["total"].as_u64(), Some(total));
+    let age = after["oldest-uncertain-age-ms"].as_u64().unwrap();
+    assert!(age > 0, "{after}");
+    let table = words(&op.run(&["effects", "count"]));
+    assert_eq!(table[0], ["STATE", "KEYS"]);
+    assert!(
+        table.iter().any(|row| row[..2] == ["oldest", "uncertain"]),
+        "{table:?}"
+    );
+    let bad = op.run(&["effects", "recount", "--page", "0", "--json"]);
     bad.expect_code(1);
     assert_error(&bad, "invalid-input");
 }

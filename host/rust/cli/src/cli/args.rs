@@ -312,6 +312,19 @@ pub enum Effects {
         #[arg(long, value_name = "KEY")]
         after: Option<String>,
     },
+    /// How many keys are in each state (an expired intent counts as uncertain) and since when the oldest uncertain key is, from 256 count records, never the keys.
+    Count {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Count the keys a format-1 kernel (0.2, 0.3) left uncounted, a page at a time, until the counts are exact.
+    Recount {
+        #[command(flatten)]
+        target: Target,
+        /// Keys per transaction (1-1000).
+        #[arg(long, default_value_t = 500)]
+        page: u32,
+    },
     /// One key: state, resource, retry safety, deadline, reason; never its holder or claim.
     Show {
         #[command(flatten)]

@@ -34,6 +34,48 @@ pub fn run(command: Effects) -> Outcome {
             );
             Ok(())
         }
+        Effects::Count { target } => {
+            let style = Style::detect(target.json);
+            let kernel = store::open(&target.store, Create::Refused)?;
+            let counts = kernel
+                .sideeffect()
+                .count()
+                .map_err(Failure::on(&kernel, "the counts"))?;
+            let now = time::now_ms();
+            if style.json {
+                style.print_json(&output::key_counts_json(&counts, now));
+            } else {
+                print!("{}", output::key_counts_rows(&style, &counts, now));
+            }
+            Ok(())
+        }
+        Effects::Recount { target, page } => {
+            let style = Style::detect(target.json);
+            let kernel = store::open(&target.store, Create::Refused)?;
+            let mut calls = 0u64;
+            // One transaction per page: the keys stay open to workers.
+            while !kernel
+                .sideeffect()
+                .recount(page)
+                .map_err(Failure::on(&kernel, "the recount"))?
+            {
+                calls += 1;
+            }
+            let counts = kernel
+                .sideeffect()
+                .count()
+                .map_err(Failure::on(&kernel, "the counts"))?;
+            let now = time::now_ms();
+            if style.json {
+                let mut out = output::key_counts_json(&counts, now);
+                out["pages"] = json!(calls + 1);
+                style.print_json(&out);
+            } else {
+                println!("every key is counted ({} pages)", calls + 1);
+                print!("{}", output::key_counts_rows(&style, &counts, now));
+            }
+            Ok(())
+        }
         Effects::Show { target, key } => {
             let style = Style::detect(target.json);
             let kernel = store::open(&target.store, Create::Refused)?;

@@ -107,6 +107,8 @@ fn wants_json(command: &Command) -> bool {
         | Command::Groups(Groups::Show { target, .. } | Groups::List { target, .. })
         | Command::Effects(
             Effects::List { target, .. }
+            | Effects::Count { target, .. }
+            | Effects::Recount { target, .. }
             | Effects::Show { target, .. }
             | Effects::Reconcile { target, .. },
         )

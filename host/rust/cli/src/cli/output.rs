@@ -5,7 +5,10 @@ use std::io::IsTerminal;
 
 use serde_json::{Value, json};
 
-use gak::{GroupEntry, GroupPage, KeyInfo, KeyPage, Outcome, Snapshot, Task, TaskCounts, TaskPage};
+use gak::{
+    GroupEntry, GroupPage, KeyCounts, KeyInfo, KeyPage, Outcome, Snapshot, Task, TaskCounts,
+    TaskPage,
+};
 
 use super::time;
 
@@ -346,30 +349,62 @@ pub fn group_fields(group: &str, limit: Option<u32>, live: Option<u32>) -> Strin
     ])
 }
 
-/// A page of groups as JSON: `{items: [{group, limit, live}], next}`, each
-/// item in `group_json`'s shape.
+/// A page of groups as JSON: `{items: [{group, limit, live, tasks: {open,
+/// claimed, done, failed, dead}}], next}`, each item in `group_json`'s
+/// shape with its tasks by state.
 pub fn group_page_json(page: &GroupPage) -> Value {
     let items: Vec<Value> = page
         .items
         .iter()
-        .map(|g| group_json(&g.name, g.limit, Some(g.live)))
+        .map(|g| {
+            let mut item = group_json(&g.name, g.limit, Some(g.live));
+            let tasks: serde_json::Map<String, Value> = group_tasks_by_state(g)
+                .into_iter()
+                .map(|(state, n)| (state.to_owned(), json!(n)))
+                .collect();
+            item["tasks"] = Value::Object(tasks);
+            item
+        })
         .collect();
     json!({ "items": items, "next": page.next })
 }
 
-/// A page of groups as a table: GROUP, LIMIT (`-`: none), LIVE.
+/// A group's tasks, state by state, in the contract's order.
+pub fn group_tasks_by_state(g: &GroupEntry) -> [(&'static str, u64); 5] {
+    [
+        ("open", g.open),
+        ("claimed", g.claimed),
+        ("done", g.done),
+        ("failed", g.failed),
+        ("dead", g.dead),
+    ]
+}
+
+/// A page of groups as a table: GROUP, LIMIT (`-`: none), LIVE, and the
+/// group's tasks by state.
 pub fn group_rows(groups: &[GroupEntry]) -> String {
     let rows: Vec<Vec<Cell>> = groups
         .iter()
         .map(|g| {
-            vec![
+            let mut row = vec![
                 Cell::new(&g.name),
                 Cell::new(g.limit.map_or("-".into(), |n| n.to_string())),
                 Cell::new(g.live.to_string()),
-            ]
+            ];
+            row.extend(
+                group_tasks_by_state(g)
+                    .into_iter()
+                    .map(|(_, n)| Cell::new(n.to_string())),
+            );
+            row
         })
         .collect();
-    table(&["GROUP", "LIMIT", "LIVE"], &rows)
+    table(
+        &[
+            "GROUP", "LIMIT", "LIVE", "OPEN", "CLAIMED", "DONE", "FAILED", "DEAD",
+        ],
+        &rows,
+    )
 }
 
 /// The board's counts as JSON: `{open, claimed, done, failed, dead, total,
@@ -408,6 +443,57 @@ pub fn task_counts_rows(style: &Style, c: &TaskCounts) -> String {
     if !c.exact {
         out.push_str(
             "not exact: tasks a format-1 kernel wrote are counted once a call changes them; `gak tasks recount` counts the rest\n",
+        );
+    }
+    out
+}
+
+/// The keys' counts as JSON: `{cleared, in-flight, uncertain, completed,
+/// total, oldest-uncertain, oldest-uncertain-age-ms, capped, exact}` (the
+/// age at `now`; both null when no key is uncertain).
+pub fn key_counts_json(c: &KeyCounts, now: u64) -> Value {
+    json!({
+        "cleared": c.cleared,
+        "in-flight": c.in_flight,
+        "uncertain": c.uncertain,
+        "completed": c.completed,
+        "total": key_counts_by_state(c).iter().map(|(_, n)| n).sum::<u64>(),
+        "oldest-uncertain": opt(c.oldest_uncertain),
+        "oldest-uncertain-age-ms": opt(c.oldest_uncertain.map(|at| now.saturating_sub(at))),
+        "capped": c.capped,
+        "exact": c.exact,
+    })
+}
+
+/// The keys' counts, state by state, in the contract's order.
+pub fn key_counts_by_state(c: &KeyCounts) -> [(&'static str, u64); 4] {
+    [
+        ("cleared", c.cleared),
+        ("in-flight", c.in_flight),
+        ("uncertain", c.uncertain),
+        ("completed", c.completed),
+    ]
+}
+
+/// The keys' counts as a table, the oldest uncertain key's age, and notes
+/// when the counts are capped or not exact.
+pub fn key_counts_rows(style: &Style, c: &KeyCounts, now: u64) -> String {
+    let rows: Vec<Vec<Cell>> = key_counts_by_state(c)
+        .into_iter()
+        .map(|(state, n)| vec![style.state(state), Cell::new(n.to_string())])
+        .collect();
+    let mut out = table(&["STATE", "KEYS"], &rows);
+    if let Some(at) = c.oldest_uncertain {
+        out.push_str(&format!("oldest uncertain since {}\n", time::when(at, now)));
+    }
+    if c.capped {
+        out.push_str(
+            "capped: 1000 or more keys are uncertain; intents that expired after the first 1000 still count as in-flight\n",
+        );
+    }
+    if !c.exact {
+        out.push_str(
+            "not exact: keys a format-1 kernel wrote are counted once a call changes them; `gak effects recount` counts the rest\n",
         );
     }
     out
