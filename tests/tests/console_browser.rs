@@ -201,6 +201,18 @@ fn resolve_an_uncertain_key(found: &str) {
     let b = browser(found);
     b.open(&format!("http://{}/keys", server.addr));
     keep_screenshot("keys.png", &b.screenshot());
+    // The counts strip shows the keys as the kernel counts them, and since
+    // when the oldest uncertain key is.
+    let counts = kernel.sideeffect().count().unwrap();
+    assert!(counts.uncertain >= 1 && counts.oldest_uncertain.is_some());
+    assert!(
+        b.source().contains(&format!(
+            "class=\"state-uncertain\">uncertain <b>{}</b>",
+            counts.uncertain
+        )) && b.source().contains("oldest uncertain since"),
+        "{}",
+        b.source()
+    );
     b.open(&format!("http://{}/keys?state=uncertain", server.addr));
     b.follow("a[href='/keys/refund%2Forder-42']");
     // Without the confirmation nothing happens.

@@ -698,9 +698,152 @@ fn the_api_answers_the_clis_json_shapes_and_metrics_count_the_calls(store: &str)
     );
 }
 
+fn the_keys_and_groups_are_counted_and_metrics_and_the_api_agree(store: &str) {
+    let store = store.to_owned();
+    let kernel = Kernel::open(&store).unwrap();
+    let gate = kernel.sideeffect();
+    // One key completed, one marked uncertain, one in flight.
+    let grant = |key: &str, resource: &str| {
+        let action = Action::new(key, resource);
+        let Acquired::Granted(lease) = gate.acquire(&action, 600_000).unwrap() else {
+            panic!("granted")
+        };
+        (action, lease)
+    };
+    let (done, lease) = grant("mail/1", "smtp");
+    gate.complete(&done, &lease, b"sent").unwrap();
+    let (lost, lease) = grant("pay/1", "psp");
+    gate.mark_uncertain(&lost, &lease, "timeout").unwrap();
+    let marked = gate.get("pay/1").unwrap();
+    assert_eq!(marked.state, KeyState::Uncertain);
+    grant("sms/1", "twilio");
+    let board = kernel.taskboard();
+    board
+        .seed(&[
+            TaskSeed::new("t1").group("tenant/1"),
+            TaskSeed::new("t2").group("tenant/1"),
+        ])
+        .unwrap();
+    board.claim("t1", "w", 60_000).unwrap();
+    let server = Server::start(&store, &[]);
+
+    let page = server.get("/keys", &[]);
+    assert_eq!(page.status, 200);
+    for (state, n) in [
+        ("in-flight", 1),
+        ("uncertain", 1),
+        ("completed", 1),
+        ("cleared", 0),
+    ] {
+        assert!(
+            page.body.contains(&format!(
+                "<a href=\"/keys?state={state}\" class=\"state-{state}\">{state} <b>{n}</b></a>"
+            )),
+            "{state} {n} in {}",
+            page.body
+        );
+    }
+    assert!(
+        page.body.contains("oldest uncertain since"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("Not every key is counted"));
+
+    let api = server.get("/api/key-counts", &[]).json();
+    assert_eq!(
+        (
+            api["in-flight"].as_u64(),
+            api["uncertain"].as_u64(),
+            api["completed"].as_u64(),
+            api["total"].as_u64(),
+            api["exact"].as_bool(),
+            api["capped"].as_bool(),
+        ),
+        (Some(1), Some(1), Some(1), Some(3), Some(true), Some(false))
+    );
+    let since = api["oldest-uncertain"].as_u64().unwrap();
+    let metrics = server.get("/metrics", &[]).body;
+    for line in [
+        "gak_keys{state=\"in-flight\"} 1",
+        "gak_keys{state=\"uncertain\"} 1",
+        "gak_keys{state=\"completed\"} 1",
+        "gak_keys{state=\"cleared\"} 0",
+        "gak_keys_counted 1",
+        "gak_keys_capped 0",
+        &format!(
+            "gak_keys_oldest_uncertain_since_seconds {}",
+            since as f64 / 1000.0
+        ),
+        "gak_group_tasks{group=\"tenant/1\",state=\"open\"} 1",
+        "gak_group_tasks{group=\"tenant/1\",state=\"claimed\"} 1",
+        "gak_group_tasks{group=\"tenant/1\",state=\"dead\"} 0",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in {metrics}");
+    }
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("gak_keys_oldest_uncertain_age_seconds ")),
+        "{metrics}"
+    );
+    let groups = server.get("/groups", &[]).body;
+    assert!(
+        groups.contains("<td class=\"state-open\">1</td><td class=\"state-claimed\">1</td>"),
+        "{groups}"
+    );
+
+    // The keys' recount is a POST with the page's CSRF token too.
+    let (cookie, token) = session(&server);
+    let refused = server.post("/keys/recount", &[("cookie", &cookie)], "");
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    let done = server.post(
+        "/keys/recount",
+        &[("cookie", &cookie)],
+        &format!("csrf={token}"),
+    );
+    assert_eq!(done.status, 303, "{}", done.body);
+    assert_eq!(done.header("location"), Some("/keys?done=recounted"));
+
+    // A format-1 store (the golden SQLite file): its keys are counted once
+    // recounted, and then the counts are the listing's.
+    if let Some(path) = store.strip_prefix("sqlite:") {
+        let old = Path::new(path).with_file_name("format1.sqlite");
+        std::fs::copy(gak_tests::golden::dir().join("format1.sqlite"), &old).unwrap();
+        let server = Server::start(&format!("sqlite:{}", old.display()), &[]);
+        let page = server.get("/keys", &[]);
+        assert!(
+            page.body.contains("Not every key is counted"),
+            "{}",
+            page.body
+        );
+        assert!(
+            server
+                .get("/metrics", &[])
+                .body
+                .lines()
+                .any(|l| l == "gak_keys_counted 0")
+        );
+        let (cookie, token) = session(&server);
+        let done = server.post(
+            "/keys/recount",
+            &[("cookie", &cookie)],
+            &format!("csrf={token}"),
+        );
+        assert_eq!(done.status, 303, "{}", done.body);
+        let counts = server.get("/api/key-counts", &[]).json();
+        assert_eq!(counts["exact"].as_bool(), Some(true));
+        let listed = server.get("/api/keys?limit=1000", &[]).json();
+        let total = listed["items"].as_array().unwrap().len() as u64;
+        assert_eq!(counts["total"].as_u64(), Some(total), "{counts}");
+        let page = server.get("/keys?done=recounted", &[]);
+        assert!(page.body.contains("Every key is counted."));
+    }
+}
+
 /// Every case, with the schema label of its PostgreSQL run.
 type Case = (&'static str, &'static str, fn(&str));
-const CASES: [Case; 9] = [
+const CASES: [Case; 10] = [
     (
         "pages_escape_the_stores_text_and_never_show_a_capability",
         "escape",
@@ -745,6 +888,11 @@ const CASES: [Case; 9] = [
         "the_api_answers_the_clis_json_shapes_and_metrics_count_the_calls",
         "api",
         the_api_answers_the_clis_json_shapes_and_metrics_count_the_calls,
+    ),
+    (
+        "the_keys_and_groups_are_counted_and_metrics_and_the_api_agree",
+        "keycounts",
+        the_keys_and_groups_are_counted_and_metrics_and_the_api_agree,
     ),
 ];
 

@@ -25,7 +25,8 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use gak::{
-    Error, Kernel, KeyInfo, KeyState, Resolution, Resolved, TaskCounts, TaskPage, TaskState,
+    Error, Kernel, KeyCounts, KeyInfo, KeyState, Resolution, Resolved, TaskCounts, TaskPage,
+    TaskState,
 };
 
 use super::args::ServeArgs;
@@ -194,6 +195,7 @@ fn router(app: Shared) -> Router {
         .route("/groups", get(groups))
         .route("/groups/limit", post(group_limit))
         .route("/keys", get(keys))
+        .route("/keys/recount", post(keys_recount))
         .route("/keys/{key}", get(key))
         .route("/keys/{key}/resolve", post(resolve))
         .route("/runs", get(runs))
@@ -203,6 +205,7 @@ fn router(app: Shared) -> Router {
         .route("/api/tasks", get(api_tasks))
         .route("/api/tasks/{id}", get(api_task))
         .route("/api/counts", get(api_counts))
+        .route("/api/key-counts", get(api_key_counts))
         .route("/api/groups", get(api_groups))
         .route("/api/groups/{name}", get(api_group))
         .route("/api/keys", get(api_keys))
@@ -868,12 +871,16 @@ async fn groups(
             Ok(p) => p,
             Err(e) => return refused(&e),
         };
-        body.push_str("<p>Every group with a limit, a claim or a ready task, by name.</p>\n<table><thead><tr><th>group</th><th>limit</th><th>live claims</th><th></th></tr></thead><tbody>\n");
+        body.push_str("<p>Every group with a limit or a task, by name, with its tasks by state.</p>\n<table><thead><tr><th>group</th><th>limit</th><th>live claims</th><th></th><th>open</th><th>claimed</th><th>done</th><th>failed</th><th>dead</th></tr></thead><tbody>\n");
         for g in &groups.items {
             let full = g.limit.is_some_and(|l| g.live >= l);
+            let mut figures = String::new();
+            for (state, n) in output::group_tasks_by_state(g) {
+                let _ = write!(figures, "<td class=\"state-{state}\">{n}</td>");
+            }
             let _ = writeln!(
                 body,
-                "<tr><td><a href=\"/groups{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td><a href=\"/groups{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td>{figures}</tr>",
                 html::query(&[("name", &g.name)]),
                 esc(&g.name),
                 g.limit.map_or("none".into(), |l| l.to_string()),
@@ -972,10 +979,21 @@ async fn group_limit(
 // ---------------------------------------------------------------------------
 // Side-effect keys.
 
-async fn keys(State(app): State<Shared>, Query(q): Query<HashMap<String, String>>) -> Response {
+async fn keys(
+    State(app): State<Shared>,
+    axum::Extension(csrf): axum::Extension<Csrf>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
     let (state, limit) = match list_args(&q, key_state) {
         Ok(args) => args,
         Err(m) => return bad_request(&m),
+    };
+    let counts = match app
+        .call("sideeffect.count", app.kernel.sideeffect().count())
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => return refused(&e),
     };
     let page_ = match app
         .call(
@@ -991,7 +1009,12 @@ async fn keys(State(app): State<Shared>, Query(q): Query<HashMap<String, String>
     };
     let now = time::now_ms();
     let names: Vec<&str> = KEY_STATES.iter().map(|s| s.name()).collect();
-    let mut body = tabs("/keys", &names, state.map(KeyState::name));
+    let mut body = String::new();
+    if param(&q, "done") == Some("recounted") {
+        body.push_str("<div class=\"ok\">Every key is counted.</div>\n");
+    }
+    body.push_str(&key_counts_strip(&counts, &csrf, now));
+    body.push_str(&tabs("/keys", &names, state.map(KeyState::name)));
     body.push_str("<table><thead><tr><th>key</th><th>state</th><th>resource</th><th>retry safety</th><th>reason</th><th>until</th><th>reconciling until</th></tr></thead><tbody>\n");
     for k in &page_.items {
         let _ = writeln!(
@@ -1017,6 +1040,65 @@ async fn keys(State(app): State<Shared>, Query(q): Query<HashMap<String, String>
         limit,
     ));
     html_response(StatusCode::OK, page("Side-effect keys", &body))
+}
+
+/// The keys' counts by state above their tabs, since when the oldest
+/// uncertain key is, and notes (with the recount action) when the counts
+/// are capped or not exact.
+fn key_counts_strip(c: &KeyCounts, csrf: &Csrf, now: u64) -> String {
+    let mut out = String::from("<p class=\"counts\">");
+    for (state, n) in output::key_counts_by_state(c) {
+        let _ = write!(
+            out,
+            "<a href=\"/keys?state={state}\" class=\"state-{state}\">{state} <b>{n}</b></a> "
+        );
+    }
+    let total: u64 = output::key_counts_by_state(c).iter().map(|(_, n)| n).sum();
+    let _ = write!(out, "<span>total <b>{total}</b></span>");
+    if let Some(at) = c.oldest_uncertain {
+        let _ = write!(
+            out,
+            " <span class=\"state-uncertain\">oldest uncertain since <b>{}</b></span>",
+            time::when(at, now)
+        );
+    }
+    out.push_str("</p>\n");
+    if c.capped {
+        out.push_str("<p>1,000 or more keys are uncertain: the counts read the first 1,000 by the time they turned uncertain, so intents that expired after those still count as in-flight.</p>\n");
+    }
+    if !c.exact {
+        let _ = writeln!(
+            out,
+            "<fieldset><legend>Not every key is counted</legend><p>This store was written by a format-1 kernel (0.2 or 0.3): its keys are counted once a call changes them. Recount visits the others, {RECOUNT_PAGE} per transaction, and rewrites each in the current format; workers go on meanwhile.</p><form method=\"post\" action=\"/keys/recount\">{}<button>Recount</button></form></fieldset>",
+            csrf_field(&csrf.0)
+        );
+    }
+    out
+}
+
+/// Count the keys a format-1 kernel left, a transaction per page, until
+/// every one is counted.
+async fn keys_recount(
+    State(app): State<Shared>,
+    axum::Extension(csrf): axum::Extension<Csrf>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = check_csrf(&csrf, &form) {
+        return r;
+    }
+    loop {
+        match app
+            .call(
+                "sideeffect.recount",
+                app.kernel.sideeffect().recount(RECOUNT_PAGE),
+            )
+            .await
+        {
+            Ok(true) => return Redirect::to("/keys?done=recounted").into_response(),
+            Ok(false) => {}
+            Err(e) => return refused(&e),
+        }
+    }
 }
 
 async fn key(
@@ -1340,6 +1422,31 @@ async fn metrics(State(app): State<Shared>) -> Response {
         Ok(c) => c,
         Err(e) => return api_refused(&e),
     };
+    let key_counts = match app
+        .call("sideeffect.count", app.kernel.sideeffect().count())
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => return api_refused(&e),
+    };
+    out.push_str("# HELP gak_keys Side-effect keys by state as the listing shows them (an expired intent is uncertain).\n# TYPE gak_keys gauge\n");
+    for (state, n) in output::key_counts_by_state(&key_counts) {
+        let _ = writeln!(out, "gak_keys{{state=\"{state}\"}} {n}");
+    }
+    let _ = writeln!(
+        out,
+        "# HELP gak_keys_counted 1 when gak_keys covers every key; 0 on a store a format-1 kernel wrote until `gak effects recount`.\n# TYPE gak_keys_counted gauge\ngak_keys_counted {}\n# HELP gak_keys_capped 1 when 1,000 or more keys are uncertain: intents that expired after the first 1,000 still count as in-flight.\n# TYPE gak_keys_capped gauge\ngak_keys_capped {}",
+        u8::from(key_counts.exact),
+        u8::from(key_counts.capped)
+    );
+    if let Some(at) = key_counts.oldest_uncertain {
+        let _ = writeln!(
+            out,
+            "# HELP gak_keys_oldest_uncertain_since_seconds When the longest-uncertain key turned uncertain (Unix seconds); absent when no key is uncertain.\n# TYPE gak_keys_oldest_uncertain_since_seconds gauge\ngak_keys_oldest_uncertain_since_seconds {}\n# HELP gak_keys_oldest_uncertain_age_seconds How long the longest-uncertain key has been uncertain; absent when no key is.\n# TYPE gak_keys_oldest_uncertain_age_seconds gauge\ngak_keys_oldest_uncertain_age_seconds {}",
+            at as f64 / 1000.0,
+            time::now_ms().saturating_sub(at) as f64 / 1000.0
+        );
+    }
     out.push_str("# HELP gak_tasks Tasks on the board by stored state (an expired claim counts as claimed until taken over).\n# TYPE gak_tasks gauge\n");
     for (state, n) in output::counts_by_state(&counts) {
         let _ = writeln!(out, "gak_tasks{{state=\"{state}\"}} {n}");
@@ -1357,6 +1464,18 @@ async fn metrics(State(app): State<Shared>) -> Response {
             label(&g.name),
             g.live
         );
+    }
+    out.push_str(
+        "# HELP gak_group_tasks A group's tasks by stored state.\n# TYPE gak_group_tasks gauge\n",
+    );
+    for g in &groups {
+        for (state, n) in output::group_tasks_by_state(g) {
+            let _ = writeln!(
+                out,
+                "gak_group_tasks{{group=\"{}\",state=\"{state}\"}} {n}",
+                label(&g.name)
+            );
+        }
     }
     out.push_str("# HELP gak_group_limit A group's limit on live claims (groups without one are not listed).\n# TYPE gak_group_limit gauge\n");
     for g in &groups {
@@ -1445,6 +1564,16 @@ async fn api_counts(State(app): State<Shared>) -> Response {
         .await
     {
         Ok(c) => json_response(StatusCode::OK, &output::task_counts_json(&c)),
+        Err(e) => api_refused(&e),
+    }
+}
+
+async fn api_key_counts(State(app): State<Shared>) -> Response {
+    match app
+        .call("sideeffect.count", app.kernel.sideeffect().count())
+        .await
+    {
+        Ok(c) => json_response(StatusCode::OK, &output::key_counts_json(&c, time::now_ms())),
         Err(e) => api_refused(&e),
     }
 }
