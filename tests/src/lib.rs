@@ -42,7 +42,7 @@ pub fn board(kernel: &Kernel) -> Result<Vec<Task>, Error> {
 }
 
 /// The board's counts (`count`) are exact and equal its tasks by state,
-/// read page by page: what the multi-process, cross-language and crash
+/// read page by page, and the keys' too ([`keys_counted`]): what the multi-process, cross-language and crash
 /// tests check at their end, so concurrent writers of the count records and
 /// killed transactions are caught leaving them off.
 pub fn counted(kernel: &Kernel) -> Result<(), String> {
@@ -67,6 +67,43 @@ pub fn counted(kernel: &Kernel) -> Result<(), String> {
             "the count records say {got:?} (exact: {}), the board's {} tasks {want:?}",
             c.exact,
             tasks.len()
+        ));
+    }
+    keys_counted(kernel)
+}
+
+/// The keys' counts (`sideeffect.count`) are exact and equal the keys by
+/// state, read page by page. In-flight and uncertain are compared as one
+/// figure: an intent may expire between the listing and the count.
+pub fn keys_counted(kernel: &Kernel) -> Result<(), String> {
+    let mut want = [0u64; 3];
+    let mut after: Option<String> = None;
+    loop {
+        let page = kernel
+            .sideeffect()
+            .list(None, after.as_deref(), 1000)
+            .map_err(|e| format!("the keys: {e}"))?;
+        for k in &page.items {
+            want[match k.state {
+                gak::KeyState::Cleared => 0,
+                gak::KeyState::InFlight | gak::KeyState::Uncertain => 1,
+                gak::KeyState::Completed => 2,
+            }] += 1;
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    let c = kernel
+        .sideeffect()
+        .count()
+        .map_err(|e| format!("sideeffect count: {e}"))?;
+    let got = [c.cleared, c.in_flight + c.uncertain, c.completed];
+    if !c.exact || got != want {
+        return Err(format!(
+            "the count records say keys {got:?} (cleared, in flight or uncertain, completed; exact: {}), the listing {want:?}",
+            c.exact
         ));
     }
     Ok(())
