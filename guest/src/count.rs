@@ -123,6 +123,15 @@ pub(crate) struct Shard {
     pub tasks: TaskFigures,
     #[serde(flatten)]
     pub keys: KeyFigures,
+    /// The `counted` marker had decided whether every key is counted when
+    /// this record was stamped: a call adding key figures to it need not
+    /// read the marker (see [`Tally::flush`]).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub keys_decided: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn is_zero(n: &i64) -> bool {
@@ -138,6 +147,24 @@ impl Shard {
 
     fn is_empty(&self) -> bool {
         self.tasks.is_empty() && self.keys == KeyFigures::default()
+    }
+
+    /// Every count record, stamped with the marker's decision on keys (a
+    /// new board's first seed, which decides it).
+    pub fn stamp_all(tx: &mut impl Txn) -> Result<(), Error> {
+        let found = tx.scan(Table::Meta, keys::COUNTS, None, keys::COUNT_SHARDS as u32)?;
+        for shard in 0..keys::COUNT_SHARDS {
+            let key = keys::count_shard(shard);
+            let mut record: Shard = match found.iter().find(|(k, _)| *k == key) {
+                Some((_, v)) => decode(Table::Meta, v)?,
+                None => Shard::default(),
+            };
+            if !record.keys_decided {
+                record.keys_decided = true;
+                store(tx, Table::Meta, &key, &record)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -156,8 +183,10 @@ pub(crate) struct Counted {
     pub exact: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
-    #[serde(default)]
-    pub keys_exact: bool,
+    /// Whether the counts cover every key: absent until a call finds out
+    /// (the first key written, a seed creating a board, a `recount`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys_exact: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keys_after: Option<String>,
 }
@@ -171,12 +200,18 @@ impl Counted {
         store(tx, Table::Meta, keys::COUNTED, self)
     }
 
-    /// Keys are counted from the start on a store with no key yet: say so,
-    /// unless the marker already does (a store a format-1 kernel wrote
-    /// keeps asking until `recount` has visited its keys).
+    /// Every key is counted.
+    pub fn keys_counted(&self) -> bool {
+        self.keys_exact == Some(true)
+    }
+
+    /// Find out, once per store, whether the counts cover every key: they
+    /// do on a store with no key yet (the call deciding has not written its
+    /// own); on one with keys (a format-1 kernel wrote them) only once
+    /// `recount` has visited them.
     pub fn keys_from_start(&mut self, tx: &mut impl Txn) -> Result<(), Error> {
-        if !self.keys_exact && tx.scan(Table::Actions, "", None, 1)?.is_empty() {
-            self.keys_exact = true;
+        if self.keys_exact.is_none() {
+            self.keys_exact = Some(tx.scan(Table::Actions, "", None, 1)?.is_empty());
             self.keys_after = None;
         }
         Ok(())
@@ -215,7 +250,11 @@ impl Tally {
         self.shard.get_or_insert_with(|| fnv1a(key));
     }
 
-    /// End of the call: add the changes to one count record.
+    /// End of the call: add the changes to one count record. The first
+    /// key figures a record takes stamp it with the marker's decision on
+    /// whether every key is counted, made then if it was not yet: so the
+    /// marker is read at most once per record, never by every call (its
+    /// read would lock it, and all calls would wait for each other).
     pub fn flush(&mut self, tx: &mut impl Txn) -> Result<(), Error> {
         let delta = std::mem::take(&mut self.delta);
         let Some(shard) = self.shard.take() else {
@@ -226,6 +265,15 @@ impl Tally {
         }
         let key = keys::count_shard(tx.count_shard().unwrap_or(shard));
         let mut record: Shard = load(tx, Table::Meta, &key)?.unwrap_or_default();
+        if delta.keys != KeyFigures::default() && !record.keys_decided {
+            let found = tx.get(Table::Meta, keys::COUNTED)?;
+            let mut counted = Counted::decode(found.as_deref())?.unwrap_or_default();
+            if counted.keys_exact.is_none() {
+                counted.keys_from_start(tx)?;
+                counted.store(tx)?;
+            }
+            record.keys_decided = true;
+        }
         record.add(&delta);
         store(tx, Table::Meta, &key, &record)
     }

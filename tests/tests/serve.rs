@@ -841,9 +841,101 @@ fn the_keys_and_groups_are_counted_and_metrics_and_the_api_agree(store: &str) {
     }
 }
 
+fn a_reconcile_claim_holds_off_others_until_resolved(store: &str) {
+    let store = store.to_owned();
+    let kernel = Kernel::open(&store).unwrap();
+    let action = Action::new("refund/7", "psp");
+    let Acquired::Granted(lease) = kernel.sideeffect().acquire(&action, 600_000).unwrap() else {
+        panic!("granted")
+    };
+    kernel
+        .sideeffect()
+        .mark_uncertain(&action, &lease, "timeout")
+        .unwrap();
+    let server = Server::start(&store, &[]);
+    let (cookie, token) = session(&server);
+    let page = server.get("/keys/refund%2F7", &[]);
+    assert!(page.body.contains("Begin reconcile"), "{}", page.body);
+    let path = "/keys/refund%2F7/reconcile";
+    // Unconfirmed, or a bad duration: refused, and nothing changed.
+    for form in [
+        format!("csrf={token}&minutes=5"),
+        format!("csrf={token}&minutes=0&confirm=yes"),
+        format!("csrf={token}&minutes=1441&confirm=yes"),
+    ] {
+        let refused = server.post(path, &[("cookie", &cookie)], &form);
+        assert_eq!(refused.status, 400, "{form}: {}", refused.body);
+        let info = kernel.sideeffect().get("refund/7").unwrap();
+        assert_eq!(info.reconciling_until, None, "{form}");
+    }
+    let missing_csrf = server.post(path, &[("cookie", &cookie)], "minutes=5&confirm=yes");
+    assert_eq!(missing_csrf.status, 403);
+    let taken = server.post(
+        path,
+        &[("cookie", &cookie)],
+        &format!("csrf={token}&minutes=5&confirm=yes"),
+    );
+    assert_eq!(taken.status, 303, "{}", taken.body);
+    assert_eq!(
+        taken.header("location"),
+        Some("/keys/refund%2F7?done=reconciling")
+    );
+    // Other reconcilers are held off: the CLI's begin-reconcile is refused.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let until = kernel
+        .sideeffect()
+        .get("refund/7")
+        .unwrap()
+        .reconciling_until
+        .expect("a live claim");
+    assert!(until > now + 4 * 60_000, "five minutes: {until} at {now}");
+    assert_eq!(
+        kernel.sideeffect().begin_reconcile(&action, 60_000),
+        Err(Error::ReconcileTaken)
+    );
+    let page = server.get("/keys/refund%2F7?done=reconciling", &[]);
+    assert!(
+        page.body
+            .contains("This console holds the key's reconcile claim"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("Begin reconcile of"));
+    // A second console sees another reconciler's claim and cannot resolve.
+    let other = Server::start(&store, &[]);
+    let (cookie2, token2) = session(&other);
+    assert!(
+        other
+            .get("/keys/refund%2F7", &[])
+            .body
+            .contains("Another reconciler holds the key's claim")
+    );
+    let blocked = other.post(
+        "/keys/refund%2F7/resolve",
+        &[("cookie", &cookie2)],
+        &format!("csrf={token2}&verdict=applied&result=re_1&confirm=yes"),
+    );
+    assert_eq!(blocked.status, 409, "{}", blocked.body);
+    assert!(blocked.body.contains("reconcile-taken"));
+    // This console resolves under the claim it holds.
+    let done = server.post(
+        "/keys/refund%2F7/resolve",
+        &[("cookie", &cookie)],
+        &format!("csrf={token}&verdict=applied&result=re_1&confirm=yes"),
+    );
+    assert_eq!(done.status, 303, "{}", done.body);
+    match kernel.sideeffect().acquire(&action, 600_000).unwrap() {
+        Acquired::Replayed(result) => assert_eq!(result, b"re_1"),
+        other => panic!("{other:?}"),
+    }
+}
+
 /// Every case, with the schema label of its PostgreSQL run.
 type Case = (&'static str, &'static str, fn(&str));
-const CASES: [Case; 10] = [
+const CASES: [Case; 11] = [
     (
         "pages_escape_the_stores_text_and_never_show_a_capability",
         "escape",
@@ -893,6 +985,11 @@ const CASES: [Case; 10] = [
         "the_keys_and_groups_are_counted_and_metrics_and_the_api_agree",
         "keycounts",
         the_keys_and_groups_are_counted_and_metrics_and_the_api_agree,
+    ),
+    (
+        "a_reconcile_claim_holds_off_others_until_resolved",
+        "reconcile",
+        a_reconcile_claim_holds_off_others_until_resolved,
     ),
 ];
 

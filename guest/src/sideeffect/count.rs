@@ -13,21 +13,6 @@ use crate::{Error, KeyCounts, KeyState, Scan, Table, Txn, input, keys};
 /// How many uncertain keys' index entries `count` reads at most.
 const UNCERTAIN: u32 = 1000;
 
-/// A new key is about to be written: on a store with no key yet, the
-/// marker says from now on that every key is counted.
-pub(super) fn first_key(tx: &mut impl Txn, marker: Option<&str>) -> Result<(), Error> {
-    let counted = Counted::decode(marker)?;
-    if counted.as_ref().is_some_and(|c| c.keys_exact) {
-        return Ok(());
-    }
-    let mut counted = counted.unwrap_or_default();
-    counted.keys_from_start(tx)?;
-    if counted.keys_exact {
-        counted.store(tx)?;
-    }
-    Ok(())
-}
-
 /// The keys by state: the count records' sums, with the expired intents
 /// moved from `in-flight` to `uncertain`.
 pub fn count(tx: &mut impl Txn) -> Result<KeyCounts, Error> {
@@ -70,7 +55,7 @@ pub fn count(tx: &mut impl Txn) -> Result<KeyCounts, Error> {
     let capped = past == UNCERTAIN as usize;
     *sum.keys.state(KeyState::InFlight) -= expired;
     *sum.keys.state(KeyState::Uncertain) += expired;
-    let exact = counted.is_some_and(|c| c.keys_exact) || pages[1].is_empty();
+    let exact = counted.is_some_and(|c| c.keys_counted()) || pages[1].is_empty();
     Ok(KeyCounts {
         cleared: total(sum.keys.keys_cleared)?,
         in_flight: total(sum.keys.keys_in_flight)?,
@@ -88,7 +73,7 @@ pub fn recount(tx: &mut impl Txn, limit: u32) -> Result<bool, Error> {
     input::limit(limit)?;
     let found = tx.get(Table::Meta, keys::COUNTED)?;
     let mut counted = Counted::decode(found.as_deref())?.unwrap_or_default();
-    if counted.keys_exact {
+    if counted.keys_counted() {
         return Ok(true);
     }
     let page = tx.scan(Table::Actions, "", counted.keys_after.as_deref(), limit + 1)?;
@@ -112,10 +97,10 @@ pub fn recount(tx: &mut impl Txn, limit: u32) -> Result<bool, Error> {
     counted.keys_after = page[..page.len().min(limit as usize)]
         .last()
         .map(|(k, _)| k.clone());
-    counted.keys_exact = !more;
-    if counted.keys_exact {
+    counted.keys_exact = Some(!more);
+    if !more {
         counted.keys_after = None;
     }
     counted.store(tx)?;
-    Ok(counted.keys_exact)
+    Ok(!more)
 }

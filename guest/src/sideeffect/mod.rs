@@ -5,7 +5,7 @@ use crate::format::{V, Version};
 use crate::txn::{decode, mint, read_many, store};
 use crate::{
     Acquired, Action, Error, Lease, ReconcileClaim, Resolution, Resolved, RetrySafety, Table, Txn,
-    input, keys,
+    input,
 };
 
 mod count;
@@ -50,7 +50,6 @@ pub fn acquire(tx: &mut impl Txn, action: &Action, ttl: u64) -> Result<Acquired,
         &[
             (Table::Actions, action.key.as_str()),
             (Table::Resources, action.resource.as_str()),
-            (Table::Meta, keys::COUNTED),
         ],
     )?;
     // The clock after the reads: with a binding that locks on read, expiry
@@ -83,9 +82,6 @@ pub fn acquire(tx: &mut impl Txn, action: &Action, ttl: u64) -> Result<Acquired,
         return Ok(Acquired::Contended(until));
     }
 
-    if record.is_none() {
-        count::first_key(tx, found[2].as_deref())?;
-    }
     let fence = resource.as_ref().map_or(0, |r| r.fence) + 1;
     let (holder, holder_sha256) = mint(tx)?;
     let until = now.saturating_add(ttl);

@@ -431,10 +431,10 @@ fn key_counts_stay_exact_under_every_operation() {
                     }
                 }
                 5 => {
-                    if let Some(l) = leases.get(key) {
-                        if let Ok(l) = renew(&mut tx, &act_of(l), l, 1 + rng.below(5)) {
-                            leases.insert(key.into(), l);
-                        }
+                    if let Some(l) = leases.get(key)
+                        && let Ok(l) = renew(&mut tx, &act_of(l), l, 1 + rng.below(5))
+                    {
+                        leases.insert(key.into(), l);
                     }
                 }
                 6 => {

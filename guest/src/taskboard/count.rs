@@ -6,7 +6,7 @@
 //! says so (`exact: false`) until `recount` has visited them, in id order,
 //! from the position the `counted` marker keeps.
 use super::record::{Record, decode_task};
-use crate::count::{Counted, Tally, sums};
+use crate::count::{Counted, Shard, Tally, sums};
 use crate::txn::store;
 use crate::{Error, Table, TaskCounts, Txn, input, keys};
 
@@ -30,7 +30,8 @@ pub(crate) fn created(tx: &mut impl Txn, marker: Option<&str>) -> Result<(), Err
     counted.exact = true;
     counted.after = None;
     counted.keys_from_start(tx)?;
-    counted.store(tx)
+    counted.store(tx)?;
+    Shard::stamp_all(tx)
 }
 
 /// The board's tasks by state: the count records' sums.

@@ -104,6 +104,7 @@ async fn serve(store: String, addr: SocketAddr, token: Option<String>) -> Outcom
         kernel,
         token,
         calls: Mutex::new(HashMap::new()),
+        claims: Mutex::new(HashMap::new()),
         started: Instant::now(),
     }));
     axum::serve(listener, app)
@@ -129,6 +130,10 @@ struct App {
     token: Option<String>,
     /// Kernel calls by (operation, outcome).
     calls: Mutex<HashMap<CallKind, Timings>>,
+    /// The reconcile claims this console took (key to claim and deadline):
+    /// capabilities, kept in memory for the resolution and never rendered,
+    /// logged or sent.
+    claims: Mutex<HashMap<String, (String, u64)>>,
     started: Instant,
 }
 
@@ -161,7 +166,31 @@ impl Timings {
     }
 }
 
+/// Reconcile claims a console keeps at most (the expired ones go first).
+const CLAIMS_KEPT: usize = 10_000;
+
 impl App {
+    /// The live reconcile claim this console holds on `key`, if any.
+    fn claim_on(&self, key: &str, now: u64) -> Option<(String, u64)> {
+        let claims = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
+        claims.get(key).filter(|(_, until)| now < *until).cloned()
+    }
+
+    /// Keep the claim taken on `key` (or forget it: `None`).
+    fn keep_claim(&self, key: &str, claim: Option<(String, u64)>, now: u64) {
+        let mut claims = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
+        claims.retain(|_, (_, until)| now < *until);
+        match claim {
+            Some(c) if claims.len() < CLAIMS_KEPT || claims.contains_key(key) => {
+                claims.insert(key.to_owned(), c);
+            }
+            Some(_) => {}
+            None => {
+                claims.remove(key);
+            }
+        }
+    }
+
     /// Time a kernel call and count it by operation and outcome.
     async fn call<T>(
         &self,
@@ -198,6 +227,7 @@ fn router(app: Shared) -> Router {
         .route("/keys/recount", post(keys_recount))
         .route("/keys/{key}", get(key))
         .route("/keys/{key}/resolve", post(resolve))
+        .route("/keys/{key}/reconcile", post(reconcile))
         .route("/runs", get(runs))
         .route("/retention", get(retention))
         .route("/retention/prune", post(prune))
@@ -1122,17 +1152,105 @@ async fn key(
         Some("cleared") => body.push_str(
             "<div class=\"ok\">Resolved as not applied: the next attempt runs the effect.</div>\n",
         ),
+        Some("reconciling") => body.push_str(
+            "<div class=\"ok\">You hold the reconcile claim: other reconcilers are refused until you resolve the key or the claim expires.</div>\n",
+        ),
         _ => {}
     }
+    let now = time::now_ms();
     body.push_str(&html::fields(
         &output::key_json(&info),
         &["until", "completed-at", "reconciling-until"],
-        time::now_ms(),
+        now,
     ));
     if info.state == KeyState::Uncertain {
+        match (app.claim_on(&info.key, now), info.reconciling_until) {
+            (Some((_, until)), _) => {
+                let _ = writeln!(
+                    body,
+                    "<p class=\"state-uncertain\">This console holds the key's reconcile claim until {}: the resolution below uses it.</p>",
+                    time::when(until, now)
+                );
+            }
+            (None, Some(until)) => {
+                let _ = writeln!(
+                    body,
+                    "<p class=\"state-uncertain\">Another reconciler holds the key's claim until {}: a resolution from here is refused (reconcile-taken) until then.</p>",
+                    time::when(until, now)
+                );
+            }
+            (None, None) => body.push_str(&reconcile_form(&csrf, &info)),
+        }
         body.push_str(&resolve_form(&csrf, &info));
     }
     html_response(StatusCode::OK, page(&format!("Key {}", info.key), &body))
+}
+
+/// Reconcile claims from the console last this long by default; at most a
+/// day.
+const RECONCILE_MINUTES: u64 = 15;
+
+fn reconcile_form(csrf: &Csrf, info: &KeyInfo) -> String {
+    format!(
+        "<fieldset><legend>Begin reconcile</legend>\
+<p>Takes the key's reconcile claim while you check the downstream system ({res}): other reconcilers (<code>gak effects reconcile</code>, other consoles) are refused with reconcile-taken until you resolve the key here or the claim expires. Nothing about the effect changes. The claim stays in this console's memory and is never shown.</p>\
+<form method=\"post\" action=\"/keys/{k}/reconcile\">{c}\
+<p><label>Minutes <input name=\"minutes\" inputmode=\"numeric\" value=\"{RECONCILE_MINUTES}\"></label> \
+<label><input type=\"checkbox\" name=\"confirm\" value=\"yes\"> Hold off other reconcilers for that long</label></p>\
+<button>Begin reconcile of {kt}</button></form></fieldset>\n",
+        res = esc(&info.resource),
+        k = seg(&info.key),
+        kt = esc(&info.key),
+        c = csrf_field(&csrf.0),
+    )
+}
+
+/// Take the key's reconcile claim and keep it for the resolution.
+async fn reconcile(
+    State(app): State<Shared>,
+    axum::Extension(csrf): axum::Extension<Csrf>,
+    Path(key): Path<String>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = check_csrf(&csrf, &form) {
+        return r;
+    }
+    if param(&form, "confirm") != Some("yes") {
+        return bad_request(
+            "confirm that other reconcilers are to be held off: nothing was changed",
+        );
+    }
+    let minutes = match param(&form, "minutes").map(str::parse::<u64>) {
+        None => RECONCILE_MINUTES,
+        Some(Ok(m)) if (1..=1440).contains(&m) => m,
+        Some(_) => {
+            return bad_request(
+                "minutes must be a whole number from 1 to 1440: nothing was changed",
+            );
+        }
+    };
+    let info = match app
+        .call("sideeffect.get", app.kernel.sideeffect().get(&key))
+        .await
+    {
+        Ok(k) => k,
+        Err(e) => return refused(&e),
+    };
+    match app
+        .call(
+            "sideeffect.begin-reconcile",
+            app.kernel
+                .sideeffect()
+                .begin_reconcile(&action_of(&info), minutes * 60_000),
+        )
+        .await
+    {
+        Ok(claim) => {
+            app.keep_claim(&key, Some((claim.claim, claim.until)), time::now_ms());
+            Redirect::to(&format!("/keys/{}?done=reconciling", seg(&key))).into_response()
+        }
+        Err(e) => refused(&e),
+    }
 }
 
 fn resolve_form(csrf: &Csrf, info: &KeyInfo) -> String {
@@ -1179,23 +1297,26 @@ async fn resolve(
         Err(e) => return refused(&e),
     };
     let action = action_of(&info);
-    // The reconcile claim is taken and used here, in one request: it is a
-    // capability and never leaves the server.
-    let claim = match app
-        .call(
-            "sideeffect.begin-reconcile",
-            app.kernel.sideeffect().begin_reconcile(&action, 60_000),
-        )
-        .await
-    {
-        Ok(c) => c,
-        Err(e) => return refused(&e),
+    // The claim this console took with "Begin reconcile", or one taken and
+    // used here, in this request: a capability, it never leaves the server.
+    let claim = match app.claim_on(&key, time::now_ms()) {
+        Some((claim, _)) => claim,
+        None => match app
+            .call(
+                "sideeffect.begin-reconcile",
+                app.kernel.sideeffect().begin_reconcile(&action, 60_000),
+            )
+            .await
+        {
+            Ok(c) => c.claim,
+            Err(e) => return refused(&e),
+        },
     };
     let resolution = Resolution {
         applied,
         result: applied.then(|| form.get("result").cloned().unwrap_or_default().into_bytes()),
         force_retryable: param(&form, "force").is_some(),
-        claim: Some(claim.claim),
+        claim: Some(claim),
     };
     match app
         .call(
@@ -1207,6 +1328,7 @@ async fn resolve(
         .await
     {
         Ok(resolved) => {
+            app.keep_claim(&key, None, time::now_ms());
             let done = match resolved {
                 Resolved::Replayed(_) => "completed",
                 Resolved::Cleared => "cleared",
