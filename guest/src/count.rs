@@ -117,6 +117,7 @@ impl KeyFigures {
 /// One count record: how much each state's count changed in the calls that
 /// wrote it (a record's own figures can be negative; the sums cannot).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub(crate) struct Shard {
     v: V,
     #[serde(flatten)]
@@ -149,19 +150,25 @@ impl Shard {
         self.tasks.is_empty() && self.keys == KeyFigures::default()
     }
 
-    /// Every count record, stamped with the marker's decision on keys (a
-    /// new board's first seed, which decides it).
+    /// Every count record no other call holds, stamped with the marker's
+    /// decision on keys, by the call that made it (one that another call
+    /// holds is stamped by that call, which reads the decision): after it,
+    /// no call reads the marker again.
     pub fn stamp_all(tx: &mut impl Txn) -> Result<(), Error> {
-        let found = tx.scan(Table::Meta, keys::COUNTS, None, keys::COUNT_SHARDS as u32)?;
-        for shard in 0..keys::COUNT_SHARDS {
-            let key = keys::count_shard(shard);
-            let mut record: Shard = match found.iter().find(|(k, _)| *k == key) {
-                Some((_, v)) => decode(Table::Meta, v)?,
+        let names: Vec<String> = (0..keys::COUNT_SHARDS).map(keys::count_shard).collect();
+        let wanted: Vec<(Table, &str)> = names.iter().map(|k| (Table::Meta, k.as_str())).collect();
+        let found = tx.try_get_many(&wanted)?;
+        for (key, probe) in names.iter().zip(found) {
+            let Some(value) = probe else {
+                continue;
+            };
+            let mut record: Shard = match value {
+                Some(v) => decode(Table::Meta, &v)?,
                 None => Shard::default(),
             };
             if !record.keys_decided {
                 record.keys_decided = true;
-                store(tx, Table::Meta, &key, &record)?;
+                store(tx, Table::Meta, key, &record)?;
             }
         }
         Ok(())
@@ -250,11 +257,11 @@ impl Tally {
         self.shard.get_or_insert_with(|| fnv1a(key));
     }
 
-    /// End of the call: add the changes to one count record. The first
-    /// key figures a record takes stamp it with the marker's decision on
-    /// whether every key is counted, made then if it was not yet: so the
-    /// marker is read at most once per record, never by every call (its
-    /// read would lock it, and all calls would wait for each other).
+    /// End of the call: add the changes to one count record. A record not
+    /// stamped with the marker's decision on whether every key is counted
+    /// makes the call read the marker, and decide (stamping every record)
+    /// if nobody has: the marker is read once per store, never by every
+    /// call (its read locks it, and all calls would wait for each other).
     pub fn flush(&mut self, tx: &mut impl Txn) -> Result<(), Error> {
         let delta = std::mem::take(&mut self.delta);
         let Some(shard) = self.shard.take() else {
@@ -271,6 +278,7 @@ impl Tally {
             if counted.keys_exact.is_none() {
                 counted.keys_from_start(tx)?;
                 counted.store(tx)?;
+                Shard::stamp_all(tx)?;
             }
             record.keys_decided = true;
         }

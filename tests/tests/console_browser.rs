@@ -229,10 +229,26 @@ fn resolve_an_uncertain_key(found: &str) {
         kernel.sideeffect().acquire(&action, 1_000).unwrap(),
         Acquired::Uncertain(_)
     ));
+    // Begin reconcile: confirmed, it holds other reconcilers off.
     b.open(&format!("http://{}/keys/refund%2Forder-42", server.addr));
+    b.click("form[action$='/reconcile'] input[name='confirm']");
+    b.follow("form[action$='/reconcile'] button");
+    assert!(b.url().ends_with("?done=reconciling"), "{}", b.url());
+    assert!(
+        kernel
+            .sideeffect()
+            .get("refund/order-42")
+            .unwrap()
+            .reconciling_until
+            .is_some()
+    );
+    assert_eq!(
+        kernel.sideeffect().begin_reconcile(&action, 1_000),
+        Err(gak::Error::ReconcileTaken)
+    );
     b.click("input[value='applied']");
     b.type_into("textarea[name='result']", "re_3PqL9x");
-    b.click("input[name='confirm']");
+    b.click("form[action$='/resolve'] input[name='confirm']");
     b.follow("form[action$='/resolve'] button");
     assert!(b.url().ends_with("?done=completed"), "{}", b.url());
     match kernel.sideeffect().acquire(&action, 1_000).unwrap() {

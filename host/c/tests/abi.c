@@ -497,7 +497,7 @@ static void sideeffect(const gak_kernel *k, gak_clock *clock) {
   REFUSED(gak_sideeffect_count(k, NULL), "invalid-input");
   OK(gak_sideeffect_count(k, &kc));
   CHECK(kc.completed == 1 && kc.uncertain == 1 && kc.in_flight == 0 && kc.cleared == 0);
-  CHECK(kc.has_oldest_uncertain && kc.oldest_uncertain > 0 && !kc.capped && kc.exact);
+  CHECK(kc.has_oldest_uncertain && kc.oldest_uncertain <= gak_clock_now(clock) && !kc.capped && kc.exact);
   bool keys_done = false;
   REFUSED(gak_sideeffect_recount(k, 0, &keys_done), "invalid-input");
   REFUSED(gak_sideeffect_recount(k, 10, NULL), "invalid-input");

@@ -782,11 +782,7 @@ fn counts_strip(c: &TaskCounts, csrf: &Csrf) -> String {
     let total: u64 = output::counts_by_state(c).iter().map(|(_, n)| n).sum();
     let _ = writeln!(out, "<span>total <b>{total}</b></span></p>");
     if !c.exact {
-        let _ = writeln!(
-            out,
-            "<fieldset><legend>Not every task is counted</legend><p>This board was written by a format-1 kernel (0.2 or 0.3): its tasks are counted once a call changes them. Recount visits the others, {RECOUNT_PAGE} per transaction, and rewrites each in the current format; workers go on meanwhile.</p><form method=\"post\" action=\"/tasks/recount\">{}<button>Recount</button></form></fieldset>",
-            csrf_field(&csrf.0)
-        );
+        out.push_str(&recount_note("task", "board", "/tasks/recount", csrf));
     }
     out
 }
@@ -794,29 +790,67 @@ fn counts_strip(c: &TaskCounts, csrf: &Csrf) -> String {
 /// Tasks a console recount visits per transaction.
 const RECOUNT_PAGE: u32 = 500;
 
-/// Count the tasks a format-1 kernel left, a transaction per page, until
-/// every one is counted.
+/// What a console recount counts.
+#[derive(Clone, Copy)]
+enum Recount {
+    Tasks,
+    Keys,
+}
+
+/// Count what a format-1 kernel left, a transaction per page (the store
+/// stays open to workers), until every one is counted; then back to the
+/// page, which says so.
+async fn recount_all(app: &App, csrf: &Csrf, form: &Params, what: Recount) -> Response {
+    if let Err(r) = check_csrf(csrf, form) {
+        return r;
+    }
+    loop {
+        let page = match what {
+            Recount::Tasks => {
+                app.call(
+                    "taskboard.recount",
+                    app.kernel.taskboard().recount(RECOUNT_PAGE),
+                )
+                .await
+            }
+            Recount::Keys => {
+                app.call(
+                    "sideeffect.recount",
+                    app.kernel.sideeffect().recount(RECOUNT_PAGE),
+                )
+                .await
+            }
+        };
+        match page {
+            Ok(true) => {
+                let done = match what {
+                    Recount::Tasks => "/tasks?done=recounted",
+                    Recount::Keys => "/keys?done=recounted",
+                };
+                return Redirect::to(done).into_response();
+            }
+            Ok(false) => {}
+            Err(e) => return refused(&e),
+        }
+    }
+}
+
+/// The board's tasks a format-1 kernel left, counted.
 async fn recount(
     State(app): State<Shared>,
     axum::Extension(csrf): axum::Extension<Csrf>,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    if let Err(r) = check_csrf(&csrf, &form) {
-        return r;
-    }
-    loop {
-        match app
-            .call(
-                "taskboard.recount",
-                app.kernel.taskboard().recount(RECOUNT_PAGE),
-            )
-            .await
-        {
-            Ok(true) => return Redirect::to("/tasks?done=recounted").into_response(),
-            Ok(false) => {}
-            Err(e) => return refused(&e),
-        }
-    }
+    recount_all(&app, &csrf, &form, Recount::Tasks).await
+}
+
+/// Where the counts are not exact: why, and the action that counts the
+/// rest (`what`: tasks or keys; `store`: what a format-1 kernel wrote).
+fn recount_note(what: &str, store: &str, action: &str, csrf: &Csrf) -> String {
+    format!(
+        "<fieldset><legend>Not every {what} is counted</legend><p>This {store} was written by a format-1 kernel (0.2 or 0.3): its {what}s are counted once a call changes them. Recount visits the others, {RECOUNT_PAGE} per transaction, and rewrites each in the current format; workers go on meanwhile.</p><form method=\"post\" action=\"{action}\">{}<button>Recount</button></form></fieldset>\n",
+        csrf_field(&csrf.0)
+    )
 }
 
 async fn task(
@@ -1097,38 +1131,18 @@ fn key_counts_strip(c: &KeyCounts, csrf: &Csrf, now: u64) -> String {
         out.push_str("<p>1,000 or more keys are uncertain: the counts read the first 1,000 by the time they turned uncertain, so intents that expired after those still count as in-flight.</p>\n");
     }
     if !c.exact {
-        let _ = writeln!(
-            out,
-            "<fieldset><legend>Not every key is counted</legend><p>This store was written by a format-1 kernel (0.2 or 0.3): its keys are counted once a call changes them. Recount visits the others, {RECOUNT_PAGE} per transaction, and rewrites each in the current format; workers go on meanwhile.</p><form method=\"post\" action=\"/keys/recount\">{}<button>Recount</button></form></fieldset>",
-            csrf_field(&csrf.0)
-        );
+        out.push_str(&recount_note("key", "store", "/keys/recount", csrf));
     }
     out
 }
 
-/// Count the keys a format-1 kernel left, a transaction per page, until
-/// every one is counted.
+/// The keys a format-1 kernel left, counted.
 async fn keys_recount(
     State(app): State<Shared>,
     axum::Extension(csrf): axum::Extension<Csrf>,
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
-    if let Err(r) = check_csrf(&csrf, &form) {
-        return r;
-    }
-    loop {
-        match app
-            .call(
-                "sideeffect.recount",
-                app.kernel.sideeffect().recount(RECOUNT_PAGE),
-            )
-            .await
-        {
-            Ok(true) => return Redirect::to("/keys?done=recounted").into_response(),
-            Ok(false) => {}
-            Err(e) => return refused(&e),
-        }
-    }
+    recount_all(&app, &csrf, &form, Recount::Keys).await
 }
 
 async fn key(
