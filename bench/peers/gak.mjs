@@ -77,8 +77,9 @@ export function sameTransport(dsn) {
   return url.toString();
 }
 
-async function drain({ dsn, jobs, workers, batch, admin, gakBin }) {
+async function drain({ dsn, jobs, workers, batch, admin, gakBin, pool }) {
   const args = ['drain', '--store', sameTransport(dsn), '--jobs', String(jobs), '--workers', String(workers), '--batch', String(batch), '--json'];
+  if (pool !== undefined) args.push('--max-connections', String(pool));
   const row = await run(gakBin, args);
   if (row.jobs !== jobs || row.completed !== jobs) {
     throw new Error(`gak drain completed ${row.completed} of ${jobs} jobs: ${JSON.stringify(row)}`);

@@ -12,11 +12,11 @@ const quiet = new Logger(() => (level, message) => {
 });
 
 /** The peer's settings for one mode at `workers` concurrency. */
-function settings(mode, workers, batch) {
+function settings(mode, workers, batch, pool) {
   const common = {
     concurrency: workers,
-    // Their advice: at least 10, or concurrentJobs + 2.
-    maxPoolSize: Math.max(10, workers + 2),
+    // Their advice: at least 10, or concurrentJobs + 2 (unless --pool).
+    maxPoolSize: pool ?? Math.max(10, workers + 2),
   };
   if (mode === 'unbatched') {
     // The defaults: one get-job query per job, one complete query per job.
@@ -28,8 +28,8 @@ function settings(mode, workers, batch) {
   return { ...common, localQueue: { size: batch }, completeJobBatchDelay: 0, failJobBatchDelay: 0 };
 }
 
-async function drain({ dsn, schema, jobs, workers, batch, admin, mode }) {
-  const chosen = settings(mode, workers, batch);
+async function drain({ dsn, schema, jobs, workers, batch, admin, mode, pool }) {
+  const chosen = settings(mode, workers, batch, pool);
   const utils = await makeWorkerUtils({ connectionString: dsn, schema, logger: quiet });
   try {
     await utils.migrate();

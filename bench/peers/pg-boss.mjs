@@ -6,9 +6,10 @@ const { PgBoss } = await import('pg-boss');
 const QUEUE = 'peers';
 
 /** The peer's settings for one mode at `workers` concurrency. */
-function settings(mode, workers, batch) {
-  // The pool: pg-boss's default is 10; every worker may hold one connection.
-  const boss = { max: Math.max(10, workers + 2) };
+function settings(mode, workers, batch, pool) {
+  // The pool: pg-boss's default is 10; every worker may hold one connection
+  // (unless --pool).
+  const boss = { max: pool ?? Math.max(10, workers + 2) };
   switch (mode) {
     case 'work-burst':
       // `work()` with W workers, each fetching `batch` jobs per query, the handler
@@ -31,8 +32,8 @@ function settings(mode, workers, batch) {
   }
 }
 
-async function drain({ dsn, schema, jobs, workers, batch, admin, mode }) {
-  const chosen = settings(mode, workers, batch);
+async function drain({ dsn, schema, jobs, workers, batch, admin, mode, pool }) {
+  const chosen = settings(mode, workers, batch, pool);
   const boss = new PgBoss({ connectionString: dsn, schema, ...chosen.boss });
   const progress = new Drain(jobs);
   boss.on('error', (error) => progress.fail(error));

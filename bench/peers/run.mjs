@@ -15,6 +15,8 @@ const USAGE = `usage: node bench/peers/run.mjs [--jobs N] [--workers W] [--batch
   --jobs N        jobs per workload (default 30000)
   --workers W     concurrency of each peer (default 8)
   --batch B       jobs per fetch in the batched workloads (default 100, at least 2)
+  --pool P        connections in every peer's pool, gak's included (default: max(10, W+2)
+                  for the peers, W+1 for gak)
   --dsn DSN       PostgreSQL (default $GAK_PG_DSN, else postgres://postgres@127.0.0.1:5432/test)
   --json          one JSON object per row on stdout, nothing else there
   --only NAME     a peer (graphile-worker, pg-boss, gak) or one workload (pg-boss/work-poll,
@@ -30,6 +32,7 @@ function options() {
       jobs: { type: 'string', default: '30000' },
       workers: { type: 'string', default: '8' },
       batch: { type: 'string', default: '100' },
+      pool: { type: 'string' },
       dsn: { type: 'string', default: process.env.GAK_PG_DSN || 'postgres://postgres@127.0.0.1:5432/test' },
       json: { type: 'boolean', default: false },
       only: { type: 'string', multiple: true, default: [] },
@@ -46,7 +49,8 @@ function options() {
   const batch = count('batch');
   // pg-boss ignores burstWhenBatchFull at batchSize 1: a batch of 1 is the unbatched workloads.
   if (batch < 2) throw new Error('--batch must be at least 2 (the unbatched workloads are batch 1)');
-  return { ...values, jobs: count('jobs'), workers: count('workers'), batch };
+  const pool = values.pool === undefined ? undefined : count('pool');
+  return { ...values, jobs: count('jobs'), workers: count('workers'), batch, pool };
 }
 
 /** The DSN without credentials, for the header: host, port, database. */
@@ -150,7 +154,7 @@ async function main() {
       // What else the machine was doing: the one-minute load average as the
       // workload starts (the peers' own figures move several-fold with it).
       const load = loadavg()[0];
-      const measured = await w.drain({ dsn: opts.dsn, schema, jobs: opts.jobs, workers: opts.workers, batch, admin, mode: w.mode, gakBin });
+      const measured = await w.drain({ dsn: opts.dsn, schema, jobs: opts.jobs, workers: opts.workers, batch, admin, mode: w.mode, gakBin, pool: opts.pool });
       const row = {
         peer: w.peer,
         version: measured.version ?? version(w.peer),

@@ -119,19 +119,31 @@ fn drain_200_jobs_json(dsn: &str) {
 
 /// `gak drain --store URL --jobs 200 --workers 4 --batch B --json`: its row.
 fn gak_drain(store: &str, batch: u32) -> Value {
+    let row = gak_drain_with(store, batch, 4, &[]);
+    assert_eq!(
+        row["settings"]["max_connections"], 5,
+        "a connection per worker and one more: {row}"
+    );
+    row
+}
+
+/// `gak drain` with `workers` workers and the `extra` arguments: its row.
+fn gak_drain_with(store: &str, batch: u32, workers: usize, extra: &[&str]) -> Value {
     let batch = batch.to_string();
-    let args = [
+    let workers_arg = workers.to_string();
+    let mut args = vec![
         "drain",
         "--store",
         store,
         "--jobs",
         "200",
         "--workers",
-        "4",
+        &workers_arg,
         "--batch",
         &batch,
         "--json",
     ];
+    args.extend_from_slice(extra);
     let ran = run_gak(&std::env::temp_dir(), &args, &[], &[], None);
     ran.expect_code(0);
     let row = ran.json();
@@ -139,7 +151,7 @@ fn gak_drain(store: &str, batch: u32) -> Value {
     assert_eq!(row["peer"], "gak", "{row}");
     assert_eq!(row["mode"], mode, "{row}");
     assert_eq!(row["batch"].to_string(), batch, "{row}");
-    assert_eq!(row["workers"], 4, "{row}");
+    assert_eq!(row["workers"], workers, "{row}");
     assert_eq!(row["jobs"], 200, "{row}");
     // Every job completed exactly once: the command fails otherwise, and
     // counts the completions it got back.
@@ -184,6 +196,23 @@ fn gak_drain_memory() {
         let row = gak_drain("memory:", batch);
         assert!(row["schema"].is_null(), "{row}");
     }
+}
+
+/// `gak drain --max-connections 2` with 8 workers: six of them wait for a
+/// connection at any time, and every job is still completed once.
+fn gak_drain_small_pool(store: &str) {
+    for batch in [1, 10] {
+        let row = gak_drain_with(store, batch, 8, &["--max-connections", "2"]);
+        assert_eq!(row["settings"]["max_connections"], 2, "{row}");
+    }
+    let refused = run_gak(
+        &std::env::temp_dir(),
+        &["drain", "--store", store, "--max-connections", "0"],
+        &[],
+        &[],
+        None,
+    );
+    refused.expect_code(2);
 }
 
 /// `gak drain --group-limit 2`: every tenth job in a group of at most two
@@ -236,6 +265,12 @@ fn main() {
     );
     suite.needs(&POSTGRES, "gak_drain_postgres", gak_drain_postgres);
     suite.test("gak_drain_memory", gak_drain_memory);
+    suite.test("gak_drain_small_pool_memory", || {
+        gak_drain_small_pool("memory:")
+    });
+    suite.needs(&POSTGRES, "gak_drain_small_pool_postgres", |dsn: &str| {
+        gak_drain_small_pool(dsn)
+    });
     suite.test("gak_drain_group_limit_memory", || {
         gak_drain_group_limit("memory:")
     });

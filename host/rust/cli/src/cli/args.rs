@@ -598,6 +598,10 @@ pub struct DrainArgs {
     /// Put every tenth job in the group `limited`, limited to N live claims: the drain samples the group's live claims throughout and fails if they ever exceed N, and reports the other jobs' rate apart.
     #[arg(long, value_name = "N", value_parser = group_limit)]
     pub group_limit: Option<u32>,
+    /// The kernel's pool: connections the workers share (default: one per worker, and one more, as
+    /// the peers harness gives each peer). Workers beyond it wait for a connection.
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub max_connections: Option<usize>,
     /// Print one JSON object (the peers harness's row) instead of a sentence.
     #[arg(long)]
     pub json: bool,

@@ -40,6 +40,10 @@ const PAGE: u32 = 1_000;
 /// How long a worker keeps claiming while every claim comes back empty and
 /// the board still lists an open task.
 const STALL: Duration = Duration::from_secs(30);
+/// A worker's wait after its first empty claim while tasks are open,
+/// doubled after each further one, at most `IDLE_DOUBLINGS` times (16 ms).
+const IDLE_FIRST: Duration = Duration::from_micros(125);
+const IDLE_DOUBLINGS: u32 = 7;
 
 /// The id of job `i`.
 fn job(i: usize) -> String {
@@ -88,7 +92,8 @@ pub fn run_drain(args: DrainArgs) -> Outcome {
     })?;
     let schema = (kind == StoreKind::Postgres)
         .then(|| format!("gak_peers_gak_{mode}_{}", std::process::id()));
-    let store = Store::open(&args.store, schema.as_deref(), args.workers)?;
+    let connections = args.max_connections.unwrap_or(args.workers + 1);
+    let store = Store::open(&args.store, schema.as_deref(), connections)?;
     let drained = drain(&store.kernel, &args);
     let dropped = store.close();
     let report = drained?;
@@ -115,7 +120,7 @@ pub fn run_drain(args: DrainArgs) -> Outcome {
             "settings": {
                 "agent": AGENT,
                 "ttl_ms": TTL_MS,
-                "max_connections": args.workers + 1,
+                "max_connections": connections,
                 "call": if args.batch == 1 {
                     "claim-next + complete"
                 } else {
@@ -141,8 +146,8 @@ pub fn run_drain(args: DrainArgs) -> Outcome {
             .cpu_seconds
             .map_or_else(String::new, |c| format!(", {c:.2} s of CPU"));
         println!(
-            "drained {} jobs with {} workers, batch {}, on {}: {seconds:.3} s, {jobs_per_s:.0} jobs/s{cpu}; \
-             {} claim calls, every job completed once",
+            "drained {} jobs with {} workers ({connections} connections), batch {}, on {}: {seconds:.3} s, \
+             {jobs_per_s:.0} jobs/s{cpu}; {} claim calls, every job completed once",
             args.jobs, args.workers, args.batch, report.store, report.claims,
         );
         if let Some(g) = &report.group {
@@ -169,10 +174,10 @@ struct Store {
 }
 
 impl Store {
-    /// A kernel on `url` with `workers + 1` connections; on PostgreSQL on a
+    /// A kernel on `url` with a pool of `connections`; on PostgreSQL on a
     /// fresh schema `schema`.
-    fn open(url: &str, schema: Option<&str>, workers: usize) -> Result<Store, Failure> {
-        let builder = gak::Kernel::builder().max_connections(workers + 1);
+    fn open(url: &str, schema: Option<&str>, connections: usize) -> Result<Store, Failure> {
+        let builder = gak::Kernel::builder().max_connections(connections);
         match schema {
             #[cfg(feature = "postgres")]
             Some(schema) => {
@@ -436,6 +441,7 @@ fn work(
     let board = kernel.taskboard();
     let mut worked = Worked::default();
     let mut empty_since: Option<Instant> = None;
+    let mut empty_streak = 0u32;
     while !stop.load(Ordering::Relaxed) {
         worked.claims += 1;
         let claimed: Vec<(String, String)> = if batch == 1 {
@@ -457,24 +463,35 @@ fn work(
             if done.load(Ordering::Acquire) >= jobs {
                 break;
             }
-            let open = board
-                .list(Some(TaskState::Open), None, 1)
-                .map_err(|e| format!("list: {e}"))?;
-            if open.items.is_empty() {
+            // The counts, not a listing: a listing reads the open task's
+            // record, which locks it on PostgreSQL, and claimers pass over
+            // a task another call holds (skip-locked claiming). With 32
+            // workers, those listing the last open tasks between empty
+            // claims kept every claimer from them, for good (seen here).
+            let counts = board.count().map_err(|e| format!("count: {e}"))?;
+            if counts.open == 0 {
                 break;
             }
             worked.empty_with_open += 1;
             let since = *empty_since.get_or_insert_with(Instant::now);
             if since.elapsed() > STALL {
+                let open = board
+                    .list(Some(TaskState::Open), None, 1)
+                    .map_err(|e| format!("list: {e}"))?;
                 return Err(format!(
                     "stalled: every claim for {} s found nothing free while {} is open",
                     STALL.as_secs(),
-                    open.items[0].id
+                    open.items.first().map_or("a task", |t| t.id.as_str())
                 ));
             }
+            // A worker's idle wait, growing while claims come back empty:
+            // what is left is held by other workers, which complete it.
+            std::thread::sleep(IDLE_FIRST * (1 << empty_streak));
+            empty_streak = (empty_streak + 1).min(IDLE_DOUBLINGS);
             continue;
         }
         empty_since = None;
+        empty_streak = 0;
         if let [(id, token)] = claimed.as_slice() {
             board
                 .complete(id, token)
