@@ -608,6 +608,33 @@ fn checker_judges_pass_overs() {
         event(1, poke(2), lost(), 1, 2),
     ];
     assert!(linearize(&strict, 2, &elsewhere, &[]).is_err());
+    // A claim of t1 reads its dependency t0 by key (to answer
+    // `deps-pending`), which locks t0 as a write would: a claim-next that
+    // overlaps it may pass t0 over and answer nothing (seen on PostgreSQL).
+    let chained = |mutant| {
+        let mut st = Lockstep::new(mutant);
+        let mut t1 = TaskSeed::new("t1");
+        t1.deps = vec!["t0".to_owned()];
+        st.model.apply(&Call::Seed(vec![TaskSeed::new("t0"), t1]));
+        st
+    };
+    let dep_read = [
+        event(0, next(0), granted("a0", &[]), 0, 3),
+        event(
+            1,
+            Op::Claim {
+                task: 1,
+                agent: 1,
+                ttl: 100,
+            },
+            Out::Err("deps-pending".to_owned()),
+            1,
+            2,
+        ),
+    ];
+    assert!(linearize(&chained(None), 2, &dep_read, &[]).is_ok());
+    // Without the overlapping claim of t1 the empty answer is rejected.
+    assert!(linearize(&chained(None), 1, &dep_read[..1], &[]).is_err());
     // A batch answers in claim order: [t1, t0] is out of order.
     let swapped = [event(
         0,

@@ -10,12 +10,13 @@
 //! SPEC 10 lets `claim-next` / `claim-batch` pass over a task that an
 //! overlapping call holds: the checker accepts a pass-over of task X only
 //! when a call of another thread that overlaps the claim in real time
-//! touched X ([`touched`]) — or a task of X's group: a grouped task's place
+//! touched X ([`touched`], or read it by key as a dependency or a dependent
+//! of a task it names) — or a task of X's group: a grouped task's place
 //! in the claim order is its group's (one head per group), which only a
 //! call holding the group's record moves — and then exactly as the kernel
 //! answered (the model is guided by [`PassOver`]); any other out-of-order
 //! grant is rejected.
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::answer::{Binder, compare};
 use super::call::Call;
@@ -48,11 +49,42 @@ pub fn touched(call: &Call<String>, out: &Out<String>) -> BTreeSet<String> {
     }
 }
 
+/// Tasks joined by a dependency, either way, in the start state or by any
+/// seed of the history. A call that names a task also reads its neighbours
+/// by key — a claim its dependencies (`deps-pending`), a completion its
+/// dependents (which may join the claim order) — and on PostgreSQL a read
+/// by key locks as much as a write.
+fn neighbours<'a>(
+    model: &'a Model,
+    calls: impl Iterator<Item = &'a Call<String>>,
+) -> BTreeMap<String, BTreeSet<String>> {
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut join = |a: &str, b: &str| {
+        edges.entry(a.to_owned()).or_default().insert(b.to_owned());
+        edges.entry(b.to_owned()).or_default().insert(a.to_owned());
+    };
+    for (id, task) in &model.tasks {
+        task.deps.iter().for_each(|d| join(id, d));
+    }
+    for call in calls {
+        if let Call::Seed(seeds) = call {
+            for s in seeds {
+                s.deps.iter().for_each(|d| join(&s.id, d));
+            }
+        }
+    }
+    edges
+}
+
 /// For each event, the tasks calls of other threads overlapping it in real
 /// time touched.
-fn held_by_overlapping(start: &Refs<String>, events: &[Event]) -> Vec<BTreeSet<String>> {
+fn held_by_overlapping(
+    start: &Refs<String>,
+    model: &Model,
+    events: &[Event],
+) -> Vec<BTreeSet<String>> {
     // Each thread's calls as it made them (with the tokens it had seen).
-    let mut touched = vec![BTreeSet::new(); events.len()];
+    let mut calls: Vec<Option<Call<String>>> = vec![None; events.len()];
     let threads = events.iter().map(|e| e.thread + 1).max().unwrap_or(0);
     for thread in 0..threads {
         let mut mine: Vec<usize> = (0..events.len())
@@ -62,10 +94,22 @@ fn held_by_overlapping(start: &Refs<String>, events: &[Event]) -> Vec<BTreeSet<S
         let mut refs = start.clone();
         for i in mine {
             let e = &events[i];
-            touched[i] = self::touched(&instantiate(&e.op, &refs, &FORGED.to_owned()), &e.out);
+            calls[i] = Some(instantiate(&e.op, &refs, &FORGED.to_owned()));
             refs.absorb(&e.op, &e.out);
         }
     }
+    let near = neighbours(model, calls.iter().flatten());
+    let touched: Vec<BTreeSet<String>> = calls
+        .iter()
+        .zip(events)
+        .map(|(call, e)| {
+            let named = call
+                .as_ref()
+                .map_or_else(BTreeSet::new, |c| self::touched(c, &e.out));
+            let read = named.iter().filter_map(|t| near.get(t)).flatten().cloned();
+            named.iter().cloned().chain(read).collect()
+        })
+        .collect();
     events
         .iter()
         .map(|a| {
@@ -196,7 +240,7 @@ pub fn linearize(
     let mut order = Vec::new();
     let mut steps = 0;
     let all = (1u32 << events.len()) - 1;
-    let held = held_by_overlapping(&start.real_refs, events);
+    let held = held_by_overlapping(&start.real_refs, &start.model, events);
     match dfs(&st, events, &held, finals, all, &mut order, &mut steps) {
         Ok(true) => Ok(order),
         Ok(false) => Err(format!(

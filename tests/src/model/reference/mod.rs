@@ -68,7 +68,7 @@ pub struct PassOver {
 #[derive(Clone, Debug)]
 pub struct MTask {
     title: String,
-    deps: Vec<String>,
+    pub(crate) deps: Vec<String>,
     pub(crate) state: TaskState,
     owner: Option<String>,
     token: Option<H>,
