@@ -410,6 +410,7 @@ fn event(thread: usize, op: Op, out: Out<String>, invoked: u64, returned: u64) -
         out,
         invoked,
         returned,
+        reran: false,
     }
 }
 
@@ -608,6 +609,21 @@ fn checker_judges_pass_overs() {
         event(1, poke(2), lost(), 1, 2),
     ];
     assert!(linearize(&strict, 2, &elsewhere, &[]).is_err());
+    // A claim the host re-ran after a store conflict (a PostgreSQL
+    // deadlock) may have held any task in the run that rolled back: an
+    // overlapping claim-next may pass t1 over although the re-run claim
+    // answered t0. Not re-run, it held only t0: rejected.
+    let rerun = |reran| {
+        [
+            event(0, next(0), granted("a0", &[("t2", &tok_a)]), 0, 3),
+            Event {
+                reran,
+                ..event(1, next(1), granted("a1", &[("t0", &tok_b)]), 1, 2)
+            },
+        ]
+    };
+    assert!(linearize(&strict, 2, &rerun(true), &[]).is_ok());
+    assert!(linearize(&strict, 2, &rerun(false), &[]).is_err());
     // A claim of t1 reads its dependency t0 by key (to answer
     // `deps-pending`), which locks t0 as a write would: a claim-next that
     // overlaps it may pass t0 over and answer nothing (seen on PostgreSQL).
@@ -635,6 +651,96 @@ fn checker_judges_pass_overs() {
     assert!(linearize(&chained(None), 2, &dep_read, &[]).is_ok());
     // Without the overlapping claim of t1 the empty answer is rejected.
     assert!(linearize(&chained(None), 1, &dep_read[..1], &[]).is_err());
+    // Two used-up tasks, each held by an overlapping call: the claim read
+    // t0 and turned it dead (its holder had committed) but passed t1 over
+    // unread (still held). Either both or neither is not enough: the
+    // revives after it tell which.
+    let used_up = {
+        let mut st = Lockstep::new(None);
+        let mut seeds = vec![
+            TaskSeed::new("t0"),
+            TaskSeed::new("t1"),
+            TaskSeed::new("t2"),
+        ];
+        seeds[0].max_attempts = Some(1);
+        seeds[1].max_attempts = Some(1);
+        st.model.apply(&Call::Seed(seeds));
+        for id in ["t0", "t1"] {
+            st.model.apply(&Call::Claim {
+                id: id.into(),
+                agent: "a1".into(),
+                ttl: 100,
+            });
+        }
+        st.model.apply(&Call::Advance(100));
+        st
+    };
+    let mut late = granted("a0", &[("t2", &tok_a)]);
+    if let Out::Tasks(ts) = &mut late {
+        ts[0].until = Some(START + 200);
+    }
+    let revived = Out::Task(TaskV {
+        id: "t0".into(),
+        title: String::new(),
+        deps: vec![],
+        state: TaskState::Open,
+        owner: None,
+        token: None,
+        until: None,
+        fence: 1,
+        priority: 0,
+        not_before: None,
+        max_attempts: Some(1),
+        group: None,
+        attempts: 0,
+        last_error: None,
+    });
+    let one_of_two = [
+        event(0, next(0), late, 0, 5),
+        event(1, poke(0), lost(), 1, 2),
+        event(2, poke(1), lost(), 1, 2),
+        event(1, Op::Revive { task: 0 }, revived, 6, 7),
+        event(2, Op::Revive { task: 1 }, Out::Err("not-dead".into()), 8, 9),
+    ];
+    assert!(linearize(&used_up, 3, &one_of_two, &[]).is_ok());
+    // Not overlapping the claim, t1's holder could not excuse its survival.
+    let mut alone = one_of_two.clone();
+    alone[2].invoked = 10;
+    alone[2].returned = 11;
+    assert!(linearize(&used_up, 3, &alone, &[]).is_err());
+    // A claim puts every expired claim back into the claim order, reading
+    // each by key (locked on PostgreSQL) though it grants one: an
+    // overlapping claim-next may pass the other over and answer nothing.
+    let expired = {
+        let mut st = Lockstep::new(None);
+        st.model
+            .apply(&Call::Seed(vec![TaskSeed::new("t0"), TaskSeed::new("t1")]));
+        for id in ["t0", "t1"] {
+            st.model.apply(&Call::Claim {
+                id: id.into(),
+                agent: "a1".into(),
+                ttl: 100,
+            });
+        }
+        st.model.apply(&Call::Advance(100));
+        st
+    };
+    let mut retaken = granted("a0", &[("t0", &tok_a)]);
+    if let Out::Tasks(ts) = &mut retaken {
+        ts[0].until = Some(START + 200);
+        ts[0].fence = 2;
+        ts[0].attempts = 2;
+    }
+    let put_back = [
+        event(0, batch(1), retaken, 0, 3),
+        event(1, next(1), granted("a1", &[]), 1, 2),
+    ];
+    assert!(linearize(&expired, 2, &put_back, &[]).is_ok());
+    // Not overlapping, the empty answer is rejected.
+    let mut apart = put_back.clone();
+    apart[1].invoked = 4;
+    apart[1].returned = 5;
+    assert!(linearize(&expired, 2, &apart, &[]).is_err());
     // A batch answers in claim order: [t1, t0] is out of order.
     let swapped = [event(
         0,
@@ -683,20 +789,24 @@ fn queue_claimers_test(binding: &str, cases: u32, fresh: &Fresh<'_>) {
     let started = Instant::now();
     let mut runner = TestRunner::new(config(cases));
     let grants = std::sync::atomic::AtomicU64::new(0);
+    let reruns = std::sync::atomic::AtomicU64::new(0);
     let result = runner.run(&queue_conc_strategy(), |case| {
         let clock = Arc::new(ManualClock::at(START));
         let (kernel, _guard) = fresh(clock.clone());
         let run = record(&kernel, &clock, &case, || {}).map_err(TestCaseError::fail)?;
         let n = check_queue_history(&case, &run).map_err(TestCaseError::fail)?;
         grants.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        let reran = run.events.iter().filter(|e| e.reran).count() as u64;
+        reruns.fetch_add(reran, std::sync::atomic::Ordering::Relaxed);
         linearize(&run.start, case.threads.len(), &run.events, &run.finals)
             .map_err(TestCaseError::fail)?;
         Ok(())
     });
     match result {
         Ok(()) => eprintln!(
-            "queue claimers[{binding}]: {cases} histories explained, {} grants ({:.1?})",
+            "queue claimers[{binding}]: {cases} histories explained, {} grants, {} calls re-run by the host ({:.1?})",
             grants.into_inner(),
+            reruns.into_inner(),
             started.elapsed()
         ),
         Err(TestError::Fail(why, case)) => {

@@ -7,8 +7,14 @@
 //! ([`Event`]): the real-time order a serial explanation must respect.
 //! After the threads finish, everything observable is read back
 //! ([`Finals`]).
-use std::sync::Barrier;
+//!
+//! Each event also says whether the host re-ran the call after a store
+//! conflict (a PostgreSQL deadlock, SQLite busy): the host warns once per
+//! re-run, on the thread that drives the call, and [`Reruns`] counts those
+//! warnings per thread. An aborted run of a claim may have held any task
+//! before it rolled back, which the linearizability checker must know.
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
 
 use gak::ManualClock;
 use gak::blocking::Kernel;
@@ -36,6 +42,40 @@ pub struct Event {
     pub invoked: u64,
     /// The global counter after the answer.
     pub returned: u64,
+    /// Did the host re-run the call after a store conflict?
+    pub reran: bool,
+}
+
+/// A tracing subscriber, installed on one recording thread, that counts the
+/// host's re-runs of that thread's calls: the warnings that carry the
+/// `attempt` field (`protocol::attempts`). Everything else is disabled.
+struct Reruns(Arc<AtomicU64>);
+
+impl Reruns {
+    fn counts(meta: &tracing::Metadata<'_>) -> bool {
+        meta.is_event()
+            && *meta.level() == tracing::Level::WARN
+            && meta.fields().field("attempt").is_some()
+    }
+}
+
+impl tracing::Subscriber for Reruns {
+    fn enabled(&self, meta: &tracing::Metadata<'_>) -> bool {
+        Self::counts(meta)
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        // Never called: no span is enabled.
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        if Self::counts(event.metadata()) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
 }
 
 /// What was read back after the threads finished: each read and its
@@ -163,13 +203,17 @@ pub fn record(
                 let barrier = &barrier;
                 let mut refs = st.real_refs.clone();
                 s.spawn(move || {
+                    let reruns = Arc::new(AtomicU64::new(0));
+                    let _counting = tracing::subscriber::set_default(Reruns(reruns.clone()));
                     barrier.wait();
                     let mut events = Vec::new();
                     for op in ops {
                         let call = instantiate(op, &refs, &FORGED.to_owned());
+                        let before = reruns.load(Ordering::Relaxed);
                         let invoked = SEQ.fetch_add(1, Ordering::SeqCst);
                         let out = apply_real(kernel, clock, &call);
                         let returned = SEQ.fetch_add(1, Ordering::SeqCst);
+                        let reran = reruns.load(Ordering::Relaxed) > before;
                         refs.absorb(op, &out);
                         events.push(Event {
                             thread,
@@ -177,6 +221,7 @@ pub fn record(
                             out,
                             invoked,
                             returned,
+                            reran,
                         });
                     }
                     events
@@ -222,8 +267,13 @@ pub fn render(events: &[Event]) -> String {
         .iter()
         .map(|e| {
             format!(
-                "  [{:>4}..{:>4}] thread {}: {:?}\n               -> {:?}\n",
-                e.invoked, e.returned, e.thread, e.op, e.out
+                "  [{:>4}..{:>4}] thread {}: {:?}{}\n               -> {:?}\n",
+                e.invoked,
+                e.returned,
+                e.thread,
+                e.op,
+                if e.reran { " (re-run by the host)" } else { "" },
+                e.out
             )
         })
         .collect()

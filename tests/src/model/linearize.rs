@@ -11,12 +11,16 @@
 //! overlapping call holds: the checker accepts a pass-over of task X only
 //! when a call of another thread that overlaps the claim in real time
 //! touched X ([`touched`], or read it by key as a dependency or a dependent
-//! of a task it names) — or a task of X's group: a grouped task's place
+//! of a task it names, or as an expired claim or a due delay a claim put
+//! back ([`requeueable`]); a claim the host re-ran may have touched any) —
+//! or a task of X's group: a grouped task's place
 //! in the claim order is its group's (one head per group), which only a
 //! call holding the group's record moves — and then exactly as the kernel
 //! answered (the model is guided by [`PassOver`]); any other out-of-order
 //! grant is rejected.
 use std::collections::{BTreeMap, BTreeSet};
+
+use gak::TaskState;
 
 use super::answer::{Binder, compare};
 use super::call::Call;
@@ -27,11 +31,12 @@ use super::ops::Op;
 use super::reference::{Model, PassOver};
 use super::{FORGED, FORGED_H, H, Out, TASKS};
 
-/// The tasks a call may hold a lock on, from the call and its answer:
-/// those it names, and those a claim answered; a claim call that failed
-/// may have held any task before rolling back. Reads (`list`) and refused
-/// input lock nothing.
-pub fn touched(call: &Call<String>, out: &Out<String>) -> BTreeSet<String> {
+/// The tasks a call may hold a lock on, from the call, its answer and
+/// whether the host re-ran it (`reran`): those it names, and those a claim
+/// answered; a claim call that failed, or that the host re-ran after a
+/// store conflict (a deadlock its walk was part of), may have held any task
+/// before a run rolled back. Reads (`list`) and refused input lock nothing.
+pub fn touched(call: &Call<String>, out: &Out<String>, reran: bool) -> BTreeSet<String> {
     match call {
         Call::Claim { id, .. }
         | Call::TRelease { id, .. }
@@ -42,7 +47,7 @@ pub fn touched(call: &Call<String>, out: &Out<String>) -> BTreeSet<String> {
         Call::Seed(seeds) => seeds.iter().map(|s| s.id.clone()).collect(),
         Call::CompleteBatch { items } => items.iter().map(|(id, _)| id.clone()).collect(),
         Call::ClaimNext { .. } | Call::ClaimBatch { .. } => match out {
-            Out::Tasks(ts) => ts.iter().map(|t| t.id.clone()).collect(),
+            Out::Tasks(ts) if !reran => ts.iter().map(|t| t.id.clone()).collect(),
             _ => TASKS.iter().map(|t| (*t).to_owned()).collect(),
         },
         _ => BTreeSet::new(),
@@ -76,6 +81,37 @@ fn neighbours<'a>(
     edges
 }
 
+/// The tasks a claim call returning at `returned` may have put back into
+/// the claim order, reading each by key (which locks it on PostgreSQL)
+/// whether or not it then granted it: every claim whose lease could have
+/// expired by then and every delay that could have come due: the tasks
+/// claimed or failed at the start, and those granted by a call invoked
+/// before it returned once the clock may have moved or a `fail` may have
+/// set a delay.
+fn requeueable(model: &Model, events: &[Event], returned: u64) -> BTreeSet<String> {
+    let mut put_back: BTreeSet<String> = model
+        .tasks
+        .iter()
+        .filter(|(_, t)| matches!(t.state, TaskState::Claimed | TaskState::Failed))
+        .map(|(id, _)| id.clone())
+        .collect();
+    let before = || events.iter().filter(move |o| o.invoked < returned);
+    let moved = before().any(|o| {
+        matches!(
+            o.op,
+            Op::Advance(_) | Op::AdvanceTo { .. } | Op::Fail { .. }
+        )
+    });
+    if moved {
+        put_back.extend(before().flat_map(|o| match &o.out {
+            Out::Tasks(ts) => ts.iter().map(|t| t.id.clone()).collect(),
+            Out::Task(t) if t.state == TaskState::Claimed => vec![t.id.clone()],
+            _ => Vec::new(),
+        }));
+    }
+    put_back
+}
+
 /// For each event, the tasks calls of other threads overlapping it in real
 /// time touched.
 fn held_by_overlapping(
@@ -105,9 +141,15 @@ fn held_by_overlapping(
         .map(|(call, e)| {
             let named = call
                 .as_ref()
-                .map_or_else(BTreeSet::new, |c| self::touched(c, &e.out));
+                .map_or_else(BTreeSet::new, |c| self::touched(c, &e.out, e.reran));
             let read = named.iter().filter_map(|t| near.get(t)).flatten().cloned();
-            named.iter().cloned().chain(read).collect()
+            let put_back = match call {
+                Some(Call::ClaimNext { .. } | Call::ClaimBatch { .. }) => {
+                    requeueable(model, events, e.returned)
+                }
+                _ => BTreeSet::new(),
+            };
+            named.iter().cloned().chain(read).chain(put_back).collect()
         })
         .collect();
     events
@@ -131,10 +173,23 @@ fn pass_over(e: &Event, held: &BTreeSet<String>) -> Option<PassOver> {
         (Op::ClaimNext { .. } | Op::ClaimBatch { .. }, Out::Tasks(ts)) => Some(PassOver {
             held: held.clone(),
             granted: ts.iter().map(|t| t.id.clone()).collect(),
-            kill_held: false,
+            kill: BTreeSet::new(),
         }),
         _ => None,
     }
+}
+
+/// Every subset of `set` (histories have at most six tasks).
+fn subsets(set: &BTreeSet<String>) -> Vec<BTreeSet<String>> {
+    let items: Vec<&String> = set.iter().collect();
+    (0..1u32 << items.len())
+        .map(|bits| {
+            (0..items.len())
+                .filter(|i| bits & (1 << i) != 0)
+                .map(|i| items[i].clone())
+                .collect()
+        })
+        .collect()
 }
 
 /// A model state while searching for a serial order.
@@ -187,15 +242,15 @@ fn dfs(
             return Err("search budget exhausted".into());
         }
         let guide = pass_over(e, &held[i]);
-        // A claim that passed over held tasks may have met a used-up one
-        // unread or read it and turned it dead: both are tried.
-        let kills: &[bool] = match &guide {
-            Some(p) if !p.held.is_empty() => &[false, true],
-            _ => &[false],
+        // A claim that passed over held tasks may have met each used-up one
+        // unread or read it and turned it dead: every subset is tried.
+        let kills: Vec<BTreeSet<String>> = match &guide {
+            Some(p) if !p.held.is_empty() => subsets(&st.model.used_up()),
+            _ => vec![BTreeSet::new()],
         };
-        for &kill_held in kills {
+        for kill in kills {
             let mut next = st.clone();
-            next.model.pass_over = guide.clone().map(|p| PassOver { kill_held, ..p });
+            next.model.pass_over = guide.clone().map(|p| PassOver { kill, ..p });
             let want = next
                 .model
                 .apply(&instantiate(&e.op, &next.refs[e.thread], &FORGED_H));

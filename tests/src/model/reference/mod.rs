@@ -58,11 +58,13 @@ pub enum Mutant {
 pub struct PassOver {
     pub held: std::collections::BTreeSet<String>,
     pub granted: Vec<String>,
-    /// A held task whose attempts are used up: read and turned dead (the
-    /// overlapping call had committed when this one met it), or passed
-    /// over unread (it held the task then). The answer does not tell
-    /// which: the checker tries both.
-    pub kill_held: bool,
+    /// The held tasks whose attempts are used up that the call read and
+    /// turned dead (the overlapping call had committed when this one met
+    /// them); the other held ones it passed over unread (held then). The
+    /// answer does not tell which, and each task may differ (one call's
+    /// commit came before the walk met its task, another's after): the
+    /// checker tries every subset ([`Model::used_up`]).
+    pub kill: std::collections::BTreeSet<String>,
 }
 
 #[derive(Clone, Debug)]

@@ -124,6 +124,24 @@ impl Model {
         t.max_attempts.is_some_and(|m| t.attempts >= m)
     }
 
+    /// The tasks a claim walk could meet with their attempts used up (not
+    /// finished, not under a live claim): those a walk that passed them
+    /// over may have read and turned dead (see [`super::PassOver::kill`]).
+    pub fn used_up(&self) -> std::collections::BTreeSet<String> {
+        self.tasks
+            .iter()
+            .filter(|(_, t)| {
+                Self::exhausted(t)
+                    && match t.state {
+                        TaskState::Open | TaskState::Failed => true,
+                        TaskState::Claimed => !self.task_live(t.until),
+                        TaskState::Done | TaskState::Dead => false,
+                    }
+            })
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
     /// SPEC 10's ready, the group's limit included.
     pub(crate) fn ready(&self, t: &MTask) -> bool {
         let free = match t.state {
@@ -212,8 +230,11 @@ impl Model {
                         .any(|h| self.tasks.get(h).is_some_and(|o| o.group == *group));
                 p.held.contains(&id) || group_held || self.mutant == Some(Mutant::PassOverUnheld)
             });
-            let kill_held = self.pass_over.as_ref().is_some_and(|p| p.kill_held);
-            if Self::exhausted(t) && held && !kill_held {
+            let kill = self
+                .pass_over
+                .as_ref()
+                .is_some_and(|p| p.kill.contains(&id));
+            if Self::exhausted(t) && held && !kill {
                 continue; // passed over unread
             }
             if Self::exhausted(t) && self.mutant != Some(Mutant::BatchSkipsAttemptsBound) {
