@@ -121,6 +121,45 @@ fn a_held_key_is_passed_over_unlocked(backend: &dyn Backend) {
     });
 }
 
+/// PostgreSQL: a claim puts expired claims back into the claim order by
+/// probing them, not by waiting for them. With t0's record held by another
+/// transaction (reading it, as every PostgreSQL read locks), a claim-next
+/// answers at once with t1, the other expired claim; t0 is claimed again
+/// once that transaction ends. (A claim that waited there, holding the
+/// group records its walk had read, could deadlock with the holder.)
+fn a_held_expired_claim_is_passed_over(dsn: &str) {
+    let schema = gak_tests::pg::Schema::new(dsn, "probes_expired");
+    let clock = std::sync::Arc::new(gak::ManualClock::at(1_000));
+    let kernel = schema.kernel_with(clock.clone());
+    let tb = kernel.taskboard();
+    tb.seed(&[gak::TaskSeed::new("t0"), gak::TaskSeed::new("t1")])
+        .expect("seed");
+    for id in ["t0", "t1"] {
+        tb.claim(id, "crashed", 100).expect("claim");
+    }
+    clock.advance(100);
+    let backend = gak::store::postgres::PostgresBackend::parse(&schema.url).expect("url");
+    let mut holder = run(backend.session()).expect("session");
+    run(holder.begin()).expect("begin");
+    run(holder.get_many(&[("tasks", "t0")])).expect("hold t0");
+    let (sent, answered) = std::sync::mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| sent.send(tb.claim_next("a", 100)).expect("send"));
+        let first = answered
+            .recv_timeout(ANSWERS_WITHIN)
+            .expect("the claim waited for the held expired claim")
+            .expect("claim-next")
+            .expect("a task");
+        assert_eq!((first.id.as_str(), first.fence), ("t1", 2));
+    });
+    run(holder.rollback());
+    let second = tb
+        .claim_next("a", 100)
+        .expect("claim-next")
+        .expect("a task");
+    assert_eq!((second.id.as_str(), second.fence), ("t0", 2));
+}
+
 fn main() {
     let mut suite = Suite::new();
     suite.test("probes_read_what_nobody_holds_memory", || {
@@ -149,6 +188,11 @@ fn main() {
             let backend = gak::store::postgres::PostgresBackend::parse(&schema.url).expect("url");
             a_held_key_is_passed_over_unlocked(&backend);
         },
+    );
+    suite.needs(
+        &POSTGRES,
+        "a_held_expired_claim_is_passed_over_postgres",
+        a_held_expired_claim_is_passed_over,
     );
     suite.run();
 }

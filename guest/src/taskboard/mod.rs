@@ -747,7 +747,8 @@ fn stands_at(
 /// Move the expired claims (`qc/`) or due delays (`qd/`) at the start of
 /// `first` (and of the pages after it) back into the claim order, each
 /// checked against its task: a range read may be older than a concurrent
-/// change. Answers whether anything moved.
+/// change. A task an overlapping call holds is passed over. Answers whether
+/// anything moved.
 fn requeue(
     tx: &mut impl Txn,
     groups: &mut Groups,
@@ -777,7 +778,15 @@ fn requeue(
             .iter()
             .map(|(_, e)| (Table::Tasks, e.id.as_str()))
             .collect();
-        for ((key, _), value) in ripe.iter().zip(read_many(tx, &wanted)?) {
+        // Probed, not waited for: a task an overlapping call holds is being
+        // finished, failed, released or put back by it, and is passed over
+        // (SPEC 10). Waiting here, holding the group records the walk has
+        // read, is what let two calls wait for each other on PostgreSQL (a
+        // deadlock, detected after a second and the call re-run).
+        for ((key, _), value) in ripe.iter().zip(tx.try_get_many(&wanted)?) {
+            let Some(value) = value else {
+                continue; // held by an overlapping call: passed over
+            };
             let Some(record) = value.as_deref().map(decode_task).transpose()? else {
                 continue;
             };
