@@ -554,6 +554,21 @@ fn granted(agent: &str, ids: &[(&str, &str)]) -> Out<String> {
     )
 }
 
+/// A model start: `seeds` seeded, t0 and t1 claimed, then expired.
+fn claimed_then_expired(seeds: Vec<TaskSeed>) -> Lockstep {
+    let mut st = Lockstep::new(None);
+    st.model.apply(&Call::Seed(seeds));
+    for id in ["t0", "t1"] {
+        st.model.apply(&Call::Claim {
+            id: id.into(),
+            agent: "a1".into(),
+            ttl: 100,
+        });
+    }
+    st.model.apply(&Call::Advance(100));
+    st
+}
+
 /// SPEC 10's pass-over: a claimer may pass over a task only when an
 /// overlapping call of another thread touched it; any other out-of-order
 /// grant is rejected. The checker mutant `PassOverUnheld` (a pass-over of a
@@ -656,7 +671,6 @@ fn checker_judges_pass_overs() {
     // unread (still held). Either both or neither is not enough: the
     // revives after it tell which.
     let used_up = {
-        let mut st = Lockstep::new(None);
         let mut seeds = vec![
             TaskSeed::new("t0"),
             TaskSeed::new("t1"),
@@ -664,16 +678,7 @@ fn checker_judges_pass_overs() {
         ];
         seeds[0].max_attempts = Some(1);
         seeds[1].max_attempts = Some(1);
-        st.model.apply(&Call::Seed(seeds));
-        for id in ["t0", "t1"] {
-            st.model.apply(&Call::Claim {
-                id: id.into(),
-                agent: "a1".into(),
-                ttl: 100,
-            });
-        }
-        st.model.apply(&Call::Advance(100));
-        st
+        claimed_then_expired(seeds)
     };
     let mut late = granted("a0", &[("t2", &tok_a)]);
     if let Out::Tasks(ts) = &mut late {
@@ -711,20 +716,7 @@ fn checker_judges_pass_overs() {
     // A claim puts every expired claim back into the claim order, reading
     // each by key (locked on PostgreSQL) though it grants one: an
     // overlapping claim-next may pass the other over and answer nothing.
-    let expired = {
-        let mut st = Lockstep::new(None);
-        st.model
-            .apply(&Call::Seed(vec![TaskSeed::new("t0"), TaskSeed::new("t1")]));
-        for id in ["t0", "t1"] {
-            st.model.apply(&Call::Claim {
-                id: id.into(),
-                agent: "a1".into(),
-                ttl: 100,
-            });
-        }
-        st.model.apply(&Call::Advance(100));
-        st
-    };
+    let expired = claimed_then_expired(vec![TaskSeed::new("t0"), TaskSeed::new("t1")]);
     let mut retaken = granted("a0", &[("t0", &tok_a)]);
     if let Out::Tasks(ts) = &mut retaken {
         ts[0].until = Some(START + 200);
