@@ -130,26 +130,23 @@ impl Model {
     pub fn used_up(&self) -> std::collections::BTreeSet<String> {
         self.tasks
             .iter()
-            .filter(|(_, t)| {
-                Self::exhausted(t)
-                    && match t.state {
-                        TaskState::Open | TaskState::Failed => true,
-                        TaskState::Claimed => !self.task_live(t.until),
-                        TaskState::Done | TaskState::Dead => false,
-                    }
-            })
+            .filter(|(_, t)| Self::exhausted(t) && self.free(t))
             .map(|(id, _)| id.clone())
             .collect()
     }
 
-    /// SPEC 10's ready, the group's limit included.
-    pub(crate) fn ready(&self, t: &MTask) -> bool {
-        let free = match t.state {
+    /// Neither finished nor under a live claim.
+    fn free(&self, t: &MTask) -> bool {
+        match t.state {
             TaskState::Open | TaskState::Failed => true,
             TaskState::Claimed => !self.task_live(t.until),
             TaskState::Done | TaskState::Dead => false,
-        };
-        free && self.deps_done(t) && self.due(t) && !self.group_full(t)
+        }
+    }
+
+    /// SPEC 10's ready, the group's limit included.
+    pub(crate) fn ready(&self, t: &MTask) -> bool {
+        self.free(t) && self.deps_done(t) && self.due(t) && !self.group_full(t)
     }
 
     /// Grant `id` to `agent`: a new token, fence + 1, attempts + 1.
