@@ -1,6 +1,7 @@
--- gak's PostgreSQL schema and its three functions, shared by every host that
+-- gak's PostgreSQL schema and its five functions, shared by every host that
 -- binds PostgreSQL (Rust `host/rust/src/store/postgres`, Python
--- `host/python/src/gak/stores/postgres.py`; see `host/HOSTS.md`).
+-- `host/python/src/gak/stores/postgres.py`, JavaScript
+-- `host/js/src/store/postgres.js`; see `host/HOSTS.md`).
 --
 -- @schema@ stands for the schema's name, validated by the host before it is
 -- put here ([a-z_][a-z0-9_]{0,62}, not pg_*): never data. Hosts run this
@@ -155,6 +156,142 @@ BEGIN
           ON CONFLICT (key) DO UPDATE SET value = excluded.value;
       END CASE;
     END IF;
+  END LOOP;
+END
+$fn$;
+
+-- gak_read_v1 for many keys (a batch's): the same locks and the same
+-- answer, the keys read by one join per table instead of one statement per
+-- key (a `complete-batch` of 100 reads its 100 task records in one
+-- statement). A host MAY send either for any number of keys; the Rust host
+-- sends this one from 16 keys (`MANY_AT` in
+-- host/rust/src/store/postgres/session.rs, where the figures are).
+CREATE OR REPLACE FUNCTION "@schema@".gak_read_many_v1(tables text[], keys text[], clock boolean)
+RETURNS text[] LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+  found text[] := array_fill(NULL::text, ARRAY[coalesce(array_length(keys, 1), 0)]);
+  r record;
+BEGIN
+  PERFORM pg_advisory_xact_lock(l.h)
+     FROM (SELECT DISTINCT hashtextextended('@schema@/' || x.t || '/' || x.k, 0) AS h
+             FROM unnest(tables, keys) AS x(t, k)) AS l
+    ORDER BY l.h;
+  FOR r IN
+    SELECT x.i, s.value::text AS value FROM unnest(tables, keys) WITH ORDINALITY AS x(t, k, i)
+      JOIN "@schema@"."snapshots" s ON s.key = x.k WHERE x.t = 'snapshots'
+    UNION ALL
+    SELECT x.i, s.value::text AS value FROM unnest(tables, keys) WITH ORDINALITY AS x(t, k, i)
+      JOIN "@schema@"."outcomes" s ON s.key = x.k WHERE x.t = 'outcomes'
+    UNION ALL
+    SELECT x.i, s.value::text AS value FROM unnest(tables, keys) WITH ORDINALITY AS x(t, k, i)
+      JOIN "@schema@"."actions" s ON s.key = x.k WHERE x.t = 'actions'
+    UNION ALL
+    SELECT x.i, s.value::text AS value FROM unnest(tables, keys) WITH ORDINALITY AS x(t, k, i)
+      JOIN "@schema@"."resources" s ON s.key = x.k WHERE x.t = 'resources'
+    UNION ALL
+    SELECT x.i, s.value::text AS value FROM unnest(tables, keys) WITH ORDINALITY AS x(t, k, i)
+      JOIN "@schema@"."sinks" s ON s.key = x.k WHERE x.t = 'sinks'
+    UNION ALL
+    SELECT x.i, s.value::text AS value FROM unnest(tables, keys) WITH ORDINALITY AS x(t, k, i)
+      JOIN "@schema@"."tasks" s ON s.key = x.k WHERE x.t = 'tasks'
+    UNION ALL
+    SELECT x.i, s.value::text AS value FROM unnest(tables, keys) WITH ORDINALITY AS x(t, k, i)
+      JOIN "@schema@"."indexes" s ON s.key = x.k WHERE x.t = 'indexes'
+    UNION ALL
+    SELECT x.i, s.value::text AS value FROM unnest(tables, keys) WITH ORDINALITY AS x(t, k, i)
+      JOIN "@schema@"."meta" s ON s.key = x.k WHERE x.t = 'meta'
+    UNION ALL
+    SELECT x.i, s.value AS value FROM unnest(tables, keys) WITH ORDINALITY AS x(t, k, i)
+      JOIN "@schema@"."downstream" s ON s.key = x.k WHERE x.t = 'downstream'
+  LOOP
+    found[r.i] := r.value;
+  END LOOP;
+  IF clock THEN
+    found := found || ((extract(epoch FROM clock_timestamp()) * 1000)::int8)::text;
+  END IF;
+  RETURN found;
+END
+$fn$;
+
+-- gak_write_v1 for many keys (a batch's write set; the Rust host's from 16
+-- keys): the same locks and the same effect, each table's deletes and upserts as one
+-- statement over the arrays instead of one statement per key (every key
+-- appears at most once, as for gak_write_v1).
+CREATE OR REPLACE FUNCTION "@schema@".gak_write_many_v1(tables text[], keys text[], vals text[])
+RETURNS void LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+  tb text;
+BEGIN
+  PERFORM pg_advisory_xact_lock(l.h)
+     FROM (SELECT DISTINCT hashtextextended('@schema@/' || x.t || '/' || x.k, 0) AS h
+             FROM unnest(tables, keys) AS x(t, k)) AS l
+    ORDER BY l.h;
+  FOR tb IN SELECT DISTINCT x.t FROM unnest(tables) AS x(t) LOOP
+    CASE tb
+      WHEN 'snapshots' THEN
+        DELETE FROM "@schema@"."snapshots" s USING unnest(tables, keys, vals) AS x(t, k, v)
+         WHERE x.t = 'snapshots' AND x.v IS NULL AND s.key = x.k;
+        INSERT INTO "@schema@"."snapshots" (key, value)
+          SELECT x.k, x.v::jsonb FROM unnest(tables, keys, vals) AS x(t, k, v)
+           WHERE x.t = 'snapshots' AND x.v IS NOT NULL
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+      WHEN 'outcomes' THEN
+        DELETE FROM "@schema@"."outcomes" s USING unnest(tables, keys, vals) AS x(t, k, v)
+         WHERE x.t = 'outcomes' AND x.v IS NULL AND s.key = x.k;
+        INSERT INTO "@schema@"."outcomes" (key, value)
+          SELECT x.k, x.v::jsonb FROM unnest(tables, keys, vals) AS x(t, k, v)
+           WHERE x.t = 'outcomes' AND x.v IS NOT NULL
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+      WHEN 'actions' THEN
+        DELETE FROM "@schema@"."actions" s USING unnest(tables, keys, vals) AS x(t, k, v)
+         WHERE x.t = 'actions' AND x.v IS NULL AND s.key = x.k;
+        INSERT INTO "@schema@"."actions" (key, value)
+          SELECT x.k, x.v::jsonb FROM unnest(tables, keys, vals) AS x(t, k, v)
+           WHERE x.t = 'actions' AND x.v IS NOT NULL
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+      WHEN 'resources' THEN
+        DELETE FROM "@schema@"."resources" s USING unnest(tables, keys, vals) AS x(t, k, v)
+         WHERE x.t = 'resources' AND x.v IS NULL AND s.key = x.k;
+        INSERT INTO "@schema@"."resources" (key, value)
+          SELECT x.k, x.v::jsonb FROM unnest(tables, keys, vals) AS x(t, k, v)
+           WHERE x.t = 'resources' AND x.v IS NOT NULL
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+      WHEN 'sinks' THEN
+        DELETE FROM "@schema@"."sinks" s USING unnest(tables, keys, vals) AS x(t, k, v)
+         WHERE x.t = 'sinks' AND x.v IS NULL AND s.key = x.k;
+        INSERT INTO "@schema@"."sinks" (key, value)
+          SELECT x.k, x.v::jsonb FROM unnest(tables, keys, vals) AS x(t, k, v)
+           WHERE x.t = 'sinks' AND x.v IS NOT NULL
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+      WHEN 'tasks' THEN
+        DELETE FROM "@schema@"."tasks" s USING unnest(tables, keys, vals) AS x(t, k, v)
+         WHERE x.t = 'tasks' AND x.v IS NULL AND s.key = x.k;
+        INSERT INTO "@schema@"."tasks" (key, value)
+          SELECT x.k, x.v::jsonb FROM unnest(tables, keys, vals) AS x(t, k, v)
+           WHERE x.t = 'tasks' AND x.v IS NOT NULL
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+      WHEN 'indexes' THEN
+        DELETE FROM "@schema@"."indexes" s USING unnest(tables, keys, vals) AS x(t, k, v)
+         WHERE x.t = 'indexes' AND x.v IS NULL AND s.key = x.k;
+        INSERT INTO "@schema@"."indexes" (key, value)
+          SELECT x.k, x.v::jsonb FROM unnest(tables, keys, vals) AS x(t, k, v)
+           WHERE x.t = 'indexes' AND x.v IS NOT NULL
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+      WHEN 'meta' THEN
+        DELETE FROM "@schema@"."meta" s USING unnest(tables, keys, vals) AS x(t, k, v)
+         WHERE x.t = 'meta' AND x.v IS NULL AND s.key = x.k;
+        INSERT INTO "@schema@"."meta" (key, value)
+          SELECT x.k, x.v::jsonb FROM unnest(tables, keys, vals) AS x(t, k, v)
+           WHERE x.t = 'meta' AND x.v IS NOT NULL
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+      WHEN 'downstream' THEN
+        DELETE FROM "@schema@"."downstream" s USING unnest(tables, keys, vals) AS x(t, k, v)
+         WHERE x.t = 'downstream' AND x.v IS NULL AND s.key = x.k;
+        INSERT INTO "@schema@"."downstream" (key, value)
+          SELECT x.k, x.v FROM unnest(tables, keys, vals) AS x(t, k, v)
+           WHERE x.t = 'downstream' AND x.v IS NOT NULL
+          ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+    END CASE;
   END LOOP;
 END
 $fn$;

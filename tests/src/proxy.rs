@@ -174,7 +174,7 @@ fn writes(kind: Option<u8>, body: &[u8], known: &mut std::collections::HashSet<S
         sql.starts_with("INSERT")
             || sql.starts_with("DELETE")
             || sql.starts_with("UPDATE")
-            || sql.contains(".GAK_WRITE_V1(")
+            || sql.contains(".GAK_WRITE_")
     };
     match kind {
         Some(b'P') => {

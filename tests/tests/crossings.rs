@@ -5,7 +5,7 @@
 //! read, the write set, `COMMIT`), counted at the wire by a proxy. A refusal
 //! hands over no write set, and a call that only reads writes nothing.
 use gak::blocking::Kernel;
-use gak::{Acquired, Action, Error, TaskSeed};
+use gak::{Acquired, Action, Completion, Error, TaskSeed, TaskState};
 use gak_tests::pg;
 use gak_tests::proxy::CommitCutter;
 use gak_tests::suite::{POSTGRES, Suite};
@@ -61,7 +61,8 @@ fn claim_and_acquire_cross_three_times(kernel: &Kernel) {
 
 /// On PostgreSQL, through a proxy that records what the server ran: a claim,
 /// an acquire and a complete are each `BEGIN`, one `gak_read_v1`, one
-/// `gak_write_v1`, `COMMIT`.
+/// `gak_write_v1`, `COMMIT`; a `complete-batch` of 20 one
+/// `gak_read_many_v1` and one `gak_write_many_v1`.
 fn four_statements_each(dsn: &str) {
     let schema = pg::Schema::new(dsn, "statements");
     let proxy = CommitCutter::start(dsn);
@@ -112,6 +113,43 @@ fn four_statements_each(dsn: &str) {
         "complete",
         ran(&|| drop(kernel.sideeffect().complete(&action, &lease, b"r").unwrap())),
     );
+
+    // A batch's many keys go out as the `_many` functions: a
+    // `complete-batch` of 20 reads its 20 task records and writes its
+    // 100-odd keys with one statement each, never key by key.
+    let tb = kernel.taskboard();
+    let ids: Vec<String> = (0..20).map(|i| format!("b{i:02}")).collect();
+    let seeds: Vec<TaskSeed> = ids.iter().map(|id| TaskSeed::new(id)).collect();
+    tb.seed(&seeds).unwrap();
+    let batch = tb.claim_batch("w", 60_000, 20).unwrap();
+    assert_eq!(batch.len(), 20, "{batch:?}");
+    let items: Vec<Completion> = batch
+        .iter()
+        .map(|t| Completion::new(&t.id, t.token.as_deref().unwrap()))
+        .collect();
+    let statements = ran(&|| {
+        let answers = tb.complete_batch(&items).unwrap();
+        assert_eq!(answers.len(), 20);
+    });
+    let named = |f: &str| {
+        statements
+            .iter()
+            .filter(|sql| sql.contains(&format!(".{f}(")))
+            .count()
+    };
+    assert_eq!(
+        (named("gak_read_many_v1"), named("gak_write_many_v1")),
+        (1, 1),
+        "{statements:#?}"
+    );
+    assert_eq!(
+        (named("gak_read_v1"), named("gak_write_v1")),
+        (0, 0),
+        "{statements:#?}"
+    );
+    for id in &ids {
+        assert_eq!(tb.get(id).unwrap().state, TaskState::Done, "{id}");
+    }
 }
 
 fn main() {

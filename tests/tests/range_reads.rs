@@ -5,6 +5,12 @@
 //! against a byte-ordered map of what was written, committed and not yet
 //! committed, with strict and inclusive lower bounds, empty prefixes
 //! (no upper bound), limits and mixed tables.
+//!
+//! The same holds for point reads and write sets of many keys: from 16 keys
+//! the PostgreSQL binding sends them as `gak_read_many_v1` and
+//! `gak_write_many_v1` (one statement per table over the arrays) instead of
+//! one statement per key; they must answer and apply exactly what the
+//! per-key functions do.
 use std::collections::BTreeMap;
 
 use gak::blocking::run_future as run;
@@ -204,6 +210,163 @@ fn ranges_answer_as_alone(backend: &dyn Backend) {
     });
 }
 
+/// The value `key` of `table` holds in generation `n` (downstream holds
+/// text; the kernel's tables jsonb, in the form PostgreSQL answers).
+fn value(table: &str, key: &str, n: u32) -> String {
+    if table == "downstream" {
+        format!("{table}:{key}:{n}")
+    } else {
+        format!("{{\"v\": \"{table}:{key}:{n}\"}}")
+    }
+}
+
+/// Apply `changes` (none deletes) to `map` and as one write set.
+async fn apply(
+    session: &mut Box<dyn gak::store::Session>,
+    map: &mut Entries,
+    changes: &[(&'static str, String, Option<String>)],
+) {
+    let writes: Vec<Write<'_>> = changes
+        .iter()
+        .map(|(table, key, value)| Write {
+            table,
+            key,
+            value: value.as_deref(),
+        })
+        .collect();
+    session.write(&writes).await.expect("write set");
+    for (table, key, value) in changes {
+        match value {
+            Some(v) => map.insert(((*table).to_owned(), key.clone()), v.clone()),
+            None => map.remove(&((*table).to_owned(), key.clone())),
+        };
+    }
+}
+
+/// `keys` read together answer what `map` holds, in order, and each read
+/// alone answers the same.
+async fn check_points(
+    session: &mut Box<dyn gak::store::Session>,
+    map: &Entries,
+    keys: &[(&'static str, String)],
+    what: &str,
+) {
+    let asked: Vec<(&'static str, &str)> = keys.iter().map(|(t, k)| (*t, k.as_str())).collect();
+    let expected: Vec<Option<String>> = keys
+        .iter()
+        .map(|(t, k)| map.get(&((*t).to_owned(), k.clone())).cloned())
+        .collect();
+    let (together, _) = session.read(&asked, &[]).await.expect("read together");
+    assert_eq!(together, expected, "{what}: read together");
+    for (i, key) in asked.iter().enumerate() {
+        let (alone, _) = session
+            .read(std::slice::from_ref(key), &[])
+            .await
+            .expect("read alone");
+        assert_eq!(alone, vec![together[i].clone()], "{what}: {key:?} alone");
+    }
+}
+
+/// Point reads of many keys (some absent, some deleted, one twice) answer
+/// in order what each key holds, read together and read alone, after write
+/// sets of many keys that insert, overwrite and delete across tables.
+fn points_and_writes_in_bulk(backend: &dyn Backend) {
+    const TABLES: [&str; 4] = ["tasks", "indexes", "meta", "downstream"];
+    let mut map = Entries::new();
+    run(async {
+        let mut session = backend.session().await.expect("session");
+        session.begin().await.expect("begin");
+        let first: Vec<(&'static str, String, Option<String>)> = TABLES
+            .iter()
+            .flat_map(|t| {
+                (0..10).map(move |i| {
+                    (
+                        *t,
+                        format!("k{i:02}"),
+                        Some(value(t, &format!("k{i:02}"), 0)),
+                    )
+                })
+            })
+            .collect();
+        apply(&mut session, &mut map, &first).await;
+        session.commit().await.expect("commit");
+
+        // Deletes, overwrites, inserts and the delete of an absent key.
+        let mut second: Vec<(&'static str, String, Option<String>)> = Vec::new();
+        for i in 0..5 {
+            second.push(("tasks", format!("k{i:02}"), None));
+            second.push((
+                "indexes",
+                format!("k{i:02}"),
+                Some(value("indexes", &format!("k{i:02}"), 1)),
+            ));
+        }
+        for i in 0..10 {
+            second.push((
+                "meta",
+                format!("n{i:02}"),
+                Some(value("meta", &format!("n{i:02}"), 1)),
+            ));
+        }
+        second.push(("downstream", "k09".to_owned(), None));
+        second.push(("tasks", "gone".to_owned(), None));
+        assert!(second.len() >= 16);
+        session.begin().await.expect("begin");
+        apply(&mut session, &mut map, &second).await;
+        session.commit().await.expect("commit");
+
+        let keys: Vec<(&'static str, String)> = [
+            ("meta", "n07"),
+            ("tasks", "k00"),
+            ("tasks", "k07"),
+            ("indexes", "k03"),
+            ("downstream", "k09"),
+            ("downstream", "k08"),
+            ("tasks", "gone"),
+            ("indexes", "k09"),
+            ("meta", "k00"),
+            ("snapshots", "k00"),
+            ("tasks", "k07"),
+            ("meta", "n00"),
+            ("indexes", "k00"),
+            ("tasks", "k04"),
+            ("tasks", "k05"),
+            ("meta", "n09"),
+            ("downstream", "k00"),
+            ("outcomes", "x"),
+        ]
+        .iter()
+        .map(|(t, k)| (*t, (*k).to_owned()))
+        .collect();
+        session.begin().await.expect("begin");
+        check_points(&mut session, &map, &keys, "committed").await;
+        // The transaction's own write set of many keys, seen by its next read.
+        let mut own: Vec<(&'static str, String, Option<String>)> = Vec::new();
+        for i in 5..10 {
+            own.push(("tasks", format!("k{i:02}"), None));
+            own.push((
+                "meta",
+                format!("n{i:02}"),
+                Some(value("meta", &format!("n{i:02}"), 2)),
+            ));
+            own.push((
+                "downstream",
+                format!("k{i:02}"),
+                Some(value("downstream", &format!("k{i:02}"), 2)),
+            ));
+            own.push((
+                "snapshots",
+                format!("k{:02}", i - 5),
+                Some(value("snapshots", &format!("k{:02}", i - 5), 2)),
+            ));
+        }
+        assert!(own.len() >= 16);
+        apply(&mut session, &mut map, &own).await;
+        check_points(&mut session, &map, &keys, "own writes").await;
+        session.rollback().await;
+    });
+}
+
 fn main() {
     let mut suite = Suite::new();
     suite.test("ranges_answer_as_alone_memory", || {
@@ -221,5 +384,23 @@ fn main() {
         let backend = gak::store::postgres::PostgresBackend::parse(&schema.url).expect("url");
         ranges_answer_as_alone(&backend);
     });
+    suite.test("points_and_writes_in_bulk_memory", || {
+        points_and_writes_in_bulk(&gak::store::memory::MemoryBackend::default());
+    });
+    suite.test("points_and_writes_in_bulk_sqlite", || {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite:{}", dir.path().join("p.db").display());
+        let backend = run(gak::store::open(&url)).expect("sqlite");
+        points_and_writes_in_bulk(&*backend);
+    });
+    suite.needs(
+        &POSTGRES,
+        "points_and_writes_in_bulk_postgres",
+        |dsn: &str| {
+            let schema = gak_tests::pg::Schema::new(dsn, "bulk");
+            let backend = gak::store::postgres::PostgresBackend::parse(&schema.url).expect("url");
+            points_and_writes_in_bulk(&backend);
+        },
+    );
     suite.run();
 }

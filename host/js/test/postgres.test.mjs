@@ -12,6 +12,7 @@ import pg from 'pg';
 import { GakError, Worker as QueueWorker, openKernel } from '../src/index.js';
 import { PostgresKernel } from '../src/pg-kernel.js';
 import { PostgresBackend } from '../src/store/index.js';
+import { POSTGRES_MANY_KEYS_FROM } from '../src/store/facts.js';
 import { DSN, needsPostgres, schemaUrl } from './fixtures/pg.mjs';
 
 const MINUTE = 60_000n;
@@ -40,7 +41,7 @@ test('the schema is the shared file: the Rust and Python hosts\' tables and func
     "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 ORDER BY 1",
     [schema],
   );
-  assert.deepEqual(functions.map((r) => r.proname), ['gak_read_v1', 'gak_try_read_v1', 'gak_write_v1']);
+  assert.deepEqual(functions.map((r) => r.proname), ['gak_read_many_v1', 'gak_read_v1', 'gak_try_read_v1', 'gak_write_many_v1', 'gak_write_v1']);
 });
 
 test('a blocking kernel and a kernel of promises share one schema: one wins, the other sees taken', needsPostgres, async (t) => {
@@ -517,4 +518,72 @@ test('statement_timeout_ms bounds every statement server-side: a call stuck on a
   await holder.terminate();
   assert.equal(kernel.taskboard.claim('x', 'w', MINUTE).fence, 1n);
   assert.throws(() => new PostgresBackend(`${url}x`, { create: false }), /statement_timeout_ms=100x/);
+});
+
+test('many keys (gak_read_many_v1 / gak_write_many_v1) read and write as the same keys one at a time do', needsPostgres, (t) => {
+  const backend = new PostgresBackend(schemaUrl(t, 'bulk'));
+  const session = backend.session();
+  const held = new Map();
+  const value = (table, key, n) => (table === 'downstream' ? `${table}:${key}:${n}` : JSON.stringify({ v: `${table}:${key}:${n}` }));
+  const norm = (table, v) => (v === undefined || table === 'downstream' ? v : JSON.parse(v));
+  const apply = (txn, changes) => {
+    assert.ok(changes.length >= POSTGRES_MANY_KEYS_FROM);
+    txn.write(changes.map(([table, key, v]) => ({ table, key, value: v ?? undefined })));
+    for (const [table, key, v] of changes) {
+      if (v === null) held.delete(`${table}/${key}`);
+      else held.set(`${table}/${key}`, v);
+    }
+  };
+  const asked = [
+    ['meta', 'n07'], ['tasks', 'k00'], ['tasks', 'k07'], ['indexes', 'k03'], ['downstream', 'k09'], ['downstream', 'k08'],
+    ['tasks', 'gone'], ['indexes', 'k09'], ['meta', 'k00'], ['snapshots', 'k00'], ['tasks', 'k07'], ['meta', 'n00'],
+    ['indexes', 'k00'], ['tasks', 'k04'], ['tasks', 'k05'], ['meta', 'n09'], ['downstream', 'k00'], ['outcomes', 'x'],
+  ];
+  assert.ok(asked.length >= POSTGRES_MANY_KEYS_FROM);
+  const check = (txn, what) => {
+    const together = txn.read(asked, []).values;
+    assert.deepEqual(
+      together.map((v, i) => norm(asked[i][0], v)),
+      asked.map(([table, key]) => norm(table, held.get(`${table}/${key}`))),
+      what,
+    );
+    asked.forEach((key, i) => assert.deepEqual(txn.read([key], []).values, [together[i]], `${what}: ${key}`));
+  };
+  try {
+    let txn = session.begin();
+    apply(txn, ['tasks', 'indexes', 'meta', 'downstream'].flatMap((table) =>
+      Array.from({ length: 10 }, (_, i) => [table, `k0${i}`, value(table, `k0${i}`, 0)])));
+    txn.commit();
+    const second = [];
+    for (let i = 0; i < 5; i++) second.push(['tasks', `k0${i}`, null], ['indexes', `k0${i}`, value('indexes', `k0${i}`, 1)]);
+    for (let i = 0; i < 10; i++) second.push(['meta', `n0${i}`, value('meta', `n0${i}`, 1)]);
+    second.push(['downstream', 'k09', null], ['tasks', 'gone', null]);
+    txn = session.begin();
+    apply(txn, second);
+    txn.commit();
+    txn = session.begin();
+    check(txn, 'committed');
+    const own = [];
+    for (let i = 5; i < 10; i++) {
+      own.push(['tasks', `k0${i}`, null], ['meta', `n0${i}`, value('meta', `n0${i}`, 2)],
+        ['downstream', `k0${i}`, value('downstream', `k0${i}`, 2)], ['snapshots', `k0${i - 5}`, value('snapshots', `k0${i - 5}`, 2)]);
+    }
+    apply(txn, own);
+    check(txn, 'own writes');
+    txn.rollback();
+
+    // With the per-key statements broken, many keys still go through (the
+    // `_many` functions carry them); one key fewer does not.
+    const broken = { name: 'gak_broken', text: 'SELECT gak_no_such_function($1, $2, $3)' };
+    session.sql = { ...session.sql, read: broken, write: broken };
+    const n = POSTGRES_MANY_KEYS_FROM;
+    const keys = Array.from({ length: n }, (_, i) => ['tasks', `m${String(i).padStart(2, '0')}`]);
+    txn = session.begin();
+    txn.write(keys.map(([table, key], i) => ({ table, key, value: JSON.stringify({ i }) })));
+    assert.deepEqual(txn.read(keys, []).values.map((v) => JSON.parse(v).i), keys.map((_, i) => i));
+    assert.throws(() => txn.read(keys.slice(1), []), /gak_no_such_function/);
+    txn.rollback();
+  } finally {
+    session.close();
+  }
 });

@@ -139,6 +139,93 @@ def test_a_read_and_a_write_set_on_every_binding(backend: Any) -> None:
         s.close()
 
 
+
+def _bulk_value(table: str, key: str, n: int) -> str:
+    return f"{table}:{key}:{n}" if table == "downstream" else json.dumps({"v": f"{table}:{key}:{n}"})
+
+
+def test_many_keys_read_and_write_alike_on_every_binding(backend: Any) -> None:
+    """Point reads and write sets of many keys (PostgreSQL: from
+    POSTGRES_MANY_KEYS_FROM, `gak_read_many_v1` / `gak_write_many_v1`) answer
+    and apply what the same keys one at a time do: inserts, overwrites,
+    deletes (of absent keys too), across tables, a key asked twice, and the
+    transaction's own write set."""
+    from gak.stores._facts import POSTGRES_MANY_KEYS_FROM
+
+    held: dict[tuple[str, str], str] = {}
+
+    def apply(s: Any, changes: list[tuple[str, str, str | None]]) -> None:
+        assert len(changes) >= POSTGRES_MANY_KEYS_FROM
+        s.write(changes)
+        for t, k, v in changes:
+            if v is None:
+                held.pop((t, k), None)
+            else:
+                held[(t, k)] = v
+
+    asked = [("meta", "n07"), ("tasks", "k00"), ("tasks", "k07"), ("indexes", "k03"), ("downstream", "k09"),
+             ("downstream", "k08"), ("tasks", "gone"), ("indexes", "k09"), ("meta", "k00"), ("snapshots", "k00"),
+             ("tasks", "k07"), ("meta", "n00"), ("indexes", "k00"), ("tasks", "k04"), ("tasks", "k05"),
+             ("meta", "n09"), ("downstream", "k00"), ("outcomes", "x")]
+    assert len(asked) >= POSTGRES_MANY_KEYS_FROM
+
+    def check(s: Any) -> None:
+        def norm(t: str, v: str | None) -> Any:
+            return v if v is None or t == "downstream" else json.loads(v)
+
+        together = s.get_many(asked)
+        assert [norm(t, v) for (t, _), v in zip(asked, together)] == [norm(t, held.get((t, k))) for t, k in asked]
+        for key, value in zip(asked, together):
+            assert s.get_many([key]) == [value], key
+
+    s = backend.session()
+    try:
+        s.begin()
+        apply(s, [(t, f"k{i:02}", _bulk_value(t, f"k{i:02}", 0)) for t in ("tasks", "indexes", "meta", "downstream") for i in range(10)])
+        s.commit()
+        second: list[tuple[str, str, str | None]] = []
+        for i in range(5):
+            second += [("tasks", f"k{i:02}", None), ("indexes", f"k{i:02}", _bulk_value("indexes", f"k{i:02}", 1))]
+        second += [("meta", f"n{i:02}", _bulk_value("meta", f"n{i:02}", 1)) for i in range(10)]
+        second += [("downstream", "k09", None), ("tasks", "gone", None)]
+        s.begin()
+        apply(s, second)
+        s.commit()
+        s.begin()
+        check(s)
+        own: list[tuple[str, str, str | None]] = []
+        for i in range(5, 10):
+            own += [("tasks", f"k{i:02}", None), ("meta", f"n{i:02}", _bulk_value("meta", f"n{i:02}", 2)),
+                    ("downstream", f"k{i:02}", _bulk_value("downstream", f"k{i:02}", 2)),
+                    ("snapshots", f"k{i - 5:02}", _bulk_value("snapshots", f"k{i - 5:02}", 2))]
+        apply(s, own)
+        check(s)
+        s.rollback()
+    finally:
+        s.close()
+
+
+def test_postgres_many_keys_go_out_as_the_many_functions(pg_backend: Any) -> None:
+    """With the per-key statements broken, a read and a write set of
+    POSTGRES_MANY_KEYS_FROM keys still work (they use the `_many`
+    functions); one key fewer does not."""
+    from gak.stores._facts import POSTGRES_MANY_KEYS_FROM
+
+    n = POSTGRES_MANY_KEYS_FROM
+    s = pg_backend.session()
+    try:
+        s.begin()
+        s._read_sql = s._write_sql = "SELECT gak_no_such_function(%s, %s, %s)"
+        s.write([("tasks", f"m{i:02}", json.dumps({"i": i})) for i in range(n)])
+        values = s.get_many([("tasks", f"m{i:02}") for i in range(n)])
+        assert [json.loads(v)["i"] for v in values] == list(range(n))
+        with pytest.raises(Exception, match="gak_no_such_function"):
+            s.get_many([("tasks", f"m{i:02}") for i in range(n - 1)])
+        s.rollback()
+    finally:
+        s.close()
+
+
 # --- PostgreSQL: two round trips a call, from the shared file --------------------
 
 

@@ -32,6 +32,7 @@ struct Facts {
     pg_default_schema: String,
     pg_setup_lock: u64,
     pg_key_lock_name: String,
+    pg_many_keys_from: u64,
     schema_first: String,
     schema_rest: String,
     schema_max_bytes: u64,
@@ -199,6 +200,7 @@ fn load(c: &Contract, root: &Path) -> Result<Facts, String> {
         pg_default_schema: text("/postgres/default-schema")?,
         pg_setup_lock: number("/postgres/setup-lock")?,
         pg_key_lock_name: text("/postgres/key-lock-name")?,
+        pg_many_keys_from: number("/postgres/many-keys-from")?,
         schema_first: text("/postgres/schema/first")?,
         schema_rest: text("/postgres/schema/rest")?,
         schema_max_bytes: number("/postgres/schema/max-bytes")?,
@@ -311,12 +313,17 @@ fn rust(c: &Contract, f: &Facts) -> String {
          /// The schema of a URL without `?schema=`.\npub const POSTGRES_DEFAULT_SCHEMA: &str = {};\n\n\
          /// The advisory lock every host takes around its schema set-up.\npub const POSTGRES_SETUP_LOCK: i64 = {};\n\n\
          /// The name of a key's advisory lock, hashed by the server\n/// (`hashtextextended(name, 0)`).\n\
-         pub const POSTGRES_KEY_LOCK_NAME: &str = {};\n",
+         pub const POSTGRES_KEY_LOCK_NAME: &str = {};\n\n\
+         /// From how many keys a host sends a point read or a write set as\n\
+         /// `gak_read_many_v1` / `gak_write_many_v1` (one statement per table)\n\
+         /// instead of `gak_read_v1` / `gak_write_v1` (one per key).\n\
+         pub const POSTGRES_MANY_KEYS_FROM: usize = {};\n",
         f.pg_schemes.len(),
         quoted(&f.pg_schemes),
         lit(&f.pg_default_schema),
         f.pg_setup_lock,
         lit(&f.pg_key_lock_name),
+        f.pg_many_keys_from,
     );
     let _ = writeln!(
         o,
@@ -469,6 +476,10 @@ fn python(c: &Contract, f: &Facts) -> String {
          #: The advisory lock every host takes around its schema set-up.\nPOSTGRES_SETUP_LOCK = {}\n\n\
          #: The name of a key's advisory lock, hashed by the server\n#: (``hashtextextended(name, 0)``).\n\
          POSTGRES_KEY_LOCK_NAME = {}\n\n\
+         #: From how many keys a host sends a point read or a write set as\n\
+         #: ``gak_read_many_v1`` / ``gak_write_many_v1`` (one statement per table)\n\
+         #: instead of ``gak_read_v1`` / ``gak_write_v1`` (one per key).\n\
+         POSTGRES_MANY_KEYS_FROM = {}\n\n\
          #: ``memory:`` URLs.\nMEMORY_URLS: tuple[str, ...] = {}\n\n\
          #: The store URLs a host accepts, for messages.\nUSAGE = {}\n\n\
          #: The leading words (upper case) of the statements a sink body may not run\n\
@@ -479,6 +490,7 @@ fn python(c: &Contract, f: &Facts) -> String {
         lit(&f.pg_default_schema),
         f.pg_setup_lock,
         lit(&f.pg_key_lock_name),
+        f.pg_many_keys_from,
         py_tuple(&f.memory_urls),
         lit(&f.usage),
         py_tuple(&f.transaction_control),
@@ -602,6 +614,10 @@ fn js(c: &Contract, f: &Facts) -> String {
          /** The advisory lock every host takes around its schema set-up. */\nexport const POSTGRES_SETUP_LOCK = {};\n\n\
          /** The name of a key's advisory lock, hashed by the server (`hashtextextended(name, 0)`). */\n\
          export const POSTGRES_KEY_LOCK_NAME = {};\n\n\
+         /**\n * From how many keys a host sends a point read or a write set as\n\
+         \x20* `gak_read_many_v1` / `gak_write_many_v1` (one statement per table)\n\
+         \x20* instead of `gak_read_v1` / `gak_write_v1` (one per key).\n */\n\
+         export const POSTGRES_MANY_KEYS_FROM = {};\n\n\
          /** `memory:` URLs. */\nexport const MEMORY_URLS = {};\n\n\
          /** The store URLs a host accepts, for messages. */\nexport const USAGE = {};\n\n\
          /**\n * The leading words (upper case) of the statements a sink body may not run\n\
@@ -612,6 +628,7 @@ fn js(c: &Contract, f: &Facts) -> String {
         q(&f.pg_default_schema),
         f.pg_setup_lock,
         q(&f.pg_key_lock_name),
+        f.pg_many_keys_from,
         js_list(&f.memory_urls),
         q(&f.usage),
         js_list(&f.transaction_control),

@@ -60,6 +60,13 @@ export const POSTGRES_SETUP_LOCK = 7135862;
 /** The name of a key's advisory lock, hashed by the server (`hashtextextended(name, 0)`). */
 export const POSTGRES_KEY_LOCK_NAME = '{schema}/{table}/{key}';
 
+/**
+ * From how many keys a host sends a point read or a write set as
+ * `gak_read_many_v1` / `gak_write_many_v1` (one statement per table)
+ * instead of `gak_read_v1` / `gak_write_v1` (one per key).
+ */
+export const POSTGRES_MANY_KEYS_FROM = 16;
+
 /** `memory:` URLs. */
 export const MEMORY_URLS = Object.freeze(['memory:', 'memory']);
 

@@ -23,7 +23,15 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { StoreConflict, StoreFailure } from './errors.js';
-import { CONNECTION_WAIT_MS, POSTGRES_DEFAULT_SCHEMA, POSTGRES_SETUP_LOCK, TABLES, prefixEnd, validSchema } from './facts.js';
+import {
+  CONNECTION_WAIT_MS,
+  POSTGRES_DEFAULT_SCHEMA,
+  POSTGRES_MANY_KEYS_FROM,
+  POSTGRES_SETUP_LOCK,
+  TABLES,
+  prefixEnd,
+  validSchema,
+} from './facts.js';
 import { compareKeys } from './keys.js';
 import { GakError } from '../errors.js';
 import { Line } from './pg-io.js';
@@ -250,6 +258,10 @@ function statementsOf(schema) {
     read: { name: 'gak_read', text: `SELECT "${schema}".gak_read_v1($1::text[], $2::text[], $3)` },
     tryRead: { name: 'gak_try_read', text: `SELECT held, vals FROM "${schema}".gak_try_read_v1($1::text[], $2::text[])` },
     write: { name: 'gak_write', text: `SELECT "${schema}".gak_write_v1($1::text[], $2::text[], $3::text[])` },
+    // From POSTGRES_MANY_KEYS_FROM keys (a batch's): one statement per table
+    // instead of one per key, the same locks and answers.
+    readMany: { name: 'gak_read_many', text: `SELECT "${schema}".gak_read_many_v1($1::text[], $2::text[], $3)` },
+    writeMany: { name: 'gak_write_many', text: `SELECT "${schema}".gak_write_many_v1($1::text[], $2::text[], $3::text[])` },
     range,
   };
 }
@@ -452,7 +464,8 @@ class PostgresTxn {
       }
       this.#deferred = new Map();
       this.#wrote = true;
-      batch.push({ ...this.session.sql.write, values: [tables, keys, values] });
+      const write = keys.length >= POSTGRES_MANY_KEYS_FROM ? this.session.sql.writeMany : this.session.sql.write;
+      batch.push({ ...write, values: [tables, keys, values] });
     }
     this.#beginPending = false;
     return batch;
@@ -489,8 +502,9 @@ class PostgresTxn {
     const statements = [];
     const point = keys.length > 0 || clock;
     if (point) {
+      const read = keys.length >= POSTGRES_MANY_KEYS_FROM ? this.session.sql.readMany : this.session.sql.read;
       statements.push({
-        ...this.session.sql.read,
+        ...read,
         values: [keys.map(([t]) => checkedTable(t)), keys.map(([, k]) => k), clock],
       });
     }

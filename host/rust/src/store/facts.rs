@@ -54,6 +54,11 @@ pub const POSTGRES_SETUP_LOCK: i64 = 7135862;
 /// (`hashtextextended(name, 0)`).
 pub const POSTGRES_KEY_LOCK_NAME: &str = "{schema}/{table}/{key}";
 
+/// From how many keys a host sends a point read or a write set as
+/// `gak_read_many_v1` / `gak_write_many_v1` (one statement per table)
+/// instead of `gak_read_v1` / `gak_write_v1` (one per key).
+pub const POSTGRES_MANY_KEYS_FROM: usize = 16;
+
 /// `memory:` URLs.
 pub const MEMORY_URLS: [&str; 2] = ["memory:", "memory"];
 

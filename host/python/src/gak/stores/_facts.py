@@ -64,6 +64,11 @@ POSTGRES_SETUP_LOCK = 7135862
 #: (``hashtextextended(name, 0)``).
 POSTGRES_KEY_LOCK_NAME = "{schema}/{table}/{key}"
 
+#: From how many keys a host sends a point read or a write set as
+#: ``gak_read_many_v1`` / ``gak_write_many_v1`` (one statement per table)
+#: instead of ``gak_read_v1`` / ``gak_write_v1`` (one per key).
+POSTGRES_MANY_KEYS_FROM = 16
+
 #: ``memory:`` URLs.
 MEMORY_URLS: tuple[str, ...] = ("memory:", "memory")
 

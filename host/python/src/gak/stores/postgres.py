@@ -41,7 +41,7 @@ from psycopg import pq
 from psycopg.pq import TransactionStatus
 
 from ..errors import OpenError
-from ._facts import POSTGRES_DEFAULT_SCHEMA, POSTGRES_SETUP_LOCK, valid_schema
+from ._facts import POSTGRES_DEFAULT_SCHEMA, POSTGRES_MANY_KEYS_FROM, POSTGRES_SETUP_LOCK, valid_schema
 from .base import TABLES, Answers, Change, Helpers, Key, Range, StoreConflict, StoreFailure, checked_table, prefix_end
 from . import pg_url
 from .pg_body import BodyCursor
@@ -232,6 +232,10 @@ class PostgresSession(Helpers):
         self._read_sql = f'SELECT "{s}".gak_read_v1(%s::text[], %s::text[], %s)'
         self._try_read_sql = f'SELECT held, vals FROM "{s}".gak_try_read_v1(%s::text[], %s::text[])'
         self._write_sql = f'SELECT "{s}".gak_write_v1(%s::text[], %s::text[], %s::text[])'
+        # From POSTGRES_MANY_KEYS_FROM keys (a batch's): one statement per
+        # table instead of one per key, the same locks and answers.
+        self._read_many_sql = f'SELECT "{s}".gak_read_many_v1(%s::text[], %s::text[], %s)'
+        self._write_many_sql = f'SELECT "{s}".gak_write_many_v1(%s::text[], %s::text[], %s::text[])'
         upper = {True: 'AND key COLLATE "C" < %s', False: ""}
         self._range = {
             (t, strict, bounded): f'SELECT key, value::text FROM "{s}"."{t}" WHERE key COLLATE "C" '
@@ -269,7 +273,8 @@ class PostgresSession(Helpers):
                 keys.append(k)
                 values.append(v)
             self._deferred = {}
-            batch.append((self._write_sql, (tables, keys, values)))
+            many = len(keys) >= POSTGRES_MANY_KEYS_FROM
+            batch.append((self._write_many_sql if many else self._write_sql, (tables, keys, values)))
         self._begin_pending = False
         return batch
 
@@ -362,7 +367,8 @@ class PostgresSession(Helpers):
             # clock is read after them), then the range reads run, each
             # with a snapshot taken after the locks were granted (HOSTS.md).
             tables = [checked_table(t) for t, _ in keys]
-            statements.append((self._read_sql, (tables, [k for _, k in keys], db_clock)))
+            sql = self._read_many_sql if len(keys) >= POSTGRES_MANY_KEYS_FROM else self._read_sql
+            statements.append((sql, (tables, [k for _, k in keys], db_clock)))
         for t, prefix, after, limit in ranges:
             strict = after is not None and after >= prefix
             lower = after if strict else prefix
