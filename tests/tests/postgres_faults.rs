@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use gak::blocking::Kernel;
 use gak::store::postgres::{PostgresBackend, valid_schema};
+use gak::tokio_postgres;
 use gak::{Acquired, Action, Error, ManualClock, SinkError, TaskSeed, TaskState};
 use gak_tests::broken::IgnoresDatabaseClock;
 use gak_tests::pg;
@@ -341,6 +342,132 @@ fn a_failed_first_statement_leaves_the_connection_usable(dsn: &str) {
     assert_eq!((task.fence, task.owner.as_deref()), (1, Some("w2")));
 }
 
+/// A blocking kernel's round trips wake the calling thread through its own
+/// socket (`poll(2)` on the caller, not the `gak-io` reactor thread, then
+/// a wake-up): at least one such wake per claim, counted on this thread.
+fn blocking_calls_wait_for_their_own_sockets(dsn: &str) {
+    let schema = pg::Schema::new(dsn, "caller");
+    let kernel = schema.kernel();
+    let seeds: Vec<TaskSeed> = (0..10).map(|i| TaskSeed::new(&format!("t{i}"))).collect();
+    kernel.taskboard().seed(&seeds).unwrap();
+    let before = gak::measure::caller_socket_wakes();
+    for i in 0..10 {
+        let task = kernel
+            .taskboard()
+            .claim(&format!("t{i}"), "w", 60_000)
+            .unwrap();
+        assert_eq!(task.fence, 1);
+    }
+    let woken = gak::measure::caller_socket_wakes() - before;
+    assert!(
+        woken >= 10,
+        "10 claims woke the caller by its socket {woken} times"
+    );
+}
+
+/// The connection settings of `dsn` with `hosts` (host, port) in its place.
+fn with_hosts(dsn: &str, hosts: &[(&str, u16)]) -> tokio_postgres::Config {
+    let base: tokio_postgres::Config = dsn.parse().expect("GAK_PG_DSN as libpq reads it");
+    let mut config = tokio_postgres::Config::new();
+    if let Some(user) = base.get_user() {
+        config.user(user);
+    }
+    if let Some(password) = base.get_password() {
+        config.password(password);
+    }
+    if let Some(db) = base.get_dbname() {
+        config.dbname(db);
+    }
+    config.ssl_mode(base.get_ssl_mode());
+    for (host, port) in hosts {
+        config.host(*host).port(*port);
+    }
+    config
+}
+
+/// The server of `dsn`, as a TCP host and port.
+fn tcp_server(dsn: &str) -> (String, u16) {
+    let base: tokio_postgres::Config = dsn.parse().expect("GAK_PG_DSN as libpq reads it");
+    let host = match base.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(name)) => name.clone(),
+        _ => "127.0.0.1".to_owned(),
+    };
+    (host, base.get_ports().first().copied().unwrap_or(5432))
+}
+
+/// Sessions made on a calling thread connect as tokio-postgres does: hosts
+/// in order (a refused one, then the server), `target_session_attrs`
+/// checked (the server is a primary: `read-write` connects, `read-only`
+/// is refused with libpq's reason, naming no password).
+fn hosts_are_tried_in_order_with_their_session_attributes(dsn: &str) {
+    use tokio_postgres::config::TargetSessionAttrs;
+    let schema = pg::Schema::new(dsn, "hosts");
+    let (host, port) = tcp_server(dsn);
+    let open = |attrs| {
+        let mut config = with_hosts(dsn, &[(host.as_str(), 1), (host.as_str(), port)]);
+        config.target_session_attrs(attrs);
+        gak::Kernel::builder()
+            .postgres(config, &schema.name)
+            .open_blocking()
+    };
+    let kernel = open(TargetSessionAttrs::ReadWrite).expect("open");
+    kernel.taskboard().seed(&[TaskSeed::new("t")]).unwrap();
+    let before = gak::measure::caller_socket_wakes();
+    assert_eq!(kernel.taskboard().claim("t", "w", 60_000).unwrap().fence, 1);
+    assert!(
+        gak::measure::caller_socket_wakes() > before,
+        "a caller's socket"
+    );
+
+    let refused = open(TargetSessionAttrs::ReadOnly).unwrap_err().to_string();
+    assert!(refused.contains("database is not read only"), "{refused}");
+}
+
+/// This thread's CPU time so far, in clock ticks (`/proc/thread-self/stat`).
+fn thread_cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("procfs");
+    let fields: Vec<&str> = stat.rsplit_once(") ").expect("stat").1.split(' ').collect();
+    // utime and stime, fields 14 and 15 of stat(5), 12 and 13 after the name.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// A session a blocking call made, used next by the async view of the same
+/// pool on a tokio runtime (`as_async`), waits through that runtime's
+/// reactor: a half-second server-side sleep costs the thread next to no
+/// CPU (a stream that spun for want of a watcher would burn the half
+/// second), and the blocking kernel goes on afterwards.
+fn a_caller_s_session_used_from_async_code_waits_without_spinning(dsn: &str) {
+    let schema = pg::Schema::new(dsn, "mixed");
+    let kernel = gak::Kernel::builder()
+        .store(&schema.url)
+        .max_connections(1)
+        .open_blocking()
+        .expect("open");
+    kernel
+        .taskboard()
+        .seed(&[TaskSeed::new("a"), TaskSeed::new("b")])
+        .unwrap();
+    kernel.taskboard().claim("a", "w", 60_000).unwrap();
+    let core = kernel.as_async();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = thread_cpu_ticks();
+    let slept = runtime.block_on(core.with_downstream(async |d| {
+        d.postgres_query("SELECT pg_sleep(0.5)::text", &[])
+            .await
+            .expect("postgres")
+    }));
+    let spent = thread_cpu_ticks() - started;
+    assert_eq!(slept.expect("slept").len(), 1);
+    assert!(
+        spent < 10,
+        "{spent} ticks of CPU while the server slept 0.5 s"
+    );
+    assert_eq!(kernel.taskboard().claim("b", "w", 60_000).unwrap().fence, 1);
+}
+
 fn main() {
     let mut suite = Suite::new();
     suite.needs(
@@ -370,6 +497,21 @@ fn main() {
         &POSTGRES,
         "a_failed_first_statement_leaves_the_connection_usable",
         a_failed_first_statement_leaves_the_connection_usable,
+    );
+    suite.needs(
+        &POSTGRES,
+        "blocking_calls_wait_for_their_own_sockets",
+        blocking_calls_wait_for_their_own_sockets,
+    );
+    suite.needs(
+        &POSTGRES,
+        "hosts_are_tried_in_order_with_their_session_attributes",
+        hosts_are_tried_in_order_with_their_session_attributes,
+    );
+    suite.needs(
+        &POSTGRES,
+        "a_caller_s_session_used_from_async_code_waits_without_spinning",
+        a_caller_s_session_used_from_async_code_waits_without_spinning,
     );
     suite.run();
 }

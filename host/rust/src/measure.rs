@@ -12,6 +12,14 @@ use crate::clock::Clock;
 use crate::engine::{COMPONENT_WASM, Instance, compiled};
 pub use crate::native::{Caller, NativeStore, random128};
 
+/// How many times the calling thread, inside a call of the blocking API,
+/// was woken by one of its own PostgreSQL sockets rather than by another
+/// thread (Linux; zero elsewhere). For tests and `gak drain`'s report.
+#[doc(hidden)]
+pub fn caller_socket_wakes() -> u64 {
+    crate::drive::socket_wakes()
+}
+
 /// Counts what an instance's memories grow to, refusing nothing: a store
 /// limiter used only to measure (`instance_bytes`).
 #[derive(Default)]

@@ -45,6 +45,8 @@ use crate::OpenError;
 pub(crate) mod driver;
 pub(crate) mod lex;
 mod session;
+#[cfg(target_os = "linux")]
+mod socket;
 mod tls;
 
 pub use lex::Refusal;
@@ -322,7 +324,9 @@ impl PostgresBackend {
 
     /// A new connection whose I/O is left to the caller: a session drives
     /// it from the futures that wait for its answers ([`driver`]), on the
-    /// caller's thread, instead of a task on the runtime's worker.
+    /// caller's thread, instead of a task on the runtime's worker. Made on
+    /// a calling thread of the blocking API, its socket's readiness is
+    /// that thread's to wait for too ([`socket`]).
     pub(crate) async fn connect_driven(&self) -> Result<(Client, driver::Connection), StoreFault> {
         let failed = |e: tokio_postgres::Error| {
             StoreFault::Failure(format!(
@@ -331,6 +335,21 @@ impl PostgresBackend {
                 said(&e)
             ))
         };
+        #[cfg(target_os = "linux")]
+        if crate::drive::on_caller_thread() && socket::follows(&self.config) {
+            let failed = |e: String| {
+                StoreFault::Failure(format!(
+                    "cannot connect to PostgreSQL at {}: {e}",
+                    self.target
+                ))
+            };
+            return match &self.tls {
+                None => socket::connect(&self.config, NoTls).await.map_err(failed),
+                Some(tls) => socket::connect(&self.config, tls.clone())
+                    .await
+                    .map_err(failed),
+            };
+        }
         match &self.tls {
             None => {
                 let (client, connection) = self.config.connect(NoTls).await.map_err(failed)?;
