@@ -15,9 +15,10 @@
 //! ```
 //!
 //! PostgreSQL connections are driven on the calling thread, by the call
-//! that waits for them; one small runtime shared by the process (one
-//! thread, `gak-io`) watches their sockets and runs the timers of retries
-//! and pool waits. Calling the blocking API from inside an
+//! that waits for them, and on Linux the calling thread also waits for
+//! their sockets itself (`poll(2)`); one small runtime shared by the
+//! process (one thread, `gak-io`) runs the timers of retries and pool waits
+//! (and elsewhere watches the sockets). Calling the blocking API from inside an
 //! async task blocks that task's worker thread: use [`crate::Kernel`] there.
 use std::future::Future;
 use std::sync::Arc;

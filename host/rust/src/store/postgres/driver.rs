@@ -9,8 +9,9 @@
 //! answer and wakes the caller. Here the connection is polled by the
 //! future that waits for its answer, on the caller's thread: the request
 //! leaves as soon as it is queued, the answer is parsed where it is used,
-//! and only the socket's readiness still comes from the runtime's reactor.
-//! Eight workers no longer share one thread for all their parsing.
+//! and (on Linux, for the blocking API) the caller waits for the socket's
+//! readiness itself (`socket.rs`). Eight workers no longer share one
+//! thread for all their parsing.
 //!
 //! Between calls nobody polls the connection: what the server sends then
 //! waits in the socket until the next call. A request that must leave
