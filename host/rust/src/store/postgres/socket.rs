@@ -221,6 +221,17 @@ impl AsyncWrite for CallerSocket {
     }
 }
 
+/// The TLS makers [`connect`] takes: `NoTls` and the binding's rustls one.
+pub(crate) trait Tls:
+    MakeTlsConnect<CallerSocket, Stream: Send + 'static, Error: std::fmt::Display>
+{
+}
+
+impl<T> Tls for T where
+    T: MakeTlsConnect<CallerSocket, Stream: Send + 'static, Error: std::fmt::Display>
+{
+}
+
 /// Whether [`connect`] follows `config` (else tokio-postgres connects).
 pub(crate) fn follows(config: &Config) -> bool {
     config.get_load_balance_hosts() == LoadBalanceHosts::Disable
@@ -228,14 +239,10 @@ pub(crate) fn follows(config: &Config) -> bool {
 
 /// A connection over a [`CallerSocket`], tried host by host as
 /// tokio-postgres' `connect` tries them. The error is the last attempt's.
-pub(crate) async fn connect<T>(config: &Config, mut tls: T) -> Result<(Client, Connection), String>
-where
-    T: MakeTlsConnect<CallerSocket>,
-    T::Stream: Send + 'static,
-    T::TlsConnect: Send,
-    <T::TlsConnect as tokio_postgres::tls::TlsConnect<CallerSocket>>::Future: Send,
-    T::Error: std::fmt::Display,
-{
+pub(crate) async fn connect<T: Tls>(
+    config: &Config,
+    mut tls: T,
+) -> Result<(Client, Connection), String> {
     let hosts = config.get_hosts();
     let addrs = config.get_hostaddrs();
     if hosts.is_empty() && addrs.is_empty() {
@@ -280,20 +287,13 @@ enum Dial {
     Unix(std::path::PathBuf),
 }
 
-async fn connect_host<T>(
+async fn connect_host<T: Tls>(
     config: &Config,
     tls: &mut T,
     dial: Dial,
     hostname: Option<&str>,
     port: u16,
-) -> Result<(Client, Connection), String>
-where
-    T: MakeTlsConnect<CallerSocket>,
-    T::Stream: Send + 'static,
-    T::TlsConnect: Send,
-    <T::TlsConnect as tokio_postgres::tls::TlsConnect<CallerSocket>>::Future: Send,
-    T::Error: std::fmt::Display,
-{
+) -> Result<(Client, Connection), String> {
     let timeout = config.get_connect_timeout().copied();
     match dial {
         Dial::Unix(path) => {
@@ -411,19 +411,12 @@ fn finish_tcp(config: &Config, stream: TcpStream) -> io::Result<TcpStream> {
 }
 
 /// TLS and the start-up over `io`, then `target_session_attrs`.
-async fn login<T>(
+async fn login<T: Tls>(
     config: &Config,
     tls: &mut T,
     io: Io,
     hostname: Option<&str>,
-) -> Result<(Client, Connection), String>
-where
-    T: MakeTlsConnect<CallerSocket>,
-    T::Stream: Send + 'static,
-    T::TlsConnect: Send,
-    <T::TlsConnect as tokio_postgres::tls::TlsConnect<CallerSocket>>::Future: Send,
-    T::Error: std::fmt::Display,
-{
+) -> Result<(Client, Connection), String> {
     let connector = tls
         .make_tls_connect(hostname.unwrap_or(""))
         .map_err(|e| e.to_string())?;
