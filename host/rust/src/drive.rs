@@ -88,6 +88,11 @@ mod imp {
     /// for as long as a waker does.
     struct Bell {
         fd: OwnedFd,
+        /// The process that made it: a child of `fork()` inherits the
+        /// thread's bell, the same `eventfd` as its parent's, and must not
+        /// drain a ring meant for the parent (which would then sleep
+        /// through it); it makes its own.
+        pid: u32,
         /// The thread is in (or about to enter) `poll(2)`: a wake must ring.
         sleeping: AtomicBool,
     }
@@ -189,15 +194,24 @@ mod imp {
     }
 
     fn bell() -> Arc<Bell> {
+        bell_of(std::process::id())
+    }
+
+    /// The thread's bell for process `pid`: a new one when the thread's
+    /// was made by another process (the parent, before a `fork()`).
+    fn bell_of(pid: u32) -> Arc<Bell> {
         THREAD.with(|t| {
             let mut t = t.borrow_mut();
-            if let Some(bell) = &t.bell {
+            if let Some(bell) = &t.bell
+                && bell.pid == pid
+            {
                 return bell.clone();
             }
             let fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
                 .expect("cannot make an eventfd for a calling thread");
             let bell = Arc::new(Bell {
                 fd,
+                pid,
                 sleeping: AtomicBool::new(false),
             });
             t.bell = Some(bell.clone());
@@ -266,6 +280,24 @@ mod imp {
                 kept.append(level);
                 *level = kept;
             });
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// A thread keeps its bell within one process and gets a new one
+        /// in another (a child of `fork()` sees its parent's bell with the
+        /// parent's pid).
+        #[test]
+        fn a_forked_child_rings_a_bell_of_its_own() {
+            let me = std::process::id();
+            let first = bell_of(me);
+            assert!(Arc::ptr_eq(&first, &bell_of(me)), "kept in one process");
+            let child = bell_of(me.wrapping_add(1));
+            assert!(!Arc::ptr_eq(&first, &child), "a new bell in another");
+            assert_eq!(child.pid, me.wrapping_add(1));
         }
     }
 }
