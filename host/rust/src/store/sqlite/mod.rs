@@ -305,3 +305,24 @@ impl LentSqlite<'_> {
         self.track(r)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The workspace builds the bundled SQLite without memory statistics
+    /// (`.cargo/config.toml`): with them, every allocation SQLite makes
+    /// takes a process-wide mutex.
+    #[test]
+    fn the_bundled_sqlite_keeps_no_memory_statistics() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let mut options = conn.prepare("PRAGMA compile_options").unwrap();
+        let options: Vec<String> = options
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(
+            options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"),
+            "{options:?}"
+        );
+    }
+}
