@@ -11,31 +11,21 @@
 // `pg.Client`), so the callers of different lines never wait for each other
 // there. A line's requests run in order.
 //
-// Requests: {op: 'connect', config}, {op: 'run', statements: [{text,
-// values, name?}]} (pipelined: all on the wire at once, one round trip and
-// one hop between the threads for all of them), {op:
-// 'close'}. Answers:
-// {ok: true} | {results: [{rows, command} | {error}], status} | {error},
-// where `status` is the connection's transaction status after the last
-// statement ('I' idle, 'T' in a transaction, 'E' in a failed one, null: the
-// connection is gone).
+// Requests: {op: 'connect', config} (node-postgres opens the connection:
+// TLS, authentication, start-up parameters; then hands it over), {op:
+// 'run', bytes, count, quiet?} (a request's messages, encoded by the
+// caller's `Wire` (./pg-wire.js): written as they are, pipelined, and the
+// server's bytes handed back at the request's `count`-th ReadyForQuery,
+// a quiet request's answer ahead of the next one's), {op: 'close'}. The
+// caller's `Line.call({op: 'run', statements})` answers {results: [{rows,
+// command, rowCount} | {error}], status} — `status` the connection's
+// transaction status after the last statement ('I' idle, 'T' in a
+// transaction, 'E' in a failed one) — or {error, gone: true} when the
+// connection is closed.
 import { MessageChannel, Worker, isMainThread, parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { deserialize, serialize } from 'node:v8';
 import { StoreFailure } from './errors.js';
-
-/** What the server or the connection said, as plain data. */
-function said(e) {
-  return {
-    code: typeof e?.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : null,
-    severity: typeof e?.severity === 'string' ? e.severity : null,
-    message: String(e?.message ?? e),
-  };
-}
-
-/** Bytes that crossed threads arrive as a Uint8Array; node-postgres sends a Buffer as bytea. */
-function bytesAsBuffer(v) {
-  return v instanceof Uint8Array && !Buffer.isBuffer(v) ? Buffer.from(v.buffer, v.byteOffset, v.byteLength) : v;
-}
+import { Wire, said } from './pg-wire.js';
 
 /** node-postgres's `ssl` for the TLS a binding asked for ({mode, ca?, system?}: libpq's `sslmode`). */
 function ssl(tls) {
@@ -51,7 +41,7 @@ function ssl(tls) {
 
 async function connect(config) {
   const { default: pg } = await import('pg');
-  const c = new pg.Client({ ...config, pipeline: true });
+  const c = new pg.Client(config);
   // Errors between requests mark the line lost (the next request says so).
   c.on('error', () => {});
   try {
@@ -64,114 +54,162 @@ async function connect(config) {
 }
 
 /**
- * A line's shared memory: [0] the flag (0 waiting, 1 the answer is in the
- * buffer, 2 it is on the port), [1] the answer's length; the answer's bytes
- * (v8-serialized) from byte 8. An answer that does not fit goes on the port.
+ * A line's shared memory: [0] the flag (0 waiting; 1 an answer object is
+ * in the buffer, v8-serialized; 2 it is on the port; 3 a run's answer —
+ * the server's bytes — is in the buffer; 4 they are on the port), [1] the
+ * answer's length; the answer from byte 8. An answer that does not fit
+ * goes on the port.
  */
 const HEADER = 8;
 const ANSWER_BYTES = 256 * 1024;
+const OBJECT = 1;
+const OBJECT_ON_PORT = 2;
+const BYTES = 3;
+const BYTES_ON_PORT = 4;
 
-/** The I/O thread's side of one line. */
+/** ReadyForQuery's type byte ('Z'): every statement's answer ends with one. */
+const READY = 0x5a;
+
+/**
+ * The I/O thread's side of one line: a connection that node-postgres
+ * opened (TLS, authentication, the start-up parameters) and then hands
+ * over. From then on this thread only moves bytes (see `./pg-wire.js`): a
+ * run request's messages go on the wire as they came, and what the server
+ * sends back is gathered until the request's last ReadyForQuery — counted
+ * from the messages' headers, quiet requests' included — and handed back
+ * in one piece.
+ */
 function serve(port, shared) {
   const flag = new Int32Array(shared, 0, 2);
   const bytes = new Uint8Array(shared, HEADER);
   let client;
+  let stream;
   let lost = false;
   let chain = Promise.resolve();
+  /** ReadyForQuery messages sent for, seen, and the count a waiting caller's answer ends at (0: none waits). */
+  let expected = 0;
+  let seen = 0;
+  let answerAt = 0;
+  /** What the server sent since the last answer, and how far its messages were counted. */
+  let pending = Buffer.alloc(0);
+  let scanned = 0;
+  const raise = (where, length = 0) => {
+    Atomics.store(flag, 1, length);
+    Atomics.store(flag, 0, where);
+    Atomics.notify(flag, 0);
+  };
   const answer = (msg) => {
     // In the shared buffer when it fits: no message port, so nothing wakes
     // the waiting thread's event loop for an answer it already read.
     const data = serialize(msg);
     if (data.length <= bytes.length) {
       bytes.set(data);
-      Atomics.store(flag, 1, data.length);
-      Atomics.store(flag, 0, 1);
+      raise(OBJECT, data.length);
     } else {
       port.postMessage(msg);
-      Atomics.store(flag, 0, 2);
+      raise(OBJECT_ON_PORT);
     }
-    Atomics.notify(flag, 0);
+  };
+  const answerBytes = (data) => {
+    if (data.length <= bytes.length) {
+      bytes.set(data);
+      raise(BYTES, data.length);
+    } else {
+      port.postMessage(data);
+      raise(BYTES_ON_PORT);
+    }
+  };
+  /** The connection is gone: a caller waiting for a run's answer is told so (nothing it sent is known to have run). */
+  const gone = () => {
+    lost = true;
+    if (answerAt > 0) {
+      answerAt = 0;
+      answer({ error: { code: null, severity: null, message: 'Connection terminated unexpectedly' }, gone: true });
+    }
+  };
+  const received = (chunk) => {
+    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+    while (scanned + 5 <= pending.length) {
+      const end = scanned + 1 + pending.readUInt32BE(scanned + 1);
+      if (end > pending.length) break;
+      const ready = pending[scanned] === READY;
+      scanned = end;
+      if (ready) {
+        seen += 1;
+        if (seen === answerAt) {
+          answerAt = 0;
+          answerBytes(pending.subarray(0, end));
+          pending = pending.subarray(end);
+          scanned = 0;
+        }
+      }
+    }
   };
   const end = async () => {
     const c = client;
     client = undefined;
+    stream?.removeListener('data', received);
+    stream = undefined;
     if (c) await c.end().catch(() => {});
   };
   const handle = async (req) => {
     if (req.op === 'connect') {
       await end();
       const { tls, ...config } = req.config;
+      let c;
       try {
-        client = await connect({ ...config, ssl: ssl(tls) });
+        c = await connect({ ...config, ssl: ssl(tls) });
       } catch (e) {
         // `prefer`, as libpq: TLS when the server offers it, else plain.
         if (tls.mode !== 'prefer' || !/does not support SSL/i.test(String(e?.message))) throw e;
-        client = await connect({ ...config, ssl: false });
+        c = await connect({ ...config, ssl: false });
       }
+      client = c;
       lost = false;
-      client.on('error', () => {
-        lost = true;
-      });
-      client.on('end', () => {
-        lost = true;
-      });
+      expected = 0;
+      seen = 0;
+      answerAt = 0;
+      pending = Buffer.alloc(0);
+      scanned = 0;
+      c.on('error', gone);
+      c.on('end', gone);
+      // node-postgres is idle (connected: its last message was
+      // ReadyForQuery); the connection's bytes are this thread's now.
+      stream = c.connection.stream;
+      stream.removeAllListeners('data');
+      stream.on('data', received);
       return { ok: true };
     }
     if (req.op === 'close') {
       await end();
       return { ok: true };
     }
-    if (req.op === 'run') {
-      if (!client || lost) return { error: { code: null, severity: null, message: 'the connection to PostgreSQL is closed' }, gone: true };
-      const c = client;
-      // Pipelined: every statement goes on the wire before any answer is
-      // read (one round trip); after an error inside the transaction the
-      // server refuses the rest (25P02), and the first error is the one
-      // that counts.
-      // Corked: the statements' messages leave in one write.
-      const stream = c.connection?.stream;
-      stream?.cork?.();
-      const pending = req.statements.map((s) =>
-          c.query({
-            text: s.text,
-            values: s.values?.map(bytesAsBuffer),
-            name: s.name,
-            // A body's statement: always the extended protocol (one
-            // statement per message; the server refuses several), rows as
-            // objects.
-            queryMode: s.extended ? 'extended' : undefined,
-            rowMode: s.objects ? undefined : 'array',
-          }),
-        );
-      stream?.uncork?.();
-      if (req.quiet) {
-        // Not waited for: the next request's statements go on the wire
-        // right behind these (pipeline mode); an error shows there.
-        for (const p of pending) p.catch(() => {});
-        return undefined;
-      }
-      const settled = await Promise.allSettled(pending);
-      const results = [];
-      for (const r of settled) {
-        results.push(
-          r.status === 'fulfilled'
-            ? { rows: r.value.rows, command: r.value.command, rowCount: r.value.rowCount }
-            : { error: said(r.reason) },
-        );
-        if (r.status === 'rejected') break;
-      }
-      const status = lost ? null : (c.getTransactionStatus?.() ?? c._txStatus ?? null);
-      return { results, status };
-    }
     return { error: { code: null, severity: null, message: `unknown request ${JSON.stringify(req.op)}` } };
   };
+  /** A run request: its messages on the wire now, its answer when its last ReadyForQuery arrives. */
+  const run = (req) => {
+    if (!client || lost) {
+      if (!req.quiet) answer({ error: { code: null, severity: null, message: 'the connection to PostgreSQL is closed' }, gone: true });
+      return;
+    }
+    expected += req.count;
+    if (!req.quiet) answerAt = expected;
+    if (req.bytes.length > 0) stream.write(Buffer.from(req.bytes.buffer, req.bytes.byteOffset, req.bytes.byteLength));
+    if (answerAt !== 0 && seen === answerAt) {
+      // Nothing new to wait for (every statement was refused before sending).
+      answerAt = 0;
+      answerBytes(pending.subarray(0, scanned));
+      pending = pending.subarray(scanned);
+      scanned = 0;
+    }
+  };
   port.on('message', (req) => {
-    // A quiet request (a read-only transaction's end) is not answered: the
-    // next request's answer is the next one the caller waits for.
-    const reply = req.quiet ? () => {} : answer;
-    chain = chain.then(
-      () => handle(req).then(reply, (e) => reply({ error: said(e) })),
-    );
+    if (req.op === 'run') {
+      // In order behind a connect or close still running.
+      chain = chain.then(() => run(req));
+      return;
+    }
+    chain = chain.then(() => handle(req).then(answer, (e) => answer({ error: said(e) })));
     if (req.op === 'close') chain = chain.then(() => port.close());
   });
   // The thread that held the line gave it up (or is gone): so is the connection.
@@ -227,6 +265,8 @@ export class Line {
   #flag;
   #bytes;
   #broken = false;
+  /** The connection's codec (`./pg-wire.js`): a new one for each connection. */
+  #wire = new Wire();
 
   constructor() {
     const { port1, port2 } = new MessageChannel();
@@ -242,11 +282,36 @@ export class Line {
    * Send `req` and wait (blocking this thread) for its answer, at most
    * `timeoutMs`. No answer in time: the line is broken (a late answer must
    * never be read as the next request's) and `StoreFailure` is thrown.
+   * `{op: 'run', statements}` answers `{results, status}` (or `{error,
+   * gone}`: the connection is closed); the others answer an object.
    */
   call(req, timeoutMs) {
     if (this.#broken) throw new StoreFailure('the line to the PostgreSQL I/O thread is broken (an earlier request had no answer)');
+    if (req.op === 'connect') this.#wire = new Wire();
+    if (req.op !== 'run') return this.#await(req, timeoutMs);
+    const { bytes, plan } = this.#wire.encode(req.statements);
+    const count = plan.sent.length;
+    if (this.#wire.expected(plan) === 0) return this.#wire.decode(Buffer.alloc(0), plan);
+    const answer = this.#await(this.#message(bytes, count, false), timeoutMs);
+    if (!(answer instanceof Uint8Array)) return answer;
+    try {
+      return this.#wire.decode(answer, plan);
+    } catch (e) {
+      this.#broken = true;
+      throw new StoreFailure(`PostgreSQL's answer cannot be read: ${e.message}`);
+    }
+  }
+
+  /** A run request as it crosses: its bytes in a buffer of their own, moved, not copied. */
+  #message(bytes, count, quiet) {
+    const own = new Uint8Array(bytes);
+    return [{ op: 'run', bytes: own, count, quiet }, [own.buffer]];
+  }
+
+  #await(req, timeoutMs) {
     Atomics.store(this.#flag, 0, 0);
-    this.#port.postMessage(req);
+    if (Array.isArray(req)) this.#port.postMessage(...req);
+    else this.#port.postMessage(req);
     // The flag, not the wake-up, says the answer is there: the notify of
     // the previous answer can arrive late (the I/O thread raises the flag,
     // then notifies) and wake this wait early.
@@ -257,7 +322,8 @@ export class Line {
       Atomics.wait(this.#flag, 0, 0, left);
     }
     const where = Atomics.load(this.#flag, 0);
-    if (where === 1) return deserialize(this.#bytes.subarray(0, Atomics.load(this.#flag, 1)));
+    if (where === OBJECT) return deserialize(this.#bytes.subarray(0, Atomics.load(this.#flag, 1)));
+    if (where === BYTES) return Buffer.from(this.#bytes.subarray(0, Atomics.load(this.#flag, 1)));
     const got = receiveMessageOnPort(this.#port);
     if (got === undefined && where === 0) {
       this.#broken = true;
@@ -267,13 +333,16 @@ export class Line {
       this.#broken = true;
       throw new StoreFailure('the PostgreSQL I/O thread answered nothing');
     }
-    return got.message;
+    return where === BYTES_ON_PORT ? Buffer.from(got.message.buffer, got.message.byteOffset, got.message.byteLength) : got.message;
   }
 
-  /** Send `req` without waiting for (or ever reading) an answer. */
+  /** Send `req` (a run) without waiting for (or ever reading) an answer; it is skipped in the next one. */
   post(req) {
     if (this.#broken) throw new StoreFailure('the line to the PostgreSQL I/O thread is broken (an earlier request had no answer)');
-    this.#port.postMessage({ ...req, quiet: true });
+    const { bytes, plan } = this.#wire.encode(req.statements);
+    if (plan.sent.length === 0) return;
+    this.#port.postMessage(...this.#message(bytes, plan.sent.length, true));
+    this.#wire.sentQuietly(plan);
   }
 
   get broken() {

@@ -1,4 +1,6 @@
-// The PostgreSQL binding (node-postgres on the I/O thread, `./pg-io.js`):
+// The PostgreSQL binding (node-postgres's protocol code on the calling
+// thread, `./pg-wire.js`, and a connection it opened on the I/O thread,
+// `./pg-io.js`):
 // the same tables, keys, server functions (`host/sql/postgres.sql`) and
 // answers as the Rust and Python bindings, so hosts of every language share
 // one schema (host/HOSTS.md, "PostgreSQL").

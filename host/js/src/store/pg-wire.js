@@ -1,0 +1,177 @@
+// The PostgreSQL wire protocol on the thread that waits for the server.
+//
+// A line's statements are encoded here, on the caller's thread, with
+// node-postgres's own serializer (`pg-protocol`) exactly as node-postgres
+// sends them (a statement with values, a name or `extended` as Parse —
+// once per connection for a named one —, Bind, Describe, Execute, Sync;
+// any other as one simple Query), and the server's answer is decoded here
+// with node-postgres's parser and its `Result` (the same type parsers,
+// `rowMode: 'array'` unless `objects`). The I/O thread (`./pg-io.js`) only
+// moves bytes: it writes a request's messages to the connection and hands
+// back everything the server said up to the request's last ReadyForQuery.
+// So the work of a statement is done by the thread that needs its answer —
+// in parallel across kernel workers — and the one I/O thread that serves
+// them all stays light (measured: 258 µs of the I/O thread per claim with
+// node-postgres there, 8 callers).
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const { serialize } = require('pg-protocol');
+const { Parser } = require('pg-protocol/dist/parser.js');
+const Result = require('pg/lib/result.js');
+const { prepareValue } = require('pg/lib/utils.js');
+
+/** What the server or the client said, as plain data. */
+export function said(e) {
+  return {
+    code: typeof e?.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : null,
+    severity: typeof e?.severity === 'string' ? e.severity : null,
+    message: String(e?.message ?? e),
+  };
+}
+
+/** Bytes that crossed threads arrive as a Uint8Array; node-postgres sends a Buffer as bytea. */
+function bytesAsBuffer(v) {
+  return v instanceof Uint8Array && !Buffer.isBuffer(v) ? Buffer.from(v.buffer, v.byteOffset, v.byteLength) : v;
+}
+
+/** Whether node-postgres would send `s` on the extended protocol (its `requiresPreparation`). */
+function extended(s) {
+  return Boolean(s.extended || s.name || (s.values && s.values.length > 0));
+}
+
+/**
+ * One connection's codec. `encode` a request's statements, `decode` the
+ * bytes its answer came back as; a request sent without waiting for its
+ * answer (`quiet`) is counted, and its answer skipped in the next one.
+ */
+export class Wire {
+  /** Named statements the server has parsed on this connection (or is parsing: sent, not refused). */
+  #parsed = new Set();
+  #parser = new Parser();
+  /** The transaction status of the last ReadyForQuery ('I', 'T', 'E'). */
+  #status = 'I';
+  /** Statements sent quietly whose answers come first in the next answer. */
+  #quiet = 0;
+
+  /**
+   * The messages of `statements`, in one buffer, and the plan to read
+   * their answer: `sent` (per statement sent: its index, whether rows are
+   * objects, the name it asked the server to parse) and `refused` (index
+   * → error: refused here, nothing of it sent — a value that cannot be
+   * sent, as node-postgres refuses it). Throws a DataCloneError, and
+   * nothing changes, when a body's value cannot cross threads.
+   */
+  encode(statements) {
+    // A body's values cross as they did when they were posted to the I/O
+    // thread: structured-cloned. What cannot be cloned refuses the whole
+    // request (DataCloneError) before anything is encoded.
+    const cloned = statements.map((s) => (s.objects ? structuredClone(s.values ?? []).map(bytesAsBuffer) : s.values));
+    const chunks = [];
+    const sent = [];
+    const refused = new Map();
+    for (let i = 0; i < statements.length; i += 1) {
+      const s = statements[i];
+      if (!extended(s)) {
+        chunks.push(serialize.query(s.text));
+        sent.push({ index: i, objects: Boolean(s.objects), parses: undefined });
+        continue;
+      }
+      const name = s.name ?? '';
+      const parses = name === '' || !this.#parsed.has(name);
+      try {
+        const values = cloned[i] ?? [];
+        const parse = parses ? serialize.parse({ name, text: s.text }) : undefined;
+        const bind = serialize.bind({ statement: name, values, valueMapper: prepareValue });
+        if (parse) chunks.push(parse);
+        chunks.push(bind, serialize.describe({ type: 'P', name: '' }), serialize.execute(), serialize.sync());
+      } catch (e) {
+        refused.set(i, said(e));
+        continue;
+      }
+      if (name !== '' && parses) this.#parsed.add(name);
+      sent.push({ index: i, objects: Boolean(s.objects), parses: name !== '' && parses ? name : undefined });
+    }
+    const bytes = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
+    return { bytes, plan: { count: statements.length, sent, refused } };
+  }
+
+  /** Statements went out without their answer being waited for. */
+  sentQuietly(plan) {
+    this.#quiet += plan.sent.length;
+  }
+
+  /** How many ReadyForQuery the next answer ends with, counting the quiet ones before it. */
+  expected(plan) {
+    return this.#quiet + plan.sent.length;
+  }
+
+  /**
+   * The answers of a request (`{results, status}`, as node-postgres
+   * settles them: in order, up to and including the first error) from the
+   * bytes that came back for it — every message up to its last
+   * ReadyForQuery, the quiet requests' answers first.
+   */
+  decode(bytes, plan) {
+    const segments = [];
+    let skip = this.#quiet;
+    this.#quiet = 0;
+    let k = 0;
+    let current;
+    const start = () => {
+      const p = skip > 0 ? undefined : plan.sent[k];
+      current = { plan: p, result: new Result(p?.objects ? undefined : 'array'), error: undefined, parsed: false };
+    };
+    start();
+    this.#parser.parse(bytes, (msg) => {
+      switch (msg.name) {
+        case 'rowDescription':
+          current.result.addFields(msg.fields);
+          break;
+        case 'dataRow':
+          if (current.error === undefined) current.result.addRow(current.result.parseRow(msg.fields));
+          break;
+        case 'commandComplete':
+          current.result.addCommandComplete(msg);
+          break;
+        case 'parseComplete':
+          current.parsed = true;
+          break;
+        case 'error':
+          current.error ??= said(msg);
+          break;
+        case 'readyForQuery':
+          this.#status = msg.status;
+          if (current.plan?.parses && !current.parsed) this.#parsed.delete(current.plan.parses);
+          if (skip > 0) skip -= 1;
+          else {
+            segments.push(current);
+            k += 1;
+          }
+          start();
+          break;
+        default:
+        // notices, parameter status, notifications: not a statement's
+      }
+    });
+    if (skip > 0 || segments.length !== plan.sent.length) {
+      throw new Error(`the answer holds ${segments.length} of ${plan.sent.length} statements' answers`);
+    }
+    const byIndex = new Map(segments.map((s) => [s.plan.index, s]));
+    const results = [];
+    for (let i = 0; i < plan.count; i += 1) {
+      const refused = plan.refused.get(i);
+      if (refused) {
+        results.push({ error: refused });
+        break;
+      }
+      const s = byIndex.get(i);
+      if (s.error) {
+        results.push({ error: s.error });
+        break;
+      }
+      results.push({ rows: s.result.rows, command: s.result.command, rowCount: s.result.rowCount });
+    }
+    return { results, status: this.#status };
+  }
+}
