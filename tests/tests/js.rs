@@ -7,6 +7,9 @@
 //! - `transpile`: turns the component the Rust host embeds into JavaScript
 //!   (`host/js/gen/`, ignored);
 //! - `node_test`: Node's own test runner on `host/js/test/*.test.mjs`;
+//!   `node_test_postgres_plain`: its PostgreSQL file again on plain
+//!   connections (`sslmode=disable`), which the calling threads read and
+//!   write themselves instead of going through the I/O thread;
 //! - `vectors_memory`, `vectors_sqlite`, `vectors_postgres`: the built-in
 //!   vectors through the JS runner (`node host/js/bin/gak.mjs conformance`),
 //!   every scenario the Rust runner has (PostgreSQL: a schema per scenario;
@@ -158,6 +161,45 @@ fn node_test() -> Result<(), Failed> {
     match (count("pass"), count("fail")) {
         (Some(pass), Some(0)) if pass > 0 => Ok(()),
         _ => Err(failed("node --test (no passing tests reported)", &out)),
+    }
+}
+
+/// `test/postgres.test.mjs` again on plain connections (`sslmode=disable`),
+/// which the calling threads read and write themselves (`Line.direct`);
+/// `node_test` runs it on the server's default, TLS where it is offered,
+/// through the I/O thread.
+fn node_test_postgres_plain(dsn: &str) -> Result<(), Failed> {
+    ready()?;
+    let plain = format!(
+        "{dsn}{}sslmode=disable",
+        if dsn.contains('?') { '&' } else { '?' }
+    );
+    let mut cmd = Command::new("node");
+    cmd.args(["--test", "test/postgres.test.mjs"])
+        .current_dir(jsenv::package())
+        .env("GAK_PG_DSN", &plain);
+    jsenv::component_env(&mut cmd, &target_dir())?;
+    let out = cmd
+        .output()
+        .map_err(|e| Failed::from(format!("cannot run node: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let count = |what: &str| {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("# {what} ")))
+            .and_then(|n| n.trim().parse::<u32>().ok())
+    };
+    match (
+        out.status.success(),
+        count("pass"),
+        count("fail"),
+        count("skipped"),
+    ) {
+        (true, Some(pass), Some(0), Some(0)) if pass > 0 => Ok(()),
+        _ => Err(failed(
+            "node --test test/postgres.test.mjs (sslmode=disable)",
+            &out,
+        )),
     }
 }
 
@@ -368,6 +410,7 @@ fn main() {
         }),
         trial("demo", demo),
         postgres_trial("demo_postgres", demo_postgres),
+        postgres_trial("node_test_postgres_plain", node_test_postgres_plain),
         trial("sqlite_shared_with_rust", sqlite_shared_with_rust),
         trial("readme_snippet", readme_snippet),
         postgres_trial("readme_postgres_snippet", readme_postgres_snippet),

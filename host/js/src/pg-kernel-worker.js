@@ -1,6 +1,7 @@
 // One kernel worker of `PostgresKernel` (./pg-kernel.js): a blocking kernel
 // on its own connection, answering the calls the main thread posts, one at a
-// time. Its store requests wait for the I/O thread (./store/pg-io.js) with
+// time. Its store requests wait for the server on its own socket (a plain
+// connection) or for the I/O thread (TLS, ./store/pg-io.js) with
 // `Atomics.wait`: this thread blocks, the main thread never does.
 import { setPriority } from 'node:os';
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';

@@ -5,7 +5,8 @@
 // something must wait synchronously for the server — never the main
 // thread. Each call runs on a *kernel worker* (a worker thread with its own
 // component instance and its own connection, `./pg-kernel-worker.js`), whose
-// store import waits with `Atomics.wait` for the process's I/O thread
+// store import waits for the server — on its own socket when the
+// connection is plain, else with `Atomics.wait` for the process's I/O thread
 // (`./store/pg-io.js`) to answer. The main thread only posts the call and
 // awaits its answer. At most `maxConnections` workers exist (default 16,
 // HOSTS.md 15), started on demand and kept; a caller finding every one busy

@@ -587,3 +587,71 @@ test('many keys (gak_read_many_v1 / gak_write_many_v1) read and write as the sam
     session.close();
   }
 });
+
+/** The I/O thread's way and the direct way, as each URL of the local server takes it. */
+async function transports(t) {
+  const url = schemaUrl(t, 'wire');
+  const [ssl] = await query('SELECT setting FROM pg_settings WHERE name = $1', ['ssl']);
+  const ways = [{ name: 'plain (direct)', url: `${url}&sslmode=disable`, direct: true }];
+  if (ssl.setting === 'on') ways.push({ name: 'TLS (through the I/O thread)', url: `${url}&sslmode=require`, direct: false });
+  else t.diagnostic('the server does not offer TLS: the I/O thread\'s way is not checked here');
+  return ways;
+}
+
+test('a plain connection is read and written by its caller thread, a TLS one through the I/O thread, with the same answers', needsPostgres, async (t) => {
+  for (const way of await transports(t)) {
+    const backend = new PostgresBackend(way.url);
+    const line = backend.connect();
+    try {
+      assert.equal(line.direct, way.direct, way.name);
+      // Several statements, named and not, pipelined: node-postgres's answers (types parsed, arrays as arrays).
+      const first = line.call(
+        {
+          op: 'run',
+          statements: [
+            { text: 'BEGIN' },
+            { text: 'SELECT $1::text[] AS a, $2::int AS n, $3::bytea AS b', values: [['x', null, 'y'], 7, Buffer.from([1, 2])], name: 'gak_test_probe' },
+            { text: 'SELECT $1::text AS t', values: ['again'], extended: true, objects: true },
+            { text: 'COMMIT' },
+          ],
+        },
+        10_000,
+      );
+      assert.equal(first.status, 'I', way.name);
+      assert.deepEqual(first.results.map((r) => r.command), ['BEGIN', 'SELECT', 'SELECT', 'COMMIT']);
+      assert.deepEqual(first.results[1].rows, [[['x', null, 'y'], 7, Buffer.from([1, 2])]]);
+      assert.deepEqual(first.results[2].rows, [{ t: 'again' }]);
+      // The named statement again (parsed once per connection), then an
+      // error: the results stop at it, the transaction is failed.
+      const second = line.call(
+        {
+          op: 'run',
+          statements: [
+            { text: 'BEGIN' },
+            { text: 'SELECT $1::text[] AS a, $2::int AS n, $3::bytea AS b', values: [[], 1, null], name: 'gak_test_probe' },
+            { text: 'SELECT 1/0' },
+            { text: 'SELECT 1' },
+          ],
+        },
+        10_000,
+      );
+      assert.equal(second.status, 'E', way.name);
+      assert.equal(second.results.length, 3);
+      assert.deepEqual(second.results[1].rows, [[[], 1, null]]);
+      assert.equal(second.results[2].error.code, '22012');
+      // A quiet request's answer is read ahead of the next one's; an
+      // answer larger than any buffer of the way (300,000 bytes) whole.
+      line.post({ op: 'run', statements: [{ text: 'ROLLBACK' }] });
+      const big = line.call({ op: 'run', statements: [{ text: "SELECT repeat('x', 300000) AS big" }] }, 10_000);
+      assert.equal(big.status, 'I');
+      assert.equal(big.results[0].rows[0][0].length, 300_000);
+      // The server ends the connection: the caller is told it is gone.
+      const [{ pid }] = line.call({ op: 'run', statements: [{ text: 'SELECT pg_backend_pid() AS pid', extended: true, objects: true }] }, 10_000).results[0].rows;
+      await query('SELECT pg_terminate_backend($1)', [pid]);
+      const after = line.call({ op: 'run', statements: [{ text: 'SELECT 1' }] }, 10_000);
+      assert.equal(after.gone, true, `${way.name}: ${JSON.stringify(after)}`);
+    } finally {
+      line.close();
+    }
+  }
+});

@@ -1,18 +1,23 @@
 // The PostgreSQL I/O thread, and the lines that reach it.
 //
-// The component's store import is synchronous and node-postgres is not, so
-// the binding's statements run on a thread of their own (this file, as a
-// worker): a thread that needs the server — the main thread for the
-// blocking kernel, a kernel worker of `PostgresKernel` — holds a *line*, a
-// MessageChannel port plus a shared flag, posts a request on it and waits
-// with `Atomics.wait` until the I/O thread has posted the answer and raised
-// the flag (the `synckit` pattern, bytecodealliance/jco#39). One I/O thread
-// serves every line of a process; each line is one connection (its own
-// `pg.Client`), so the callers of different lines never wait for each other
-// there. A line's requests run in order.
+// The component's store import is synchronous and node-postgres is not. A
+// thread that needs the server — the main thread for the blocking kernel,
+// a kernel worker of `PostgresKernel` — holds a *line*: one connection,
+// which node-postgres opens on the process's one I/O thread (this file, as
+// a worker: TLS, authentication, start-up parameters) and then hands over.
+// The line's thread encodes its statements and decodes the answers itself
+// (`./pg-wire.js`). On a plain socket it then reads and writes the
+// connection's descriptor itself, blocking (a *direct* line: no hop at
+// all). Under TLS, which only the event loop can run, the I/O thread moves
+// the bytes: the line posts a request on its MessageChannel port and waits
+// with `Atomics.wait` until the answer is in the line's shared memory and
+// the flag is raised (the `synckit` pattern, bytecodealliance/jco#39). The
+// callers of different lines never wait for each other; a line's requests
+// run in order.
 //
-// Requests: {op: 'connect', config} (node-postgres opens the connection:
-// TLS, authentication, start-up parameters; then hands it over), {op:
+// Requests: {op: 'connect', config, direct?} (node-postgres opens the
+// connection, then hands it over: with `direct`, a plain socket to the
+// caller, {ok, fd}), {op:
 // 'run', bytes, count, quiet?} (a request's messages, encoded by the
 // caller's `Wire` (./pg-wire.js): written as they are, pipelined, and the
 // server's bytes handed back at the request's `count`-th ReadyForQuery,
@@ -23,6 +28,7 @@
 // transaction, 'E' in a failed one) — or {error, gone: true} when the
 // connection is closed.
 import { MessageChannel, Worker, isMainThread, parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
+import { readSync, writeSync } from 'node:fs';
 import { deserialize, serialize } from 'node:v8';
 import { StoreFailure } from './errors.js';
 import { Wire, said } from './pg-wire.js';
@@ -39,9 +45,31 @@ function ssl(tls) {
   return verified;
 }
 
+/** How long a connection is idle before the system's keepalive probes start. */
+const KEEPALIVE_MS = 10_000;
+
+/**
+ * Whether a connection can be handed to its caller thread (a *direct*
+ * line): a plain socket (no TLS: the caller cannot run TLS synchronously),
+ * on a system where its file descriptor can be made blocking, with nothing
+ * read ahead of the caller.
+ */
+function directable(stream) {
+  return (
+    process.platform !== 'win32' &&
+    stream.encrypted !== true &&
+    typeof stream._handle?.setBlocking === 'function' &&
+    Number.isInteger(stream._handle.fd) &&
+    stream._handle.fd >= 0 &&
+    stream.readableLength === 0
+  );
+}
+
 async function connect(config) {
   const { default: pg } = await import('pg');
-  const c = new pg.Client(config);
+  // Keepalive probes bound how long a direct line (below) can wait on a
+  // connection whose peer vanished without a word.
+  const c = new pg.Client({ ...config, keepAlive: true, keepAliveInitialDelayMillis: KEEPALIVE_MS });
   // Errors between requests mark the line lost (the next request says so).
   c.on('error', () => {});
   try {
@@ -70,6 +98,7 @@ const BYTES_ON_PORT = 4;
 /** ReadyForQuery's type byte ('Z'): every statement's answer ends with one. */
 const READY = 0x5a;
 
+
 /**
  * The I/O thread's side of one line: a connection that node-postgres
  * opened (TLS, authentication, the start-up parameters) and then hands
@@ -84,6 +113,8 @@ function serve(port, shared) {
   const bytes = new Uint8Array(shared, HEADER);
   let client;
   let stream;
+  /** The connection's socket was handed to the caller thread: this thread never reads or writes it. */
+  let direct = false;
   let lost = false;
   let chain = Promise.resolve();
   /** ReadyForQuery messages sent for, seen, and the count a waiting caller's answer ends at (0: none waits). */
@@ -147,9 +178,17 @@ function serve(port, shared) {
   };
   const end = async () => {
     const c = client;
+    const s = stream;
     client = undefined;
-    stream?.removeListener('data', received);
     stream = undefined;
+    s?.removeListener('data', received);
+    if (direct) {
+      // The caller thread said goodbye (Terminate) itself, or is gone: the
+      // socket is closed here, where libuv owns it.
+      direct = false;
+      s?.destroy();
+      return;
+    }
     if (c) await c.end().catch(() => {});
   };
   const handle = async (req) => {
@@ -174,9 +213,25 @@ function serve(port, shared) {
       c.on('error', gone);
       c.on('end', gone);
       // node-postgres is idle (connected: its last message was
-      // ReadyForQuery); the connection's bytes are this thread's now.
+      // ReadyForQuery); the connection's bytes are this thread's now —
+      // or, on a plain socket, the caller thread's: it reads and writes
+      // the descriptor itself, blocking, and no hop is left.
       stream = c.connection.stream;
       stream.removeAllListeners('data');
+      if (req.direct && directable(stream)) {
+        // libuv stops reading it now (pausing alone lets it read ahead
+        // into the stream's buffer), then the descriptor turns blocking.
+        stream.pause();
+        stream._handle.reading = false;
+        stream._handle.readStop();
+        if (stream._handle.setBlocking(true) === 0) {
+          direct = true;
+          return { ok: true, fd: stream._handle.fd };
+        }
+        stream.on('data', received);
+        stream.resume();
+        return { ok: true };
+      }
       stream.on('data', received);
       return { ok: true };
     }
@@ -259,6 +314,24 @@ export function ioControlPort() {
   return port1;
 }
 
+const EMPTY = Buffer.alloc(0);
+
+/** A system call on a direct line's socket, again when a signal interrupted it. */
+function retried(syscall) {
+  for (;;) {
+    try {
+      return syscall();
+    } catch (e) {
+      if (e?.code !== 'EINTR') throw e;
+    }
+  }
+}
+/** Terminate ('X'): the connection's last message. */
+const TERMINATE = Buffer.from([0x58, 0, 0, 0, 4]);
+const READ_BYTES = 64 * 1024;
+/** Whether lines on plain sockets go direct (GAK_PG_DIRECT=0: every line through the I/O thread, to compare). */
+const DIRECT = process.env.GAK_PG_DIRECT !== '0';
+
 /** One connection's way to the I/O thread: synchronous requests. */
 export class Line {
   #port;
@@ -267,6 +340,11 @@ export class Line {
   #broken = false;
   /** The connection's codec (`./pg-wire.js`): a new one for each connection. */
   #wire = new Wire();
+  /** A direct line's socket (a blocking descriptor this thread reads and writes), else undefined. */
+  #fd;
+  /** A direct line's bytes read past the last answer (a notice, say), and its read buffer. */
+  #leftover = EMPTY;
+  #chunk;
 
   constructor() {
     const { port1, port2 } = new MessageChannel();
@@ -287,18 +365,101 @@ export class Line {
    */
   call(req, timeoutMs) {
     if (this.#broken) throw new StoreFailure('the line to the PostgreSQL I/O thread is broken (an earlier request had no answer)');
-    if (req.op === 'connect') this.#wire = new Wire();
+    if (req.op === 'connect') {
+      this.#wire = new Wire();
+      this.#fd = undefined;
+      const answer = this.#await({ ...req, direct: DIRECT }, timeoutMs);
+      if (answer.fd !== undefined) {
+        this.#fd = answer.fd;
+        this.#leftover = EMPTY;
+        this.#chunk ??= Buffer.allocUnsafe(READ_BYTES);
+      }
+      return answer.fd === undefined ? answer : { ok: answer.ok };
+    }
+    if (req.op === 'close' && this.#fd !== undefined) this.#goodbye();
     if (req.op !== 'run') return this.#await(req, timeoutMs);
     const { bytes, plan } = this.#wire.encode(req.statements);
     const count = plan.sent.length;
-    if (this.#wire.expected(plan) === 0) return this.#wire.decode(Buffer.alloc(0), plan);
-    const answer = this.#await(this.#message(bytes, count, false), timeoutMs);
+    const want = this.#wire.expected(plan);
+    if (want === 0) return this.#wire.decode(EMPTY, plan);
+    const answer = this.#fd === undefined ? this.#await(this.#message(bytes, count, false), timeoutMs) : this.#direct(bytes, want);
     if (!(answer instanceof Uint8Array)) return answer;
     try {
       return this.#wire.decode(answer, plan);
     } catch (e) {
       this.#broken = true;
       throw new StoreFailure(`PostgreSQL's answer cannot be read: ${e.message}`);
+    }
+  }
+
+  /**
+   * A direct line's round trip: the request written and its answer read
+   * on this thread, blocking (no hop: the I/O thread is not involved).
+   * The connection closed or failed: `{error, gone}`, as the I/O thread
+   * answers, and the line is closed.
+   */
+  #direct(bytes, want) {
+    try {
+      this.#writeAll(bytes);
+      return this.#readAnswer(want);
+    } catch (e) {
+      this.#fd = undefined;
+      this.#broken = true;
+      this.#release();
+      return { error: { code: null, severity: null, message: `Connection terminated unexpectedly (${e.code ?? e.message})` }, gone: true };
+    }
+  }
+
+  #writeAll(bytes) {
+    let at = 0;
+    while (at < bytes.length) at += retried(() => writeSync(this.#fd, bytes, at, bytes.length - at));
+  }
+
+  /** Read until the `want`-th ReadyForQuery; the bytes up to it (what follows is kept for the next answer). */
+  #readAnswer(want) {
+    let data = this.#leftover;
+    let borrowed = false;
+    let scanned = 0;
+    let seen = 0;
+    for (;;) {
+      while (scanned + 5 <= data.length) {
+        const end = scanned + 1 + data.readUInt32BE(scanned + 1);
+        if (end > data.length) break;
+        const ready = data[scanned] === READY;
+        scanned = end;
+        if (ready && ++seen === want) {
+          // Copied out of the read buffer, which the next read reuses.
+          const answer = Buffer.from(data.subarray(0, end));
+          this.#leftover = end === data.length ? EMPTY : Buffer.from(data.subarray(end));
+          return answer;
+        }
+      }
+      // `data` may be a view of the read buffer, which this read reuses.
+      if (borrowed) data = Buffer.from(data);
+      const n = retried(() => readSync(this.#fd, this.#chunk, 0, this.#chunk.length, null));
+      if (n === 0) throw Object.assign(new Error('the server closed the connection'), { code: 'EOF' });
+      const fresh = this.#chunk.subarray(0, n);
+      borrowed = data.length === 0;
+      data = borrowed ? fresh : Buffer.concat([data, fresh]);
+    }
+  }
+
+  /** A direct line's end: Terminate, best effort (the I/O thread closes the socket). */
+  #goodbye() {
+    try {
+      this.#writeAll(TERMINATE);
+    } catch {
+      // gone already
+    }
+    this.#fd = undefined;
+  }
+
+  /** Tell the I/O thread to close a direct line's socket, without waiting. */
+  #release() {
+    try {
+      this.#port.postMessage({ op: 'close' });
+    } catch {
+      // the port is closed: the I/O thread closes the socket when it sees that
     }
   }
 
@@ -341,12 +502,28 @@ export class Line {
     if (this.#broken) throw new StoreFailure('the line to the PostgreSQL I/O thread is broken (an earlier request had no answer)');
     const { bytes, plan } = this.#wire.encode(req.statements);
     if (plan.sent.length === 0) return;
-    this.#port.postMessage(...this.#message(bytes, plan.sent.length, true));
+    if (this.#fd === undefined) this.#port.postMessage(...this.#message(bytes, plan.sent.length, true));
+    else {
+      try {
+        this.#writeAll(bytes);
+      } catch (e) {
+        // Found at the next request, as on the I/O thread.
+        this.#fd = undefined;
+        this.#broken = true;
+        this.#release();
+        throw new StoreFailure(`the connection to PostgreSQL is closed (${e.code ?? e.message})`);
+      }
+    }
     this.#wire.sentQuietly(plan);
   }
 
   get broken() {
     return this.#broken;
+  }
+
+  /** Whether this thread reads and writes the connection itself (a plain socket), not through the I/O thread. */
+  get direct() {
+    return this.#fd !== undefined;
   }
 
   /** Close the connection and the line (best effort; never throws). */
