@@ -84,9 +84,15 @@ fn transpile() -> Result<(), Failed> {
 
 /// `node ARGS` in `host/js` (after install and transpile), checked for success.
 fn node(args: &[&str], cwd: Option<&Path>) -> Result<Output, Failed> {
+    node_with(args, cwd, &[])
+}
+
+/// `node args…` with `env` set; its output, or the failure with both streams.
+fn node_with(args: &[&str], cwd: Option<&Path>, env: &[(&str, &str)]) -> Result<Output, Failed> {
     ready()?;
     let mut cmd = Command::new("node");
     cmd.args(args).current_dir(cwd.unwrap_or(&jsenv::package()));
+    cmd.envs(env.iter().copied());
     jsenv::component_env(&mut cmd, &target_dir())?;
     let out = cmd
         .output()
@@ -95,6 +101,14 @@ fn node(args: &[&str], cwd: Option<&Path>) -> Result<Output, Failed> {
         return Err(failed(&format!("node {}", args.join(" ")), &out));
     }
     Ok(out)
+}
+
+/// A count `node --test` reported (`# pass 12`).
+fn reported(out: &Output, what: &str) -> Option<u32> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("# {what} ")))
+        .and_then(|n| n.trim().parse::<u32>().ok())
 }
 
 fn ready() -> Result<(), Failed> {
@@ -151,14 +165,7 @@ fn node_test() -> Result<(), Failed> {
     let mut args = vec!["--test"];
     args.extend(files.iter().map(String::as_str));
     let out = node(&args, None)?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let count = |what: &str| {
-        stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("# {what} ")))
-            .and_then(|n| n.trim().parse::<u32>().ok())
-    };
-    match (count("pass"), count("fail")) {
+    match (reported(&out, "pass"), reported(&out, "fail")) {
         (Some(pass), Some(0)) if pass > 0 => Ok(()),
         _ => Err(failed("node --test (no passing tests reported)", &out)),
     }
@@ -169,35 +176,20 @@ fn node_test() -> Result<(), Failed> {
 /// `node_test` runs it on the server's default, TLS where it is offered,
 /// through the I/O thread.
 fn node_test_postgres_plain(dsn: &str) -> Result<(), Failed> {
-    ready()?;
     let plain = format!(
         "{dsn}{}sslmode=disable",
         if dsn.contains('?') { '&' } else { '?' }
     );
-    let mut cmd = Command::new("node");
-    cmd.args(["--test", "test/postgres.test.mjs"])
-        .current_dir(jsenv::package())
-        .env("GAK_PG_DSN", &plain);
-    jsenv::component_env(&mut cmd, &target_dir())?;
-    let out = cmd
-        .output()
-        .map_err(|e| Failed::from(format!("cannot run node: {e}")))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let count = |what: &str| {
-        stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("# {what} ")))
-            .and_then(|n| n.trim().parse::<u32>().ok())
-    };
-    match (
-        out.status.success(),
-        count("pass"),
-        count("fail"),
-        count("skipped"),
-    ) {
-        (true, Some(pass), Some(0), Some(0)) if pass > 0 => Ok(()),
+    let out = node_with(
+        &["--test", "test/postgres.test.mjs"],
+        None,
+        &[("GAK_PG_DSN", &plain)],
+    )?;
+    let counts = ["pass", "fail", "skipped"].map(|what| reported(&out, what));
+    match counts {
+        [Some(pass), Some(0), Some(0)] if pass > 0 => Ok(()),
         _ => Err(failed(
-            "node --test test/postgres.test.mjs (sslmode=disable)",
+            "node --test test/postgres.test.mjs (sslmode=disable): not every test passed",
             &out,
         )),
     }

@@ -129,27 +129,22 @@ function serve(port, shared) {
     Atomics.store(flag, 0, where);
     Atomics.notify(flag, 0);
   };
-  const answer = (msg) => {
-    // In the shared buffer when it fits: no message port, so nothing wakes
-    // the waiting thread's event loop for an answer it already read.
-    const data = serialize(msg);
+  /**
+   * An answer to the waiting thread: `data` in the shared buffer when it
+   * fits — no message port, so nothing wakes the waiting thread's event
+   * loop for an answer it already read —, else `posted` on the port.
+   */
+  const deliver = (data, posted, [inBuffer, onPort]) => {
     if (data.length <= bytes.length) {
       bytes.set(data);
-      raise(OBJECT, data.length);
+      raise(inBuffer, data.length);
     } else {
-      port.postMessage(msg);
-      raise(OBJECT_ON_PORT);
+      port.postMessage(posted);
+      raise(onPort);
     }
   };
-  const answerBytes = (data) => {
-    if (data.length <= bytes.length) {
-      bytes.set(data);
-      raise(BYTES, data.length);
-    } else {
-      port.postMessage(data);
-      raise(BYTES_ON_PORT);
-    }
-  };
+  const answer = (msg) => deliver(serialize(msg), msg, [OBJECT, OBJECT_ON_PORT]);
+  const answerBytes = (data) => deliver(data, data, [BYTES, BYTES_ON_PORT]);
   /** The connection is gone: a caller waiting for a run's answer is told so (nothing it sent is known to have run). */
   const gone = () => {
     lost = true;
