@@ -38,6 +38,10 @@ struct Shared {
     /// queries, and each `Execute` as the SQL its portal was bound to (what
     /// the server log shows with `log_statement = all`).
     statements: Mutex<Vec<String>>,
+    /// Milliseconds the `COMMIT` / `ROLLBACK` of a transaction that wrote
+    /// nothing is held before it is forwarded (a slow network on the one
+    /// message a binding may send without waiting for its answer).
+    slow_quiet_ends: std::sync::atomic::AtomicU64,
 }
 
 /// The proxy; it stops accepting when dropped (open connections die with
@@ -102,6 +106,12 @@ impl CommitCutter {
     /// The next `COMMIT` (on any connection) loses its answer.
     pub fn arm(&self) {
         self.shared.armed.store(true, Ordering::SeqCst);
+    }
+
+    /// From now on, hold the end of every transaction that wrote nothing
+    /// for `ms` before forwarding it (0: forward at once again).
+    pub fn slow_quiet_ends(&self, ms: u64) {
+        self.shared.slow_quiet_ends.store(ms, Ordering::SeqCst);
     }
 
     /// `COMMIT`s forwarded so far.
@@ -244,6 +254,12 @@ fn connection(client: TcpStream, server: TcpStream, shared: Arc<Shared>) {
             let ends = kind == Some(b'Q')
                 && (body.starts_with(b"COMMIT") || body.starts_with(b"ROLLBACK"));
             let commit = kind == Some(b'Q') && body.starts_with(b"COMMIT") && wrote;
+            if ends && !wrote {
+                let ms = up_shared.slow_quiet_ends.load(Ordering::SeqCst);
+                if ms > 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(ms));
+                }
+            }
             if ends {
                 wrote = false;
             }

@@ -468,6 +468,44 @@ fn a_caller_s_session_used_from_async_code_waits_without_spinning(dsn: &str) {
     assert_eq!(kernel.taskboard().claim("b", "w", 60_000).unwrap().fence, 1);
 }
 
+/// A call that read a task and wrote nothing has released the task's lock
+/// when it returns: a claimer that passes over held tasks (SPEC 10) may
+/// pass over only what an overlapping call holds. The proxy holds the
+/// end of every transaction that wrote nothing for 300 ms; a binding that
+/// answered before its `COMMIT` was through would leave the task locked
+/// after the call, and the claim below would find nothing.
+fn a_read_only_call_leaves_no_task_held_after_it_returns(dsn: &str) {
+    let schema = pg::Schema::new(dsn, "quiet");
+    let proxy = CommitCutter::start(dsn);
+    let kernel = gak::Kernel::builder()
+        .postgres(proxy.config(), &schema.name)
+        .open_blocking()
+        .expect("a kernel through the proxy");
+    let direct = schema.kernel();
+    direct.taskboard().seed(&[TaskSeed::new("t")]).unwrap();
+    // Once without the delay: the connection and its statements are ready.
+    assert_eq!(kernel.taskboard().get("t").unwrap().state, TaskState::Open);
+    proxy.slow_quiet_ends(300);
+    let get = || kernel.taskboard().get("t").map(drop);
+    let refused = || match kernel.taskboard().complete("t", "0123456789abcdef") {
+        Err(_) => Ok(()),
+        Ok(()) => panic!("a complete without a claim succeeded"),
+    };
+    let calls: [(&str, &dyn Fn() -> Result<(), Error>); 2] =
+        [("a get", &get), ("a refused complete", &refused)];
+    for (what, call) in calls {
+        call().unwrap();
+        let claimed = direct.taskboard().claim_next("w", 60_000).unwrap();
+        let claimed = claimed.unwrap_or_else(|| {
+            panic!("after {what}, the open task was passed over: its lock outlived the call")
+        });
+        assert_eq!(claimed.id, "t");
+        let token = claimed.token.expect("a claim's token");
+        direct.taskboard().release("t", &token).expect("release");
+    }
+    proxy.slow_quiet_ends(0);
+}
+
 fn main() {
     let mut suite = Suite::new();
     suite.needs(
@@ -497,6 +535,11 @@ fn main() {
         &POSTGRES,
         "a_failed_first_statement_leaves_the_connection_usable",
         a_failed_first_statement_leaves_the_connection_usable,
+    );
+    suite.needs(
+        &POSTGRES,
+        "a_read_only_call_leaves_no_task_held_after_it_returns",
+        a_read_only_call_leaves_no_task_held_after_it_returns,
     );
     suite.needs(
         &POSTGRES,

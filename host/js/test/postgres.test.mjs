@@ -216,19 +216,29 @@ test('bounded pools: a caller beyond maxConnections waits connectionWait, then s
 /**
  * A TCP proxy to the server that cuts both connections once it has passed a
  * COMMIT on, in a thread of its own (the blocking kernel blocks this one).
- * `state[0]`: armed; `state[1]`: cuts so far.
+ * `state[0]`: armed; `state[1]`: cuts so far; `state[2]`: milliseconds a
+ * lone COMMIT or ROLLBACK (the end of a transaction that wrote nothing) is
+ * held before it goes on, what follows it waiting behind it.
  */
 async function commitCutter(t) {
   const { hostname, port } = new URL(DSN.replace(/^postgres(ql)?:/, 'http:'));
-  const state = new Int32Array(new SharedArrayBuffer(8));
+  const state = new Int32Array(new SharedArrayBuffer(12));
   const code = `
     const net = require('node:net');
     const { parentPort, workerData: { host, port, state } } = require('node:worker_threads');
     const server = net.createServer((client) => {
       const upstream = net.connect(port, host);
       let cutting = false;
+      let queue = Promise.resolve();
+      const lone = (chunk) => {
+        const sql = chunk.length > 5 && chunk[0] === 0x51 ? chunk.subarray(5).toString() : '';
+        return chunk.readInt32BE(1) === chunk.length - 1 && (sql === 'COMMIT\\0' || sql === 'ROLLBACK\\0');
+      };
       client.on('data', (chunk) => {
-        upstream.write(chunk);
+        const hold = chunk.length > 5 && lone(chunk) ? Atomics.load(state, 2) : 0;
+        queue = queue
+          .then(() => hold > 0 && new Promise((resolve) => setTimeout(resolve, hold)))
+          .then(() => upstream.write(chunk));
         if (chunk.includes('COMMIT\\0') && Atomics.compareExchange(state, 0, 1, 0) === 1) {
           Atomics.add(state, 1, 1);
           cutting = true;
@@ -260,6 +270,7 @@ async function commitCutter(t) {
     port: listening,
     arm: () => Atomics.store(state, 0, 1),
     cuts: () => Atomics.load(state, 1),
+    slowQuietEnds: (ms) => Atomics.store(state, 2, ms),
   };
 }
 
@@ -285,6 +296,40 @@ test('an ambiguous COMMIT (the connection lost with it) is storage and never re-
   assert.equal(task.fence, 1n);
   // The next call reconnects.
   assert.throws(() => proxied.taskboard.claim('x', 'w', MINUTE), (e) => e.code === 'taken');
+});
+
+// A call that read a task and wrote nothing has released the task's lock
+// when it returns: a claimer that passes over held tasks (SPEC 10) may pass
+// over only what an overlapping call holds. The proxy holds every lone
+// COMMIT / ROLLBACK for 300 ms; a binding that answered before its end was
+// through would leave the task locked after the call, and the claim below
+// would find nothing.
+test('a read-only call leaves no task held after it returns', needsPostgres, async (t) => {
+  const url = schemaUrl(t, 'quiet');
+  const proxy = await commitCutter(t);
+  const { hostname, port } = new URL(DSN.replace(/^postgres(ql)?:/, 'http:'));
+  const via = url.replace(`${hostname}:${port || 5432}`, `127.0.0.1:${proxy.port}`);
+  const direct = await openKernel(url, { blocking: true });
+  const proxied = await openKernel(`${via}&sslmode=disable`, { blocking: true });
+  t.after(() => {
+    direct.close();
+    proxied.close();
+  });
+  direct.taskboard.seed([{ id: 't' }]);
+  assert.equal(proxied.taskboard.get('t').state, 'open'); // the line and its statements, ready
+  proxy.slowQuietEnds(300);
+  const calls = {
+    'a get': () => proxied.taskboard.get('t'),
+    'a refused complete': () => assert.throws(() => proxied.taskboard.complete('t', '0123456789abcdef'), GakError),
+  };
+  for (const [what, call] of Object.entries(calls)) {
+    call();
+    const claimed = direct.taskboard.claimNext('w', MINUTE);
+    assert.ok(claimed, `after ${what}, the open task was passed over: its lock outlived the call`);
+    assert.equal(claimed.id, 't');
+    direct.taskboard.release('t', claimed.token);
+  }
+  proxy.slowQuietEnds(0);
 });
 
 test('TLS follows sslmode as libpq reads it; verify-* trusts only the given roots', needsPostgres, async (t) => {

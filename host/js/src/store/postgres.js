@@ -346,6 +346,13 @@ class PostgresTxn {
   #status = null;
   /** A write set or a body's statement went out: the end of the transaction matters. */
   #wrote = false;
+  /**
+   * A read or a probe locked a task's key: the end is waited for even when
+   * nothing was written, since a claimer that skips held keys would pass
+   * over the task while the lock outlived the call (SPEC 10 allows a
+   * pass-over only of what an overlapping call holds).
+   */
+  #lockedTasks = false;
 
   constructor(session) {
     this.session = session;
@@ -501,6 +508,7 @@ class PostgresTxn {
    * taken after the locks were granted (HOSTS.md 1).
    */
   read(keys, ranges, clock = false) {
+    this.#noteLocks(keys);
     const statements = [];
     const point = keys.length > 0 || clock;
     if (point) {
@@ -542,6 +550,7 @@ class PostgresTxn {
    */
   tryRead(keys) {
     if (keys.length === 0) return [];
+    this.#noteLocks(keys);
     const [result] = this.#send([
       { ...this.session.sql.tryRead, values: [keys.map(([t]) => checkedTable(t)), keys.map(([, k]) => k)] },
     ]);
@@ -552,6 +561,10 @@ class PostgresTxn {
       throw new StoreFailure(`gak_try_read_v1 answered ${vals.length} values for ${keys.length} keys`);
     }
     return held.map((h, i) => (h ? { held: true } : { held: false, value: vals[i] ?? undefined }));
+  }
+
+  #noteLocks(keys) {
+    if (!this.#lockedTasks) this.#lockedTasks = keys.some(([t]) => t === 'tasks');
   }
 
   write(changes) {
@@ -586,11 +599,12 @@ class PostgresTxn {
           : 'no transaction to commit: it was ended inside the call',
       );
     }
-    if (!this.#wrote && this.#deferred.size === 0) {
-      // Wrote nothing: the end only releases the read locks, so it is sent
-      // and not waited for (a read-only call costs one round trip); the
-      // line runs requests in order, so the next transaction starts after
-      // it, and a connection it broke is found then.
+    if (!this.#wrote && this.#deferred.size === 0 && !this.#lockedTasks) {
+      // Wrote nothing and locked no task: the end only releases locks that
+      // other calls wait for, so it is sent and not waited for (a
+      // read-only call costs one round trip); the line runs requests in
+      // order, so the next transaction starts after it, and a connection
+      // it broke is found then.
       this.open = false;
       this.#endUnwaited('COMMIT');
       return;
@@ -614,7 +628,7 @@ class PostgresTxn {
     this.open = false;
     this.#deferred = new Map();
     if (sent && this.#status !== null && this.#status !== 'I') {
-      if (this.#wrote || this.#status !== 'T') this.#rollbackSent();
+      if (this.#wrote || this.#lockedTasks || this.#status !== 'T') this.#rollbackSent();
       else this.#endUnwaited('ROLLBACK');
     }
   }

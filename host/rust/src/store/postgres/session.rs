@@ -69,6 +69,11 @@ pub struct PostgresSession {
     xact: Option<i64>,
     /// A body's statement ended the transaction (another id after it).
     lost: bool,
+    /// The transaction locked a task's key (a read or a probe): its end is
+    /// waited for even when it wrote nothing, since a claimer that skips
+    /// held keys would pass over the task while the lock outlives the call
+    /// (SPEC 10 allows a pass-over only of what an overlapping call holds).
+    locked_tasks: bool,
 }
 
 /// The transaction's id; reading it assigns one (the call writes anyway).
@@ -166,6 +171,7 @@ impl PostgresSession {
             lent: false,
             xact: None,
             lost: false,
+            locked_tasks: false,
         }
     }
 
@@ -229,8 +235,9 @@ impl PostgresSession {
         }
     }
 
-    /// End a transaction that wrote nothing: its end matters only for
-    /// releasing its locks, so the `COMMIT` / `ROLLBACK` is sent and not
+    /// End a transaction that wrote nothing and locked no task: its end
+    /// matters only for releasing locks that other calls wait for (none
+    /// passes over them), so the `COMMIT` / `ROLLBACK` is sent and not
     /// waited for (a read-only call costs one round trip). The connection
     /// runs requests in order, so the next transaction starts after it.
     fn end_unwaited(&mut self, sql: &'static str) {
@@ -414,6 +421,7 @@ impl PostgresSession {
             _ => (&[], &[]),
         };
         let probe = matches!(then, Then::Probe { .. });
+        self.locked_tasks |= keys.iter().any(|(t, _)| *t == "tasks");
         let point = if keys.is_empty() {
             None
         } else {
@@ -644,6 +652,7 @@ impl PostgresSession {
         self.lent = false;
         self.xact = None;
         self.lost = false;
+        self.locked_tasks = false;
     }
 }
 
@@ -736,7 +745,7 @@ impl Session for PostgresSession {
             let result = if self.begin_pending && !self.wrote {
                 // Nothing was ever sent: nothing to end.
                 Ok(())
-            } else if !self.wrote {
+            } else if !self.wrote && !self.locked_tasks {
                 self.end_unwaited("COMMIT");
                 Ok(())
             } else {
@@ -760,11 +769,12 @@ impl Session for PostgresSession {
         Box::pin(self.driver().drive_owned(async move {
             let sent = self.open && !self.begin_pending;
             let wrote = self.sent_writes;
+            let locked_tasks = self.locked_tasks;
             self.end();
             if !sent {
                 return;
             }
-            if !wrote {
+            if !wrote && !locked_tasks {
                 // Nothing was written on the server: only the locks go, as
                 // with a read-only commit.
                 return self.end_unwaited("ROLLBACK");
