@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ManualClock, openKernel } from '../src/index.js';
-import { CLI_COMMANDS, FUZZ_DIR, URL_ENTRY_POINTS, fuzzFile, replayRetry, replaySql, tryCli, tryPassword, withPassword } from './fixtures/fuzz.mjs';
+import { CLI_COMMANDS, FUZZ_DIR, URL_ENTRY_POINTS, fuzzFile, replayRetry, replayRetryPostgres, replaySql, tryCli, tryPassword, withPassword } from './fixtures/fuzz.mjs';
 import { needsPostgres, schemaUrl } from './fixtures/pg.mjs';
 import { ScriptedBackend } from './fixtures/scripted.mjs';
 
@@ -66,7 +66,21 @@ test('retries.json [scripted]', async (t) => {
   t.diagnostic(`${ran} retry sequences replayed on the scripted store`);
 });
 
-test('retries.json [postgres]', { skip: 'not replayed on PostgreSQL by the JavaScript host yet (issue 26: the Rust host replays them there)' }, () => {});
+test('retries.json [postgres]', needsPostgres, async (t) => {
+  const { cases } = fuzzFile('retries.json');
+  const kernel = await openKernel(schemaUrl(t, 'fuzzretry'), { clock: new ManualClock(1000n), blocking: true });
+  t.after(() => kernel.close());
+  let ran = 0;
+  for (const [i, c] of cases.entries()) {
+    const shape = c.attempts.map((a) => `${a.conflict ? 'conflict+' : ''}${a.body}`).join(' ');
+    await t.test(`#${i} ${shape} -> ${c.answer}`, () => {
+      replayRetryPostgres(kernel, i, c);
+      ran++;
+    });
+  }
+  assert.equal(ran, cases.length);
+  t.diagnostic(`${ran} retry sequences replayed on PostgreSQL`);
+});
 
 test('passwords.json: every entry point that takes a store URL fails and shows no part of the password', async (t) => {
   const { templates, cases } = fuzzFile('passwords.json');
