@@ -491,9 +491,7 @@ fn a_read_only_call_leaves_no_task_held_after_it_returns(dsn: &str) {
         Err(_) => Ok(()),
         Ok(()) => panic!("a complete without a claim succeeded"),
     };
-    let calls: [(&str, &dyn Fn() -> Result<(), Error>); 2] =
-        [("a get", &get), ("a refused complete", &refused)];
-    for (what, call) in calls {
+    let after = |what: &str, call: &dyn Fn() -> Result<(), Error>| {
         call().unwrap();
         let claimed = direct.taskboard().claim_next("w", 60_000).unwrap();
         let claimed = claimed.unwrap_or_else(|| {
@@ -502,7 +500,9 @@ fn a_read_only_call_leaves_no_task_held_after_it_returns(dsn: &str) {
         assert_eq!(claimed.id, "t");
         let token = claimed.token.expect("a claim's token");
         direct.taskboard().release("t", &token).expect("release");
-    }
+    };
+    after("a get", &get);
+    after("a refused complete", &refused);
     proxy.slow_quiet_ends(0);
 }
 
