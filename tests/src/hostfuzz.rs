@@ -436,10 +436,29 @@ fn plain_case(s: &mut Stream) -> SqlCase {
     }
 }
 
-/// `n` SQL texts from `seed`.
+/// `COPY` statements whose rows would cross the connection (`FROM STDIN`,
+/// `TO STDOUT`): a body's handle speaks statements, not COPY's data
+/// exchange, so every host refuses them before they are sent. (SQLite has
+/// no COPY: a syntax error there.)
+const COPY_DATA: [&str; 5] = [
+    "COPY gak_fuzz_rows FROM STDIN",
+    "copy (select 1) to stdout",
+    "COPY gak_fuzz_rows (a, b) FROM stdin WITH (FORMAT csv)",
+    "/* rows */ COPY \"gak_fuzz_rows\" TO\nSTDOUT",
+    "COPY gak_fuzz_rows FROM STDIN -- ;",
+];
+
+/// `n` SQL texts from `seed`, then the [`COPY_DATA`] texts.
 pub fn sql_cases(seed: u64, n: usize) -> Vec<SqlCase> {
     let mut s = Stream::new(seed ^ 0x5351_4C00);
-    (0..n).map(|_| sql_case(&mut s)).collect()
+    let mut cases: Vec<SqlCase> = (0..n).map(|_| sql_case(&mut s)).collect();
+    cases.extend(COPY_DATA.iter().map(|sql| SqlCase {
+        sql: (*sql).to_owned(),
+        postgres: Expect::Refuse,
+        sqlite: Expect::Any,
+        ends: None,
+    }));
+    cases
 }
 
 /// A password and the markers no message may contain.

@@ -13,6 +13,7 @@ import { GakError, Worker as QueueWorker, openKernel } from '../src/index.js';
 import { PostgresKernel } from '../src/pg-kernel.js';
 import { PostgresBackend } from '../src/store/index.js';
 import { POSTGRES_MANY_KEYS_FROM } from '../src/store/facts.js';
+import { refusal } from '../src/store/pg-lex.js';
 import { DSN, needsPostgres, schemaUrl } from './fixtures/pg.mjs';
 
 const MINUTE = 60_000n;
@@ -296,6 +297,40 @@ test('an ambiguous COMMIT (the connection lost with it) is storage and never re-
   assert.equal(task.fence, 1n);
   // The next call reconnects.
   assert.throws(() => proxied.taskboard.claim('x', 'w', MINUTE), (e) => e.code === 'taken');
+});
+
+// COPY's rows cross the connection in a data exchange of their own that the
+// lent handle does not speak: sent, FROM STDIN ended the connection (the
+// call then `storage`) and TO STDOUT answered "ok" with the rows dropped.
+// The guard refuses both up front (invalid-input), as the Rust and Python
+// hosts' guards do; a COPY that names a server file is a statement like any.
+test('a COPY through the connection is refused up front, and the call goes on', needsPostgres, async (t) => {
+  for (const sql of ['COPY t FROM STDIN', 'copy (select 1) to stdout', '/* rows */ COPY "t" (a) TO\nSTDOUT', 'COPY t FROM stdin -- ;']) {
+    assert.match(refusal(sql) ?? '', /COPY FROM STDIN \/ TO STDOUT refused/, sql);
+  }
+  for (const sql of ["COPY t FROM 'stdin'", `COPY "stdin" FROM '/tmp/rows.csv'`, "COPY t TO '/tmp/x' -- STDOUT", 'SELECT stdin FROM t', 'INSERT INTO t SELECT * FROM stdout']) {
+    assert.equal(refusal(sql), undefined, sql);
+  }
+  const url = schemaUrl(t, 'copy');
+  const kernel = await openKernel(url, { blocking: true });
+  t.after(() => kernel.close());
+  const schema = new URL(url.replace(/^postgres(ql)?:/, 'http:')).searchParams.get('schema');
+  const refused = [];
+  kernel.sideeffect.writeFenced('copy', 1n, (down) => {
+    down.put('before', '1');
+    for (const sql of [`COPY "${schema}".downstream FROM STDIN`, `COPY "${schema}".downstream TO STDOUT`, 'COPY (SELECT 1) TO STDOUT']) {
+      try {
+        down.query(sql);
+      } catch (e) {
+        refused.push(e);
+      }
+    }
+    down.put('after', '1');
+  });
+  assert.equal(refused.length, 3);
+  for (const e of refused) assert.ok(e instanceof GakError && e.code === 'invalid-input', String(e));
+  assert.equal(kernel.sideeffect.sinkSeen('copy'), 1n);
+  assert.deepEqual(kernel.withDownstream((down) => [down.get('before'), down.get('after')]), ['1', '1']);
 });
 
 // A call that read a task and wrote nothing has released the task's lock

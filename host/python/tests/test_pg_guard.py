@@ -39,6 +39,11 @@ REFUSED = [
     "SELECT $1$$;COMMIT$$",  # a `$` right after a parameter opens nothing
     "SELECT B'1''\\';COMMIT'",  # B'…' has no ''
     "COMMIT /* unterminated",
+    # COPY's rows would cross the connection, a protocol the cursor does not speak
+    "COPY t FROM STDIN",
+    "copy (select 1) to stdout",
+    '/* rows */ COPY "t" (a) TO\nSTDOUT',
+    "COPY t FROM stdin -- ;",
 ]
 
 #: One statement each, whatever they hide in comments and literals.
@@ -66,6 +71,10 @@ SINGLE = [
     "SELECT $$ ;COMMIT",
     'SELECT "open',
     "SELECT E'\\",
+    "COPY t FROM 'stdin'",  # a server file named stdin: a statement like any
+    'COPY "stdin" FROM \'/tmp/rows.csv\'',
+    "COPY t TO '/tmp/x' -- STDOUT",
+    "SELECT stdin FROM t",
 ]
 
 

@@ -136,12 +136,15 @@ function wordEnd(text, i) {
 /**
  * The leading words (upper case, at most as many as a phrase has) of every
  * non-empty statement of `text`; [] for a statement that does not start with
- * a word. `backslashQuotes`: read '…' as the server does after `SET
+ * a word. Each list's `stdio` says whether a word token of the statement
+ * (not a literal or a quoted identifier) is STDIN or STDOUT.
+ * `backslashQuotes`: read '…' as the server does after `SET
  * standard_conforming_strings = off`.
  */
 export function statements(text, backslashQuotes = false) {
   const out = [];
   let words = [];
+  words.stdio = false;
   let leading = true;
   let empty = true;
   const n = text.length;
@@ -163,6 +166,7 @@ export function statements(text, backslashQuotes = false) {
     if (c === ';') {
       if (!empty) out.push(words);
       words = [];
+      words.stdio = false;
       leading = true;
       empty = true;
       i++;
@@ -185,6 +189,12 @@ export function statements(text, backslashQuotes = false) {
           i = k;
           continue;
         }
+      }
+      if (j - i === 5 || j - i === 6) {
+        // ASCII only, as the server folds keywords: 'ſtdin' is no STDIN.
+        const word = text.slice(i, j);
+        const upper = ASCII.test(word) ? word.toUpperCase() : word;
+        if (upper === 'STDIN' || upper === 'STDOUT') words.stdio = true;
       }
       if (leading && words.length < WORDS) {
         const word = text.slice(i, j);
@@ -215,8 +225,10 @@ export function statements(text, backslashQuotes = false) {
 
 /**
  * Why a body may not send `text` through the lent handle, or undefined: a
- * statement that begins, ends or splits the transaction, or more than one
- * statement — under either reading of '…'.
+ * statement that begins, ends or splits the transaction, a COPY naming
+ * STDIN or STDOUT (its rows would cross the connection, a protocol of its
+ * own that the handle does not speak), or more than one statement — under
+ * either reading of '…'.
  */
 export function refusal(text) {
   const readings = [statements(text), statements(text, true)];
@@ -226,6 +238,9 @@ export function refusal(text) {
         if (phrase.every((w, k) => words[k] === w)) {
           return `${phrase.join(' ')} refused: a body runs inside the kernel's transaction and must not end it`;
         }
+      }
+      if (words.stdio && words[0] === 'COPY') {
+        return "COPY FROM STDIN / TO STDOUT refused: a body's handle runs statements, not COPY's data exchange (write rows with INSERT)";
       }
     }
   }

@@ -45,8 +45,9 @@ if TYPE_CHECKING:
 
 
 class TransactionControlRefused(psycopg.ProgrammingError):
-    """A body tried to begin, end or split the kernel's transaction, or to
-    send more than one statement in one call; nothing was sent."""
+    """A body tried to begin, end or split the kernel's transaction, to send
+    more than one statement in one call, or to run a ``COPY`` through the
+    connection (``FROM STDIN`` / ``TO STDOUT``); nothing was sent."""
 
 
 class BodyCursor:

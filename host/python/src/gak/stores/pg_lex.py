@@ -155,15 +155,31 @@ def _word_end(text: str, i: int) -> int:
     return i
 
 
-def statements(text: str, *, backslash_quotes: bool = False) -> list[tuple[str, ...]]:
+class Words(tuple[str, ...]):
+    """A statement's leading words; ``stdio``: a word token of it (not a
+    literal or a quoted identifier) is ``STDIN`` or ``STDOUT``."""
+
+    stdio: bool = False
+
+
+def _words(words: list[str], stdio: bool) -> Words:
+    out = Words(words)
+    out.stdio = stdio
+    return out
+
+
+def statements(text: str, *, backslash_quotes: bool = False) -> list[Words]:
     """The leading words (upper case, at most as many as a phrase of
     :data:`PHRASES` has) of every non-empty statement of ``text``, in order;
-    ``()`` for a statement that does not start with a word.
+    ``()`` for a statement that does not start with a word. Each is a
+    :class:`Words` (a tuple) whose ``stdio`` says whether the statement
+    names ``STDIN`` or ``STDOUT``.
 
     ``backslash_quotes``: read ``'…'`` as the server does after ``SET
     standard_conforming_strings = off`` (backslash escapes, as in ``E'…'``)."""
-    out: list[tuple[str, ...]] = []
+    out: list[Words] = []
     words: list[str] = []
+    stdio = False
     leading = True  # only words seen so far in this statement
     empty = True
     i, n = 0, len(text)
@@ -180,8 +196,8 @@ def statements(text: str, *, backslash_quotes: bool = False) -> list[tuple[str, 
             continue
         if c == ";":
             if not empty:
-                out.append(tuple(words))
-            words, leading, empty = [], True, True
+                out.append(_words(words, stdio))
+            words, stdio, leading, empty = [], False, True, True
             i += 1
             continue
         empty = False
@@ -204,6 +220,8 @@ def statements(text: str, *, backslash_quotes: bool = False) -> list[tuple[str, 
                     leading = False
                     i = k
                     continue
+            if j - i in (5, 6) and text[i:j].isascii() and text[i:j].upper() in ("STDIN", "STDOUT"):
+                stdio = True
             if leading and len(words) < _WORDS:
                 word = text[i:j]
                 # The server folds ASCII letters only; a word with another
@@ -230,13 +248,15 @@ def statements(text: str, *, backslash_quotes: bool = False) -> list[tuple[str, 
         else:
             i += 1
     if not empty:
-        out.append(tuple(words))
+        out.append(_words(words, stdio))
     return out
 
 
 def refusal(text: str) -> Optional[str]:
     """Why a body may not send ``text`` through the lent cursor, or ``None``:
-    a statement that begins, ends or splits the transaction, or more than one
+    a statement that begins, ends or splits the transaction, a ``COPY``
+    naming ``STDIN`` or ``STDOUT`` (its rows would cross the connection, a
+    protocol of its own that the cursor does not speak), or more than one
     statement — under either reading of ``'…'`` (a body may have turned
     ``standard_conforming_strings`` off), so an ambiguous text is refused."""
     readings = [statements(text), statements(text, backslash_quotes=True)]
@@ -245,6 +265,11 @@ def refusal(text: str) -> Optional[str]:
             for phrase in PHRASES:
                 if words[: len(phrase)] == phrase:
                     return f"{' '.join(phrase)} refused: a body runs inside the kernel's transaction and must not end it"
+            if words.stdio and words[:1] == ("COPY",):
+                return (
+                    "COPY FROM STDIN / TO STDOUT refused: a body's cursor runs statements, not COPY's data "
+                    "exchange (write rows with INSERT)"
+                )
     if any(len(found) > 1 for found in readings):
         return (
             "a text of more than one statement refused: a body's statement runs in the kernel's "

@@ -5,7 +5,9 @@
 //! the guard. A body's text is refused when any statement in it begins,
 //! ends or splits the kernel's transaction, and when it holds more than one
 //! statement (a body sends one statement per call, on the extended
-//! protocol, which the server also refuses to split).
+//! protocol, which the server also refuses to split), and when it is a
+//! `COPY` naming `STDIN` or `STDOUT`: the handle runs statements, and COPY's
+//! data exchange is a protocol of its own that no host's handle speaks.
 //!
 //! Where the server could read a text two ways, both readings are checked:
 //! a body may have turned `standard_conforming_strings` off earlier in the
@@ -18,6 +20,9 @@ pub enum Refusal {
     TransactionControl(&'static str),
     /// It holds this many statements; a body sends one per call.
     Statements(usize),
+    /// A `COPY` whose rows would cross the connection (`FROM STDIN`, `TO
+    /// STDOUT`).
+    CopyData,
 }
 
 impl std::fmt::Display for Refusal {
@@ -30,6 +35,10 @@ impl std::fmt::Display for Refusal {
             Refusal::Statements(n) => write!(
                 f,
                 "a sink body sends one statement per call, and this text holds {n}"
+            ),
+            Refusal::CopyData => write!(
+                f,
+                "a sink body cannot run COPY FROM STDIN or TO STDOUT: its handle runs statements, not COPY's data exchange (write rows with INSERT)"
             ),
         }
     }
@@ -44,9 +53,12 @@ pub fn check(sql: &str) -> Result<(), Refusal> {
 
 fn check_reading(sql: &str, backslash_quotes: bool) -> Result<(), Refusal> {
     let statements = statements(sql, backslash_quotes);
-    for words in &statements {
-        if let Some(phrase) = control(words) {
+    for statement in &statements {
+        if let Some(phrase) = control(&statement.words) {
             return Err(Refusal::TransactionControl(phrase));
+        }
+        if statement.copy_data() {
+            return Err(Refusal::CopyData);
         }
     }
     if statements.len() > 1 {
@@ -88,24 +100,47 @@ fn tag_cont(b: u8) -> bool {
     ident_start(b) || b.is_ascii_digit()
 }
 
-/// The non-empty statements of `sql`, each as its first two words when they
-/// are identifiers (upper case; fewer when it starts otherwise).
-fn statements(sql: &str, backslash_quotes: bool) -> Vec<Vec<String>> {
+/// One statement of a text, as far as the guard reads it.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Statement {
+    /// Its first two words when they are identifiers (upper case; fewer
+    /// when it starts otherwise).
+    words: Vec<String>,
+    /// A word token of it (not a literal or a quoted identifier) is
+    /// `STDIN` or `STDOUT`.
+    stdio: bool,
+}
+
+impl Statement {
+    /// A `COPY` whose rows would cross the connection.
+    fn copy_data(&self) -> bool {
+        self.stdio && self.words.first().is_some_and(|w| w == "COPY")
+    }
+}
+
+/// The non-empty statements of `sql`.
+fn statements(sql: &str, backslash_quotes: bool) -> Vec<Statement> {
     let s = sql.as_bytes();
     let n = s.len();
-    let mut out: Vec<Vec<String>> = Vec::new();
-    // The current statement: seen a token yet, its leading words, and
-    // whether a token that is not a word came first.
+    let mut out: Vec<Statement> = Vec::new();
+    // The current statement, how many tokens it has had, and whether a
+    // token that is not a word came first.
     let mut tokens = 0usize;
-    let mut words: Vec<String> = Vec::new();
+    let mut words = Statement::default();
     let mut leading = true;
     let mut i = 0;
     let token =
-        |tokens: &mut usize, word: Option<&[u8]>, words: &mut Vec<String>, leading: &mut bool| {
+        |tokens: &mut usize, word: Option<&[u8]>, words: &mut Statement, leading: &mut bool| {
             *tokens += 1;
+            if let Some(w) = word {
+                words.stdio |=
+                    w.eq_ignore_ascii_case(b"STDIN") || w.eq_ignore_ascii_case(b"STDOUT");
+            }
             match word {
-                Some(w) if *leading && words.len() < 2 => {
-                    words.push(String::from_utf8_lossy(w).to_ascii_uppercase());
+                Some(w) if *leading && words.words.len() < 2 => {
+                    words
+                        .words
+                        .push(String::from_utf8_lossy(w).to_ascii_uppercase());
                 }
                 _ => *leading = false,
             }
@@ -242,7 +277,7 @@ fn dollar(s: &[u8], i: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{Refusal, check, statements};
+    use super::{Refusal, Statement, check, statements};
 
     fn refused(sql: &str) -> bool {
         check(sql).is_err()
@@ -303,8 +338,34 @@ mod tests {
         // identifier, a syntax error, never a COMMIT.
         assert_eq!(
             statements("\u{a0}COMMIT", false),
-            vec![vec!["\u{a0}COMMIT".to_owned()]]
+            vec![Statement {
+                words: vec!["\u{a0}COMMIT".to_owned()],
+                stdio: false
+            }]
         );
+    }
+
+    #[test]
+    fn copy_through_the_connection_is_refused() {
+        for sql in [
+            "COPY t FROM STDIN",
+            "copy t from stdin with (format csv)",
+            "COPY (SELECT 1) TO STDOUT",
+            "/* rows */ COPY t (a, b) TO\nstdout;",
+            "COPY \"t\" FROM STDIN",
+        ] {
+            assert_eq!(check(sql), Err(Refusal::CopyData), "{sql:?}");
+        }
+        for sql in [
+            "COPY t FROM '/tmp/rows.csv'",
+            "COPY t FROM 'stdin'",
+            "COPY \"stdin\" FROM '/tmp/rows.csv'",
+            "COPY t TO '/tmp/x' -- STDOUT",
+            "SELECT stdin FROM t",
+            "INSERT INTO t SELECT * FROM stdout",
+        ] {
+            assert_eq!(check(sql), Ok(()), "{sql:?}");
+        }
     }
 
     #[test]
