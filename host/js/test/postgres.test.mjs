@@ -275,11 +275,16 @@ async function commitCutter(t) {
   };
 }
 
-test('an ambiguous COMMIT (the connection lost with it) is storage and never re-run', needsPostgres, async (t) => {
-  const url = schemaUrl(t, 'ambig');
-  const cutter = await commitCutter(t);
+/**
+ * A fresh schema, a blocking kernel on it directly and one through a new
+ * `commitCutter` (plain: the proxy reads the protocol), both closed after
+ * the test.
+ */
+async function throughProxy(t, label) {
+  const url = schemaUrl(t, label);
+  const proxy = await commitCutter(t);
   const { hostname, port } = new URL(DSN.replace(/^postgres(ql)?:/, 'http:'));
-  const via = url.replace(`${hostname}:${port || 5432}`, `127.0.0.1:${cutter.port}`);
+  const via = url.replace(`${hostname}:${port || 5432}`, `127.0.0.1:${proxy.port}`);
   assert.notEqual(via, url);
   const direct = await openKernel(url, { blocking: true });
   const proxied = await openKernel(`${via}&sslmode=disable`, { blocking: true });
@@ -287,6 +292,11 @@ test('an ambiguous COMMIT (the connection lost with it) is storage and never re-
     direct.close();
     proxied.close();
   });
+  return { proxy, direct, proxied };
+}
+
+test('an ambiguous COMMIT (the connection lost with it) is storage and never re-run', needsPostgres, async (t) => {
+  const { proxy: cutter, direct, proxied } = await throughProxy(t, 'ambig');
   direct.taskboard.seed([{ id: 'x' }]);
   cutter.arm();
   assert.throws(() => proxied.taskboard.claim('x', 'w', MINUTE), (e) => e instanceof GakError && e.code === 'storage');
@@ -340,16 +350,7 @@ test('a COPY through the connection is refused up front, and the call goes on', 
 // through would leave the task locked after the call, and the claim below
 // would find nothing.
 test('a read-only call leaves no task held after it returns', needsPostgres, async (t) => {
-  const url = schemaUrl(t, 'quiet');
-  const proxy = await commitCutter(t);
-  const { hostname, port } = new URL(DSN.replace(/^postgres(ql)?:/, 'http:'));
-  const via = url.replace(`${hostname}:${port || 5432}`, `127.0.0.1:${proxy.port}`);
-  const direct = await openKernel(url, { blocking: true });
-  const proxied = await openKernel(`${via}&sslmode=disable`, { blocking: true });
-  t.after(() => {
-    direct.close();
-    proxied.close();
-  });
+  const { proxy, direct, proxied } = await throughProxy(t, 'quiet');
   direct.taskboard.seed([{ id: 't' }]);
   assert.equal(proxied.taskboard.get('t').state, 'open'); // the line and its statements, ready
   proxy.slowQuietEnds(300);
