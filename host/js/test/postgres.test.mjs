@@ -14,6 +14,7 @@ import { PostgresKernel } from '../src/pg-kernel.js';
 import { PostgresBackend } from '../src/store/index.js';
 import { POSTGRES_MANY_KEYS_FROM } from '../src/store/facts.js';
 import { refusal } from '../src/store/pg-lex.js';
+import { Wire } from '../src/store/pg-wire.js';
 import { DSN, needsPostgres, schemaUrl } from './fixtures/pg.mjs';
 
 const MINUTE = 60_000n;
@@ -731,6 +732,60 @@ test('a plain connection is read and written by its caller thread, a TLS one thr
       await query('SELECT pg_terminate_backend($1)', [pid]);
       const after = line.call({ op: 'run', statements: [{ text: 'SELECT 1' }] }, 10_000);
       assert.equal(after.gone, true, `${way.name}: ${JSON.stringify(after)}`);
+    } finally {
+      line.close();
+    }
+  }
+});
+
+test('the kernel\'s statements share one Sync: one ReadyForQuery for the run, an error skips the rest of it', needsPostgres, async (t) => {
+  // The encoding: three chained statements end with one Sync; a statement
+  // not marked `chain` (a body's) and a simple Query keep their own.
+  const sync = Buffer.from([0x53, 0, 0, 0, 4]);
+  const syncsIn = (bytes) => {
+    let n = 0;
+    for (let at = bytes.indexOf(sync); at >= 0; at = bytes.indexOf(sync, at + 1)) n += 1;
+    return n;
+  };
+  const chained = (text, values) => ({ text, values, extended: true, chain: true });
+  const run = new Wire().encode([chained('SELECT 1'), chained('SELECT 2'), chained('SELECT 3')]);
+  assert.equal(run.plan.syncs, 1);
+  assert.equal(syncsIn(run.bytes), 1);
+  const mixed = new Wire().encode([chained('SELECT 1'), { text: 'SELECT $1::int', values: [2] }, chained('SELECT 3'), { text: 'COMMIT' }]);
+  assert.equal(mixed.plan.syncs, 4);
+  assert.equal(syncsIn(mixed.bytes), 3); // the simple Query is its own end
+  for (const way of await transports(t)) {
+    const backend = new PostgresBackend(way.url);
+    const line = backend.connect();
+    try {
+      const named = (name, text, values) => ({ name, text, values, chain: true });
+      const failed = line.call(
+        {
+          op: 'run',
+          statements: [
+            { text: 'BEGIN' },
+            named('gak_test_chain_a', 'SELECT $1::int AS a', [1]),
+            named('gak_test_chain_b', 'SELECT 1 / $1::int AS b', [0]),
+            named('gak_test_chain_c', 'SELECT $1::text AS c', ['skipped']),
+            named('gak_test_chain_d', 'SELECT $1::text AS d', ['skipped too']),
+          ],
+        },
+        10_000,
+      );
+      assert.equal(failed.status, 'E', way.name);
+      assert.equal(failed.results.length, 3, way.name);
+      assert.deepEqual(failed.results[1].rows, [[1]]);
+      assert.equal(failed.results[2].error.code, '22012');
+      line.call({ op: 'run', statements: [{ text: 'ROLLBACK' }] }, 10_000);
+      // The skipped statement's Parse never ran: it is parsed again, not
+      // bound to a statement the server does not have.
+      const again = line.call({ op: 'run', statements: [named('gak_test_chain_c', 'SELECT $1::text AS c', ['parsed']), named('gak_test_chain_a', 'SELECT $1::int AS a', [2])] }, 10_000);
+      assert.equal(again.status, 'I', way.name);
+      assert.deepEqual(again.results.map((r) => r.rows), [[['parsed']], [[2]]], way.name);
+      // A quiet run's one ReadyForQuery is skipped ahead of the next answer.
+      line.post({ op: 'run', statements: [named('gak_test_chain_a', 'SELECT $1::int AS a', [3]), named('gak_test_chain_c', 'SELECT $1::text AS c', ['quiet'])] });
+      const next = line.call({ op: 'run', statements: [{ text: 'SELECT 4 AS d' }] }, 10_000);
+      assert.deepEqual(next.results[0].rows, [[4]], way.name);
     } finally {
       line.close();
     }

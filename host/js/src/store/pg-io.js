@@ -374,10 +374,9 @@ export class Line {
     if (req.op === 'close' && this.#fd !== undefined) this.#goodbye();
     if (req.op !== 'run') return this.#await(req, timeoutMs);
     const { bytes, plan } = this.#wire.encode(req.statements);
-    const count = plan.sent.length;
     const want = this.#wire.expected(plan);
     if (want === 0) return this.#wire.decode(EMPTY, plan);
-    const answer = this.#fd === undefined ? this.#await(this.#message(bytes, count, false), timeoutMs) : this.#direct(bytes, want);
+    const answer = this.#fd === undefined ? this.#await(this.#message(bytes, plan.syncs, false), timeoutMs) : this.#direct(bytes, want);
     if (!(answer instanceof Uint8Array)) return answer;
     try {
       return this.#wire.decode(answer, plan);
@@ -497,7 +496,7 @@ export class Line {
     if (this.#broken) throw new StoreFailure('the line to the PostgreSQL I/O thread is broken (an earlier request had no answer)');
     const { bytes, plan } = this.#wire.encode(req.statements);
     if (plan.sent.length === 0) return;
-    if (this.#fd === undefined) this.#port.postMessage(...this.#message(bytes, plan.sent.length, true));
+    if (this.#fd === undefined) this.#port.postMessage(...this.#message(bytes, plan.syncs, true));
     else {
       try {
         this.#writeAll(bytes);

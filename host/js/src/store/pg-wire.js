@@ -21,6 +21,10 @@ const { Parser } = require('pg-protocol/dist/parser.js');
 const Result = require('pg/lib/result.js');
 const { prepareValue } = require('pg/lib/utils.js');
 
+const DESCRIBE = serialize.describe({ type: 'P', name: '' });
+const EXECUTE = serialize.execute();
+const SYNC = serialize.sync();
+
 /** What the server or the client said, as plain data. */
 export function said(e) {
   return {
@@ -67,14 +71,14 @@ export class Wire {
     // thread: structured-cloned. What cannot be cloned refuses the whole
     // request (DataCloneError) before anything is encoded.
     const cloned = statements.map((s) => (s.objects ? structuredClone(s.values ?? []).map(bytesAsBuffer) : s.values));
-    const chunks = [];
+    const parts = [];
     const sent = [];
     const refused = new Map();
     for (let i = 0; i < statements.length; i += 1) {
       const s = statements[i];
       if (!extended(s)) {
-        chunks.push(serialize.query(s.text));
-        sent.push({ index: i, objects: Boolean(s.objects), parses: undefined });
+        parts.push([serialize.query(s.text)]);
+        sent.push({ index: i, objects: Boolean(s.objects), parses: undefined, synced: true, chain: false });
         continue;
       }
       const name = s.name ?? '';
@@ -83,27 +87,39 @@ export class Wire {
         const values = cloned[i] ?? [];
         const parse = parses ? serialize.parse({ name, text: s.text }) : undefined;
         const bind = serialize.bind({ statement: name, values, valueMapper: prepareValue });
-        if (parse) chunks.push(parse);
-        chunks.push(bind, serialize.describe({ type: 'P', name: '' }), serialize.execute(), serialize.sync());
+        parts.push(parse ? [parse, bind, DESCRIBE, EXECUTE] : [bind, DESCRIBE, EXECUTE]);
       } catch (e) {
         refused.set(i, said(e));
         continue;
       }
       if (name !== '' && parses) this.#parsed.add(name);
-      sent.push({ index: i, objects: Boolean(s.objects), parses: name !== '' && parses ? name : undefined });
+      sent.push({ index: i, objects: Boolean(s.objects), parses: name !== '' && parses ? name : undefined, synced: true, chain: Boolean(s.chain) });
     }
+    // A kernel statement followed by another shares its Sync: the server
+    // answers the run of them at once (one flush, one read here) instead
+    // of one ReadyForQuery each. An error skips the rest of the run, which
+    // the answers never reach (they stop at the first error). A simple
+    // Query, or a statement not marked `chain` (a body's), keeps its own.
+    const chunks = [];
+    for (let j = 0; j < sent.length; j += 1) {
+      chunks.push(...parts[j]);
+      if (parts[j].length === 1) continue; // a simple Query is its own end
+      if (sent[j].chain && sent[j + 1]?.chain) sent[j].synced = false;
+      else chunks.push(SYNC);
+    }
+    const syncs = sent.filter((p) => p.synced).length;
     const bytes = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks);
-    return { bytes, plan: { count: statements.length, sent, refused } };
+    return { bytes, plan: { count: statements.length, sent, refused, syncs } };
   }
 
   /** Statements went out without their answer being waited for. */
   sentQuietly(plan) {
-    this.#quiet += plan.sent.length;
+    this.#quiet += plan.syncs;
   }
 
   /** How many ReadyForQuery the next answer ends with, counting the quiet ones before it. */
   expected(plan) {
-    return this.#quiet + plan.sent.length;
+    return this.#quiet + plan.syncs;
   }
 
   /**
@@ -118,10 +134,20 @@ export class Wire {
     this.#quiet = 0;
     let k = 0;
     let current;
+    // A statement of a shared Sync failed: the rest of its run was skipped.
+    let skipping = false;
     const start = () => {
       const p = skip > 0 ? undefined : plan.sent[k];
-      current = { plan: p, result: new Result(p?.objects ? undefined : 'array'), error: undefined, parsed: false };
+      current = { plan: p, result: new Result(p?.objects ? undefined : 'array'), error: undefined, parsed: false, skipped: false };
     };
+    const close = () => {
+      if (current.plan?.parses && !current.parsed) this.#parsed.delete(current.plan.parses);
+      segments.push(current);
+      k += 1;
+      start();
+    };
+    // Without its own Sync a statement ends at its CommandComplete or its error.
+    const unsynced = () => skip === 0 && current.plan !== undefined && !current.plan.synced;
     start();
     this.#parser.parse(bytes, (msg) => {
       switch (msg.name) {
@@ -133,22 +159,33 @@ export class Wire {
           break;
         case 'commandComplete':
           current.result.addCommandComplete(msg);
+          if (unsynced()) close();
           break;
         case 'parseComplete':
           current.parsed = true;
           break;
         case 'error':
           current.error ??= said(msg);
+          if (unsynced()) {
+            close();
+            skipping = true;
+          }
           break;
         case 'readyForQuery':
           this.#status = msg.status;
-          if (current.plan?.parses && !current.parsed) this.#parsed.delete(current.plan.parses);
-          if (skip > 0) skip -= 1;
-          else {
-            segments.push(current);
-            k += 1;
-          }
-          start();
+          if (skip > 0) {
+            skip -= 1;
+            start();
+          } else if (skipping) {
+            // The statements from here to the run's last were skipped.
+            skipping = false;
+            for (;;) {
+              const last = current.plan === undefined || current.plan.synced;
+              current.skipped = true;
+              close();
+              if (last) break;
+            }
+          } else close();
           break;
         default:
         // notices, parameter status, notifications: not a statement's
@@ -168,6 +205,10 @@ export class Wire {
       const s = byIndex.get(i);
       if (s.error) {
         results.push({ error: s.error });
+        break;
+      }
+      if (s.skipped) {
+        results.push({ error: { code: null, severity: null, message: 'not run: an earlier statement of its Sync failed' } });
         break;
       }
       results.push({ rows: s.result.rows, command: s.result.command, rowCount: s.result.rowCount });

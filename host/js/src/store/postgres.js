@@ -19,7 +19,9 @@
 // `BEGIN` goes out with the transaction's first read; the write set is
 // deferred, coalesced (the last write of a key wins) and sent in front of
 // the next read or with `COMMIT`: a claim is two requests, `BEGIN` +
-// `gak_read_v1`, then `gak_write_v1` + `COMMIT`.
+// `gak_read_v1`, then `gak_write_v1` + `COMMIT`. The kernel's statements of
+// one request share one Sync (`chain`, ./pg-wire.js), so the server answers
+// each request at once: one read of the socket, not one per statement.
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -48,6 +50,8 @@ export const SQL_FILE = fileURLToPath(new URL('../../../sql/postgres.sql', impor
 export const CONNECT_TIMEOUT_S = 5;
 
 const BEGIN = 'BEGIN ISOLATION LEVEL READ COMMITTED';
+/** Unnamed, so every COMMIT's text is on the wire (parsed each time: a utility statement costs no plan). */
+const COMMIT = { text: 'COMMIT', extended: true, chain: true };
 const SSL_MODES = ['disable', 'prefer', 'require', 'verify-ca', 'verify-full'];
 /** libpq keywords a URL may carry besides gak's own (`schema`, `clock`, `statement_timeout_ms`). */
 const PASSED = ['host', 'port', 'user', 'password', 'dbname', 'application_name', 'connect_timeout', 'sslmode', 'sslrootcert'];
@@ -257,6 +261,9 @@ function statementsOf(schema) {
     }
   }
   return {
+    // BEGIN on the extended protocol, so it shares the first statement's
+    // Sync (as the kernel's statements do: `chain`, ./pg-wire.js).
+    begin: { name: 'gak_begin', text: BEGIN, extended: true, chain: true },
     read: { name: 'gak_read', text: `SELECT "${schema}".gak_read_v1($1::text[], $2::text[], $3)` },
     tryRead: { name: 'gak_try_read', text: `SELECT held, vals FROM "${schema}".gak_try_read_v1($1::text[], $2::text[])` },
     write: { name: 'gak_write', text: `SELECT "${schema}".gak_write_v1($1::text[], $2::text[], $3::text[])` },
@@ -461,7 +468,7 @@ class PostgresTxn {
 
   #pending() {
     const batch = [];
-    if (this.#beginPending) batch.push({ text: BEGIN });
+    if (this.#beginPending) batch.push(this.session.sql.begin);
     if (this.#deferred.size > 0) {
       const tables = [];
       const keys = [];
@@ -474,7 +481,7 @@ class PostgresTxn {
       this.#deferred = new Map();
       this.#wrote = true;
       const write = keys.length >= POSTGRES_MANY_KEYS_FROM ? this.session.sql.writeMany : this.session.sql.write;
-      batch.push({ ...write, values: [tables, keys, values] });
+      batch.push({ ...write, values: [tables, keys, values], chain: true });
     }
     this.#beginPending = false;
     return batch;
@@ -516,6 +523,7 @@ class PostgresTxn {
       statements.push({
         ...read,
         values: [keys.map(([t]) => checkedTable(t)), keys.map(([, k]) => k), clock],
+        chain: true,
       });
     }
     for (const r of ranges) {
@@ -526,6 +534,7 @@ class PostgresTxn {
       statements.push({
         ...this.session.sql.range[`${checkedTable(r.table)}/${strict}/${end !== undefined}`],
         values: end === undefined ? [lower, limit] : [lower, end, limit],
+        chain: true,
       });
     }
     if (statements.length === 0) return { values: [], pages: [] };
@@ -552,7 +561,7 @@ class PostgresTxn {
     if (keys.length === 0) return [];
     this.#noteLocks(keys);
     const [result] = this.#send([
-      { ...this.session.sql.tryRead, values: [keys.map(([t]) => checkedTable(t)), keys.map(([, k]) => k)] },
+      { ...this.session.sql.tryRead, values: [keys.map(([t]) => checkedTable(t)), keys.map(([, k]) => k)], chain: true },
     ]);
     const row = result.rows[0] ?? [];
     const held = [...(row[0] ?? [])];
@@ -611,7 +620,10 @@ class PostgresTxn {
     }
     let results;
     try {
-      results = this.#send([{ text: 'COMMIT' }]);
+      // On the extended protocol, sharing the write set's Sync: the write's
+      // answer and COMMIT's come back together (an error in the write
+      // skips the COMMIT, and the transaction is rolled back below).
+      results = this.#send([COMMIT]);
     } catch (e) {
       this.open = false;
       if (this.#status !== null && this.#status !== 'I') this.#rollbackSent();
