@@ -1,10 +1,11 @@
 // The PostgreSQL wire protocol on the thread that waits for the server.
 //
 // A line's statements are encoded here, on the caller's thread, with
-// node-postgres's own serializer (`pg-protocol`) exactly as node-postgres
-// sends them (a statement with values, a name or `extended` as Parse —
-// once per connection for a named one —, Bind, Describe, Execute, Sync;
-// any other as one simple Query), and the server's answer is decoded here
+// node-postgres's own serializer (`pg-protocol`) as node-postgres sends
+// them (a statement with values, a name or `extended` as Parse — once per
+// connection for a named one —, Bind, Describe, Execute, Sync; any other
+// as one simple Query), except that a run of the kernel's statements
+// (`chain`) shares one Sync, and the server's answer is decoded here
 // with node-postgres's parser and its `Result` (the same type parsers,
 // `rowMode: 'array'` unless `objects`). The I/O thread (`./pg-io.js`) only
 // moves bytes: it writes a request's messages to the connection and hands
