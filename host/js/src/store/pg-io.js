@@ -98,6 +98,24 @@ const BYTES_ON_PORT = 4;
 /** ReadyForQuery's type byte ('Z'): every statement's answer ends with one. */
 const READY = 0x5a;
 
+/**
+ * Walk `data`'s whole messages from `at`, counting ReadyForQuery on from
+ * `seen`, and stop just past the `want`-th (0: none is waited for; every
+ * one is counted): `{at, seen, end}`, `end` the answer's end there, or -1
+ * when the walk reached the first incomplete message first. Both ways of a
+ * line cut answers with it: the I/O thread's and a direct line's.
+ */
+function walkReady(data, at, seen, want) {
+  while (at + 5 <= data.length) {
+    const end = at + 1 + data.readUInt32BE(at + 1);
+    if (end > data.length) break;
+    const ready = data[at] === READY;
+    at = end;
+    if (ready && ++seen === want) return { at, seen, end };
+  }
+  return { at, seen, end: -1 };
+}
+
 
 /**
  * The I/O thread's side of one line: a connection that node-postgres
@@ -155,20 +173,15 @@ function serve(port, shared) {
   };
   const received = (chunk) => {
     pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
-    while (scanned + 5 <= pending.length) {
-      const end = scanned + 1 + pending.readUInt32BE(scanned + 1);
-      if (end > pending.length) break;
-      const ready = pending[scanned] === READY;
-      scanned = end;
-      if (ready) {
-        seen += 1;
-        if (seen === answerAt) {
-          answerAt = 0;
-          answerBytes(pending.subarray(0, end));
-          pending = pending.subarray(end);
-          scanned = 0;
-        }
-      }
+    for (;;) {
+      const walked = walkReady(pending, scanned, seen, answerAt);
+      scanned = walked.at;
+      seen = walked.seen;
+      if (walked.end < 0) return;
+      answerAt = 0;
+      answerBytes(pending.subarray(0, walked.end));
+      pending = pending.subarray(walked.end);
+      scanned = 0;
     }
   };
   const end = async () => {
@@ -416,17 +429,15 @@ export class Line {
     let scanned = 0;
     let seen = 0;
     for (;;) {
-      while (scanned + 5 <= data.length) {
-        const end = scanned + 1 + data.readUInt32BE(scanned + 1);
-        if (end > data.length) break;
-        const ready = data[scanned] === READY;
-        scanned = end;
-        if (ready && ++seen === want) {
-          // Copied out of the read buffer, which the next read reuses.
-          const answer = Buffer.from(data.subarray(0, end));
-          this.#leftover = end === data.length ? EMPTY : Buffer.from(data.subarray(end));
-          return answer;
-        }
+      const walked = walkReady(data, scanned, seen, want);
+      scanned = walked.at;
+      seen = walked.seen;
+      const { end } = walked;
+      if (end >= 0) {
+        // Copied out of the read buffer, which the next read reuses.
+        const answer = Buffer.from(data.subarray(0, end));
+        this.#leftover = end === data.length ? EMPTY : Buffer.from(data.subarray(end));
+        return answer;
       }
       // `data` may be a view of the read buffer, which this read reuses.
       if (borrowed) data = Buffer.from(data);
