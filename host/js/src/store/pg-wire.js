@@ -78,8 +78,8 @@ export class Wire {
     for (let i = 0; i < statements.length; i += 1) {
       const s = statements[i];
       if (!extended(s)) {
-        parts.push([serialize.query(s.text)]);
-        sent.push({ index: i, objects: Boolean(s.objects), parses: undefined, synced: true, chain: false });
+        parts.push({ messages: [serialize.query(s.text)], chain: false, simple: true });
+        sent.push({ index: i, objects: Boolean(s.objects), parses: undefined, synced: true });
         continue;
       }
       const name = s.name ?? '';
@@ -88,13 +88,13 @@ export class Wire {
         const values = cloned[i] ?? [];
         const parse = parses ? serialize.parse({ name, text: s.text }) : undefined;
         const bind = serialize.bind({ statement: name, values, valueMapper: prepareValue });
-        parts.push(parse ? [parse, bind, DESCRIBE, EXECUTE] : [bind, DESCRIBE, EXECUTE]);
+        parts.push({ messages: parse ? [parse, bind, DESCRIBE, EXECUTE] : [bind, DESCRIBE, EXECUTE], chain: Boolean(s.chain), simple: false });
       } catch (e) {
         refused.set(i, said(e));
         continue;
       }
       if (name !== '' && parses) this.#parsed.add(name);
-      sent.push({ index: i, objects: Boolean(s.objects), parses: name !== '' && parses ? name : undefined, synced: true, chain: Boolean(s.chain) });
+      sent.push({ index: i, objects: Boolean(s.objects), parses: name !== '' && parses ? name : undefined, synced: true });
     }
     // A kernel statement followed by another shares its Sync: the server
     // answers the run of them at once (one flush, one read here) instead
@@ -103,9 +103,9 @@ export class Wire {
     // Query, or a statement not marked `chain` (a body's), keeps its own.
     const chunks = [];
     for (let j = 0; j < sent.length; j += 1) {
-      chunks.push(...parts[j]);
-      if (parts[j].length === 1) continue; // a simple Query is its own end
-      if (sent[j].chain && sent[j + 1]?.chain) sent[j].synced = false;
+      chunks.push(...parts[j].messages);
+      if (parts[j].simple) continue; // a simple Query is its own end
+      if (parts[j].chain && parts[j + 1]?.chain) sent[j].synced = false;
       else chunks.push(SYNC);
     }
     const syncs = sent.filter((p) => p.synced).length;
