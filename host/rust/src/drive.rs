@@ -79,8 +79,8 @@ mod imp {
     use std::cell::{Cell, RefCell};
     use std::future::Future;
     use std::pin::Pin;
-    use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::{Arc, OnceLock};
     use std::task::{Context, Poll, Wake, Waker};
 
     /// The thread's doorbell: an `eventfd` that wakers write while the
@@ -93,8 +93,6 @@ mod imp {
         /// drain a ring meant for the parent (which would then sleep
         /// through it); it makes its own.
         pid: u32,
-        /// The thread is in (or about to enter) `poll(2)`: a wake must ring.
-        sleeping: AtomicBool,
     }
 
     impl Bell {
@@ -109,9 +107,20 @@ mod imp {
     }
 
     /// The waker of one level of `run`.
+    ///
+    /// The level takes the thread's bell the first time it is about to
+    /// sleep, not when it starts: a call whose future is ready at once
+    /// (the memory store's, every time) never looks for it, and looking
+    /// costs a `getpid(2)` (the fork check). Only a sleeping level is rung:
+    /// an outer level woken while an inner one sleeps finds `woken` set
+    /// when the inner one returns, and polls again before it sleeps.
     struct Level {
         woken: AtomicBool,
-        bell: Arc<Bell>,
+        /// This level is in (or about to enter) `poll(2)`: a wake must ring.
+        sleeping: AtomicBool,
+        /// Set before `sleeping` is first set, so a waker that sees
+        /// `sleeping` sees the bell.
+        bell: OnceLock<Arc<Bell>>,
     }
 
     impl Wake for Level {
@@ -123,8 +132,10 @@ mod imp {
             // sees `sleeping` and rings (both orders are sequentially
             // consistent); a ring nobody needed costs one spurious turn.
             self.woken.store(true, SeqCst);
-            if self.bell.sleeping.load(SeqCst) {
-                self.bell.ring();
+            if self.sleeping.load(SeqCst)
+                && let Some(bell) = self.bell.get()
+            {
+                bell.ring();
             }
         }
     }
@@ -209,21 +220,17 @@ mod imp {
             }
             let fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
                 .expect("cannot make an eventfd for a calling thread");
-            let bell = Arc::new(Bell {
-                fd,
-                pid,
-                sleeping: AtomicBool::new(false),
-            });
+            let bell = Arc::new(Bell { fd, pid });
             t.bell = Some(bell.clone());
             bell
         })
     }
 
     pub(super) fn run<F: Future>(mut fut: Pin<&mut F>) -> F::Output {
-        let bell = bell();
         let level = Arc::new(Level {
             woken: AtomicBool::new(false),
-            bell: bell.clone(),
+            sleeping: AtomicBool::new(false),
+            bell: OnceLock::new(),
         });
         let waker = Waker::from(level.clone());
         let mut cx = Context::from_waker(&waker);
@@ -234,9 +241,10 @@ mod imp {
             if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
                 return out;
             }
-            bell.sleeping.store(true, SeqCst);
+            let bell = level.bell.get_or_init(bell);
+            level.sleeping.store(true, SeqCst);
             if level.woken.load(SeqCst) {
-                bell.sleeping.store(false, SeqCst);
+                level.sleeping.store(false, SeqCst);
                 continue;
             }
             let watches = THREAD
@@ -255,7 +263,7 @@ mod imp {
                     Ok(_) => break,
                 }
             }
-            bell.sleeping.store(false, SeqCst);
+            level.sleeping.store(false, SeqCst);
             if !fds[0].revents().is_empty() {
                 bell.quiet();
             }
@@ -298,6 +306,31 @@ mod imp {
             let child = bell_of(me.wrapping_add(1));
             assert!(!Arc::ptr_eq(&first, &child), "a new bell in another");
             assert_eq!(child.pid, me.wrapping_add(1));
+        }
+
+        /// A call whose future is ready at once never looks for the
+        /// thread's bell (no fork check, no eventfd); one that sleeps does.
+        #[test]
+        fn only_a_level_that_sleeps_takes_the_bell() {
+            std::thread::spawn(|| {
+                let has_bell = || THREAD.with(|t| t.borrow().bell.is_some());
+                assert_eq!(run(std::pin::pin!(async { 7 })), 7);
+                assert!(!has_bell(), "a ready call took the bell");
+                let mut first = true;
+                let slept = run(std::pin::pin!(std::future::poll_fn(|cx| {
+                    if std::mem::take(&mut first) {
+                        let waker = cx.waker().clone();
+                        std::thread::spawn(move || waker.wake());
+                        Poll::Pending
+                    } else {
+                        Poll::Ready(8)
+                    }
+                })));
+                assert_eq!(slept, 8);
+                assert!(has_bell(), "a sleeping call rings the thread's bell");
+            })
+            .join()
+            .unwrap();
         }
     }
 }
